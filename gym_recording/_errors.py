@@ -1,0 +1,41 @@
+"""The exception hierarchy: every error gym-recording raises derives from :class:`RecordingError`."""
+
+from __future__ import annotations
+
+__all__ = ["DependencyNotInstalled", "RecordingClosedError", "RecordingError", "TraceFormatError"]
+
+
+class RecordingError(Exception):
+    """Base class of every error raised by gym-recording."""
+
+
+class TraceFormatError(RecordingError, ValueError):
+    """A trace file does not follow FORMAT.md.
+
+    The message names the file, what was expected and what was found.
+
+    Attributes:
+        path: The file (or directory) at fault, or ``None`` if unknown.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        self.path = path
+        if path is not None and path not in message:
+            message = f"{path}: {message}"
+        super().__init__(message)
+
+
+class RecordingClosedError(RecordingError):
+    """A recording (writer or reader) was used after ``close()``."""
+
+
+class DependencyNotInstalled(RecordingError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    @classmethod
+    def for_extra(cls, module: str, extra: str, what: str) -> DependencyNotInstalled:
+        """Build the error for a missing ``module`` needed by ``what``, installable as ``extra``."""
+        return cls(
+            f"{what} needs the optional dependency {module!r}, which is not installed; "
+            f'run `pip install "gym-recording[{extra}]"`'
+        )

@@ -1,0 +1,718 @@
+"""The on-disk format (FORMAT.md): file names, encoding and validated decoding.
+
+This module owns every byte layout decision. It does no IO of its own: encoders return bytes
+and lists of buffers for :mod:`gym_recording._storage` to write, and decoders take bytes and a
+callable that returns a blob's bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gym_recording._errors import TraceFormatError
+from gym_recording._storage import is_plain_name
+
+__all__ = [
+    "ALLOWED_DTYPES",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "MANIFEST_RE",
+    "MAX_BATCH_JSON_BYTES",
+    "MAX_MANIFEST_BYTES",
+    "MAX_NESTING",
+    "BatchEntry",
+    "BlobBuilder",
+    "DecodeContext",
+    "EpisodeRecord",
+    "FieldDict",
+    "FieldTuple",
+    "Manifest",
+    "PerStep",
+    "batch_names",
+    "decode_batch_episodes",
+    "decode_episode",
+    "decode_field",
+    "decode_manifest",
+    "decode_value",
+    "dumps",
+    "encode_batch",
+    "encode_value",
+    "field_length",
+    "manifest_name",
+    "parse_json",
+    "snapshot",
+]
+
+FORMAT_NAME = "gym-recording"
+FORMAT_VERSION = "2.0"
+_KNOWN_MAJOR = 2
+
+#: ``openaigym.trace.<writer-id>.manifest.json``; group 1 is the writer id.
+MANIFEST_RE = re.compile(r"^openaigym\.trace\.([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\.manifest\.json$")
+
+#: Array dtypes that may be stored in a blob (FORMAT.md §6.1), little-endian.
+ALLOWED_DTYPES: frozenset[str] = frozenset(
+    "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 "
+    "float16 float32 float64 complex64 complex128".split()
+)
+
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_BATCH_JSON_BYTES = 512 * 1024 * 1024
+#: How deeply values may nest (JSON containers plus ``__type`` wrappers).
+MAX_NESTING = 100
+
+
+def manifest_name(prefix: str) -> str:
+    """The manifest file name of the writer with file prefix ``prefix``."""
+    return f"{prefix}.manifest.json"
+
+
+def batch_names(prefix: str, first: int) -> tuple[str, str]:
+    """The batch JSON and blob file names of the batch starting at episode object ``first``."""
+    stem = f"{prefix}.ep{first:09}"
+    return f"{stem}.json", f"{stem}.bin"
+
+
+def dumps(obj: Any) -> bytes:
+    """Strict, compact JSON as UTF-8 bytes (no NaN/Infinity: those are encoded as values)."""
+    return json.dumps(obj, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding
+# --------------------------------------------------------------------------------------------
+
+
+class PerStep(list):  # type: ignore[type-arg]
+    """A field stored as a JSON list of per-step values (FORMAT.md §5)."""
+
+
+class FieldDict(dict):  # type: ignore[type-arg]
+    """A Dict-space field: a mapping of key to field, stored leaf by leaf."""
+
+
+class FieldTuple(tuple):  # type: ignore[type-arg]
+    """A Tuple-space field: a tuple of fields, stored leaf by leaf."""
+
+
+class BlobBuilder:
+    """Lays arrays out in a blob at 8-byte-aligned offsets without copying them.
+
+    Args:
+        name: The blob's file name, written into every reference.
+    """
+
+    _PAD = b"\x00" * 8
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.chunks: list[Any] = []
+        self.size = 0
+
+    def add(self, arr: np.ndarray) -> dict[str, Any]:
+        """Append ``arr`` (C-contiguous, little-endian, allowed dtype) and return its reference."""
+        pad = -self.size % 8
+        if pad:
+            self.chunks.append(self._PAD[:pad])
+            self.size += pad
+        offset = self.size
+        nbytes = arr.nbytes
+        if nbytes:
+            if not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)
+            self.chunks.append(memoryview(arr).cast("B"))
+            self.size += nbytes
+        return {
+            "__type": "ndarray",
+            "shape": list(arr.shape),
+            "order": "C",
+            "dtype": arr.dtype.name,
+            "npyfile": self.name,
+            "npyoff": offset,
+            "size": nbytes,
+        }
+
+
+def blob_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    """Whether arrays of ``dtype`` can be stored raw in a blob as they are."""
+    return dtype.name in ALLOWED_DTYPES and dtype.byteorder in "=<|"
+
+
+def snapshot(value: Any, _depth: int = 0) -> Any:
+    """A copy of ``value`` that later mutation by the env cannot change.
+
+    Arrays are copied, containers rebuilt, immutable scalars shared; other objects are
+    deep-copied when possible.
+    """
+    if value is None or isinstance(value, (bool, int, float, str, bytes, complex, np.generic)):
+        return value
+    if _depth > MAX_NESTING:
+        msg = f"value nests deeper than {MAX_NESTING} levels and cannot be recorded"
+        raise ValueError(msg)
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return [snapshot(v, _depth + 1) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(snapshot(v, _depth + 1) for v in value)
+    if isinstance(value, Mapping):
+        return {k: snapshot(v, _depth + 1) for k, v in value.items()}
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # an object that refuses copying is recorded as it is at flush time
+        return value
+
+
+def _encode_float(x: float) -> Any:
+    if math.isfinite(x):
+        return x
+    return {"__type": "float", "value": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
+
+
+def encode_value(value: Any, blob: BlobBuilder, _depth: int = 0) -> Any:
+    """Encode one value (FORMAT.md §6) into JSON-able form, arrays going into ``blob``."""
+    if _depth > MAX_NESTING:
+        msg = f"value nests deeper than {MAX_NESTING} levels"
+        raise ValueError(msg)
+    if value is None or type(value) in (bool, str):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, np.generic):
+        dt = value.dtype
+        if dt.name in ALLOWED_DTYPES:
+            return {
+                "__type": "scalar",
+                "dtype": dt.name,
+                "value": encode_value(value.item(), blob, _depth + 1),
+            }
+        return {"__type": "repr", "repr": repr(value)}
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _encode_float(float(value))
+    if isinstance(value, complex):
+        return {
+            "__type": "complex",
+            "real": _encode_float(value.real),
+            "imag": _encode_float(value.imag),
+        }
+    if isinstance(value, np.ndarray):
+        if blob_dtype_ok(value.dtype):
+            return blob.add(np.ascontiguousarray(value))
+        if value.dtype.name in ALLOWED_DTYPES:  # big-endian: store little-endian
+            return blob.add(np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")))
+        return {
+            "__type": "jsonarray",
+            "dtype": value.dtype.str,
+            "shape": list(value.shape),
+            "data": encode_value(value.tolist(), blob, _depth + 1),
+        }
+    if isinstance(value, list):
+        return [encode_value(v, blob, _depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"__type": "tuple", "items": [encode_value(v, blob, _depth + 1) for v in value]}
+    if isinstance(value, Mapping):
+        if all(type(k) is str for k in value) and "__type" not in value:
+            return {k: encode_value(v, blob, _depth + 1) for k, v in value.items()}
+        return {
+            "__type": "mapping",
+            "items": [
+                [encode_value(k, blob, _depth + 1), encode_value(v, blob, _depth + 1)]
+                for k, v in value.items()
+            ],
+        }
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"__type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
+    return {"__type": "repr", "repr": repr(value)}
+
+
+def encode_field(value: Any, blob: BlobBuilder) -> Any:
+    """Encode a field (FORMAT.md §5): a stacked array, a FieldDict/FieldTuple or a PerStep list."""
+    if isinstance(value, np.ndarray):
+        return encode_value(value, blob)
+    if isinstance(value, FieldDict):
+        return {"__type": "dict", "fields": {k: encode_field(v, blob) for k, v in value.items()}}
+    if isinstance(value, FieldTuple):
+        return {"__type": "tuple", "fields": [encode_field(v, blob) for v in value]}
+    if isinstance(value, list):
+        return [encode_value(v, blob) for v in value]
+    msg = f"cannot encode a field of type {type(value).__name__}"
+    raise TypeError(msg)
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode object (or one part of a split episode) ready to be encoded."""
+
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    terminated: bool = False
+    truncated: bool = False
+    seed: int | None = None
+    options: Any = None
+    infos: list[Any] | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    part: int = 0
+    continues: bool = False
+    steps: int = 0
+
+
+def encode_batch(
+    episodes: list[EpisodeRecord], bin_name: str
+) -> tuple[bytes, list[Any], int]:
+    """Encode a batch: returns the batch JSON bytes, the blob's chunks and the blob's size.
+
+    Per episode, the arrays are laid out actions, observations, rewards (the original's order).
+    """
+    blob = BlobBuilder(bin_name)
+    out = []
+    for ep in episodes:
+        obj: dict[str, Any] = {
+            "actions": encode_field(ep.actions, blob),
+            "observations": encode_field(ep.observations, blob),
+            "rewards": blob.add(np.ascontiguousarray(ep.rewards, dtype=np.float64)),
+            "terminated": bool(ep.terminated),
+            "truncated": bool(ep.truncated),
+            "seed": ep.seed,
+            "options": encode_value(ep.options, blob),
+        }
+        if ep.infos is not None:
+            obj["infos"] = [encode_value(i, blob) for i in ep.infos]
+        if ep.started_at is not None:
+            obj["started_at"] = ep.started_at
+        if ep.ended_at is not None:
+            obj["ended_at"] = ep.ended_at
+        if ep.part:
+            obj["part"] = ep.part
+        if ep.continues:
+            obj["continues"] = True
+        out.append(obj)
+    return dumps({"episodes": out}), blob.chunks, blob.size
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding
+# --------------------------------------------------------------------------------------------
+
+
+def parse_json(data: bytes, path: str) -> Any:
+    """Parse a JSON file's bytes, turning every failure into a :class:`TraceFormatError`."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        msg = "JSON nests too deeply to be a trace file"
+        raise TraceFormatError(msg, path) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        msg = f"expected a JSON document, but it does not parse: {exc}"
+        raise TraceFormatError(msg, path) from None
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    """One entry of a manifest's ``batches`` list."""
+
+    first: int
+    len: int
+    fn: str
+    steps: int | None = None
+    continues: bool = False
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated manifest."""
+
+    name: str
+    writer: str
+    version: str
+    batches: tuple[BatchEntry, ...]
+    created: str | None = None
+    env_id: str | None = None
+    env_spec: Any = None
+    observation_space: Any = None
+    action_space: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    record_infos: bool = False
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def legacy(self) -> bool:
+        """Whether this is a version 1 (original gym-recording) manifest."""
+        return self.version == "1"
+
+
+def decode_manifest(obj: Any, name: str, path: str) -> Manifest:
+    """Validate a parsed manifest (FORMAT.md §3)."""
+    m = MANIFEST_RE.match(name)
+    if m is None:
+        msg = "expected a manifest named openaigym.trace.<writer-id>.manifest.json"
+        raise TraceFormatError(msg, path)
+    if not isinstance(obj, dict):
+        msg = f"expected a JSON object at the top of a manifest, got {type(obj).__name__}"
+        raise TraceFormatError(msg, path)
+    version = obj.get("format_version", "1")
+    if not isinstance(version, str) or not re.fullmatch(r"\d+(\.\d+)*", version):
+        msg = f"expected format_version to be a string like '2.0', got {version!r}"
+        raise TraceFormatError(msg, path)
+    major = int(version.split(".")[0])
+    if major > _KNOWN_MAJOR:
+        msg = (
+            f"format version {version} is newer than this reader knows ({FORMAT_VERSION}); "
+            "upgrade gym-recording to read it"
+        )
+        raise TraceFormatError(msg, path)
+    batches = obj.get("batches")
+    if not isinstance(batches, list):
+        msg = f"expected 'batches' to be a list, got {type(batches).__name__}"
+        raise TraceFormatError(msg, path)
+    entries = []
+    expect_first = None
+    for i, b in enumerate(batches):
+        if not isinstance(b, dict):
+            msg = f"batches[{i}]: expected an object, got {type(b).__name__}"
+            raise TraceFormatError(msg, path)
+        first, n, fn = b.get("first"), b.get("len"), b.get("fn")
+        if not (_is_int(first) and first >= 0 and _is_int(n) and n >= 0):
+            msg = f"batches[{i}]: expected non-negative integers first and len, got {first!r}, {n!r}"
+            raise TraceFormatError(msg, path)
+        if expect_first is not None and first != expect_first:
+            msg = (
+                f"batches[{i}]: expected first == {expect_first} (previous first + len), "
+                f"got {first}"
+            )
+            raise TraceFormatError(msg, path)
+        expect_first = first + n
+        if not is_plain_name(fn):
+            msg = f"batches[{i}]: expected 'fn' to be a plain file name in the directory, got {fn!r}"
+            raise TraceFormatError(msg, path)
+        steps = b.get("steps")
+        entries.append(
+            BatchEntry(
+                first=first,
+                len=n,
+                fn=fn,
+                steps=steps if _is_int(steps) else None,
+                continues=b.get("continues") is True,
+            )
+        )
+    metadata = obj.get("metadata")
+    versions = obj.get("versions")
+    created = obj.get("created")
+    env_id = obj.get("env_id")
+    return Manifest(
+        name=name,
+        writer=m.group(1),
+        version=version,
+        batches=tuple(entries),
+        created=created if isinstance(created, str) else None,
+        env_id=env_id if isinstance(env_id, str) else None,
+        env_spec=obj.get("env_spec"),
+        observation_space=obj.get("observation_space"),
+        action_space=obj.get("action_space"),
+        metadata=metadata if isinstance(metadata, dict) else {},
+        versions=versions if isinstance(versions, dict) else {},
+        record_infos=obj.get("record_infos") is True,
+        raw=obj,
+    )
+
+
+class DecodeContext:
+    """What decoding needs: the file being decoded and a way to get a blob's bytes.
+
+    Args:
+        path: The batch JSON's path, for messages.
+        get_blob: Returns the bytes of a blob given its plain file name.
+    """
+
+    def __init__(self, path: str, get_blob: Callable[[str], memoryview]) -> None:
+        self.path = path
+        self._get_blob = get_blob
+        self._blobs: dict[str, memoryview] = {}
+
+    def fail(self, where: str, problem: str) -> TraceFormatError:
+        """An error naming this file, the place in it and the problem."""
+        return TraceFormatError(f"{where}: {problem}", self.path)
+
+    def blob(self, name: str) -> memoryview:
+        """The bytes of blob ``name`` (cached)."""
+        b = self._blobs.get(name)
+        if b is None:
+            b = self._blobs[name] = self._get_blob(name)
+        return b
+
+    def array(self, ref: dict[str, Any], where: str) -> np.ndarray:
+        """Validate an ndarray reference and return a read-only view of its bytes."""
+        shape, dtype, off, size, fn = (
+            ref.get("shape"),
+            ref.get("dtype"),
+            ref.get("npyoff"),
+            ref.get("size"),
+            ref.get("npyfile"),
+        )
+        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+            raise self.fail(where, f"expected shape to be a list of non-negative ints, got {shape!r}")
+        if len(shape) > 32:
+            raise self.fail(where, f"expected at most 32 dimensions, got {len(shape)}")
+        if not isinstance(dtype, str) or dtype not in ALLOWED_DTYPES:
+            raise self.fail(
+                where, f"expected dtype to be one of {sorted(ALLOWED_DTYPES)}, got {dtype!r}"
+            )
+        if ref.get("order", "C") != "C":
+            raise self.fail(where, f"expected order 'C', got {ref.get('order')!r}")
+        if not is_plain_name(fn):
+            raise self.fail(where, f"expected npyfile to be a plain file name, got {fn!r}")
+        if not (_is_int(off) and off >= 0):
+            raise self.fail(where, f"expected npyoff to be a non-negative int, got {off!r}")
+        dt = np.dtype(dtype).newbyteorder("<")
+        count = math.prod(shape)
+        nbytes = count * dt.itemsize
+        if size != nbytes:
+            raise self.fail(
+                where,
+                f"size {size!r} does not equal prod(shape {shape}) * itemsize {dt.itemsize} "
+                f"= {nbytes}",
+            )
+        blob = self.blob(fn)
+        if off + nbytes > len(blob):
+            raise self.fail(
+                where,
+                f"array bytes {off}..{off + nbytes} run past the end of {fn} "
+                f"({len(blob)} bytes)",
+            )
+        if count == 0:
+            arr = np.empty(shape, dtype=dt)
+            arr.flags.writeable = False
+            return arr
+        arr = np.frombuffer(blob, dtype=dt, count=count, offset=off).reshape(shape)
+        if arr.flags.writeable:  # a bytes-backed blob; keep the promise of read-only views
+            arr.flags.writeable = False
+        return arr
+
+
+def decode_value(v: Any, ctx: DecodeContext, where: str, _depth: int = 0) -> Any:
+    """Decode one value (FORMAT.md §6)."""
+    if _depth > MAX_NESTING:
+        raise ctx.fail(where, f"values nest deeper than {MAX_NESTING} levels")
+    if isinstance(v, list):
+        return [decode_value(x, ctx, where, _depth + 1) for x in v]
+    if not isinstance(v, dict):
+        return v
+    t = v.get("__type")
+    if t is None:
+        return {k: decode_value(x, ctx, where, _depth + 1) for k, x in v.items()}
+    if t == "ndarray":
+        return ctx.array(v, where)
+    if t == "float":
+        val = v.get("value")
+        if val not in ("nan", "inf", "-inf"):
+            raise ctx.fail(where, f"expected a non-finite float 'nan', 'inf' or '-inf', got {val!r}")
+        return float(val)
+    if t == "scalar":
+        dt = v.get("dtype")
+        if not isinstance(dt, str) or dt not in ALLOWED_DTYPES:
+            raise ctx.fail(where, f"expected a scalar dtype from the allow-list, got {dt!r}")
+        inner = decode_value(v.get("value"), ctx, where, _depth + 1)
+        try:
+            return np.dtype(dt).type(inner)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ctx.fail(where, f"scalar {inner!r} is not a valid {dt}: {exc}") from None
+    if t == "complex":
+        re_ = decode_value(v.get("real"), ctx, where, _depth + 1)
+        im = decode_value(v.get("imag"), ctx, where, _depth + 1)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (re_, im)):
+            raise ctx.fail(where, "expected numbers for a complex value's real and imag")
+        return complex(re_, im)
+    if t == "tuple":
+        items = v.get("items")
+        if not isinstance(items, list):
+            raise ctx.fail(where, f"expected a tuple's items to be a list, got {items!r:.60}")
+        return tuple(decode_value(x, ctx, where, _depth + 1) for x in items)
+    if t == "mapping":
+        items = v.get("items")
+        if not isinstance(items, list) or not all(
+            isinstance(p, list) and len(p) == 2 for p in items
+        ):
+            raise ctx.fail(where, "expected a mapping's items to be a list of [key, value] pairs")
+        out = {}
+        for k, x in items:
+            key = decode_value(k, ctx, where, _depth + 1)
+            if isinstance(key, list):
+                key = tuple(key)
+            try:
+                out[key] = decode_value(x, ctx, where, _depth + 1)
+            except TypeError:
+                raise ctx.fail(where, f"mapping key {key!r:.60} is not hashable") from None
+        return out
+    if t == "bytes":
+        data = v.get("base64")
+        try:
+            return base64.b64decode(data, validate=True) if isinstance(data, str) else None
+        except ValueError:
+            raise ctx.fail(where, "expected base64 data for bytes") from None
+    if t == "jsonarray":
+        data = decode_value(v.get("data"), ctx, where, _depth + 1)
+        dt, shape = v.get("dtype"), v.get("shape")
+        if not isinstance(dt, str) or not isinstance(shape, list):
+            raise ctx.fail(where, "expected a jsonarray to have a dtype string and a shape list")
+        try:
+            npdt = np.dtype(dt)
+            if npdt.hasobject or npdt.kind in "USb?iufc":
+                arr = np.array(data, dtype=npdt)
+            else:
+                raise ValueError(f"dtype {dt!r} is not allowed")
+            return arr.reshape(shape)
+        except (TypeError, ValueError) as exc:
+            raise ctx.fail(where, f"bad jsonarray: {exc}") from None
+    if t == "repr":
+        r = v.get("repr")
+        if not isinstance(r, str):
+            raise ctx.fail(where, "expected a string in a repr value")
+        return r
+    raise ctx.fail(where, f"unknown value type {t!r:.60}")
+
+
+def _stack_if_uniform(values: list[Any]) -> Any:
+    """Stack a list of same-shape, same-dtype arrays into one array (version 1 image lists)."""
+    if values and all(isinstance(x, np.ndarray) for x in values):
+        first = values[0]
+        if all(x.dtype == first.dtype and x.shape == first.shape for x in values):
+            out = np.stack(values)
+            out.flags.writeable = False
+            return out
+    return values
+
+
+def decode_field(v: Any, ctx: DecodeContext, where: str, _depth: int = 0) -> Any:
+    """Decode a field (FORMAT.md §5) into arrays (steps first), dicts/tuples of them, or a list."""
+    if _depth > MAX_NESTING:
+        raise ctx.fail(where, f"fields nest deeper than {MAX_NESTING} levels")
+    if isinstance(v, list):
+        return _stack_if_uniform([decode_value(x, ctx, where, _depth + 1) for x in v])
+    if isinstance(v, dict):
+        t = v.get("__type")
+        if t == "ndarray":
+            arr = ctx.array(v, where)
+            if arr.ndim == 0:
+                raise ctx.fail(where, "expected a field array with a step axis, got a 0-d array")
+            return arr
+        if t == "dict":
+            fields = v.get("fields")
+            if not isinstance(fields, dict):
+                raise ctx.fail(where, "expected a dict field's 'fields' to be an object")
+            return {
+                k: decode_field(x, ctx, f"{where}.{k}", _depth + 1) for k, x in fields.items()
+            }
+        if t == "tuple":
+            fields = v.get("fields")
+            if not isinstance(fields, list):
+                raise ctx.fail(where, "expected a tuple field's 'fields' to be a list")
+            return tuple(
+                decode_field(x, ctx, f"{where}[{i}]", _depth + 1) for i, x in enumerate(fields)
+            )
+    raise ctx.fail(
+        where,
+        f"expected an ndarray reference, a dict/tuple field or a list, got {type(v).__name__}",
+    )
+
+
+def field_length(f: Any) -> int | None:
+    """The number of steps in a decoded field, or ``None`` if its parts disagree."""
+    if isinstance(f, np.ndarray):
+        return int(f.shape[0])
+    if isinstance(f, list):
+        return len(f)
+    children = list(f.values()) if isinstance(f, dict) else list(f)
+    lengths = {field_length(c) for c in children}
+    if len(lengths) != 1:
+        return None if lengths else 0
+    return lengths.pop()
+
+
+def _empty_quirk(a: Any) -> Any:
+    """Version 1 stored a zero-step episode's actions/rewards as float64 ``[1, 0]``."""
+    if isinstance(a, np.ndarray) and a.shape == (1, 0):
+        return a.reshape(0)
+    return a
+
+
+def decode_episode(obj: Any, ctx: DecodeContext, where: str) -> dict[str, Any]:
+    """Decode and check one episode object; returns a dict of its decoded keys."""
+    if not isinstance(obj, dict):
+        raise ctx.fail(where, f"expected an episode object, got {type(obj).__name__}")
+    for key in ("observations", "actions", "rewards"):
+        if key not in obj:
+            raise ctx.fail(where, f"expected key {key!r} in the episode object")
+    obs = decode_field(obj["observations"], ctx, f"{where}.observations")
+    acts = _empty_quirk(decode_field(obj["actions"], ctx, f"{where}.actions"))
+    rew = _empty_quirk(decode_field(obj["rewards"], ctx, f"{where}.rewards"))
+    if isinstance(rew, list):
+        try:
+            rew = np.asarray(rew, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ctx.fail(where, "expected rewards to be numbers") from None
+    if not isinstance(rew, np.ndarray) or rew.ndim != 1 or rew.dtype.kind not in "biuf":
+        raise ctx.fail(where, "expected rewards to be a 1-D numeric array")
+    n = rew.shape[0]
+    n_obs, n_act = field_length(obs), field_length(acts)
+    if n_act != n or n_obs != n + 1:
+        raise ctx.fail(
+            where,
+            f"expected N+1 observations and N actions for N={n} rewards, "
+            f"got {n_obs} observations and {n_act} actions",
+        )
+    out: dict[str, Any] = {"observations": obs, "actions": acts, "rewards": rew}
+    for key in ("terminated", "truncated", "continues"):
+        val = obj.get(key, False)
+        if not isinstance(val, bool):
+            raise ctx.fail(where, f"expected {key!r} to be true or false, got {val!r:.60}")
+        out[key] = val
+    part = obj.get("part", 0)
+    if not (_is_int(part) and part >= 0):
+        raise ctx.fail(where, f"expected 'part' to be a non-negative int, got {part!r:.60}")
+    out["part"] = part
+    seed = obj.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise ctx.fail(where, f"expected 'seed' to be an int or null, got {seed!r:.60}")
+    out["seed"] = seed
+    out["options"] = decode_value(obj.get("options"), ctx, f"{where}.options")
+    infos = obj.get("infos")
+    if infos is not None:
+        if not isinstance(infos, list) or len(infos) != n + 1:
+            raise ctx.fail(where, f"expected 'infos' to be a list of N+1 = {n + 1} values")
+        infos = [decode_value(i, ctx, f"{where}.infos") for i in infos]
+    out["infos"] = infos
+    for key in ("started_at", "ended_at"):
+        t = obj.get(key)
+        out[key] = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+    return out
+
+
+def decode_batch_episodes(obj: Any, entry: BatchEntry, path: str) -> list[Any]:
+    """Check a parsed batch's top level against its manifest entry; return the episode objects."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("episodes"), list):
+        msg = "expected a batch object with an 'episodes' list"
+        raise TraceFormatError(msg, path)
+    eps: list[Any] = obj["episodes"]
+    if len(eps) != entry.len:
+        msg = f"the manifest lists {entry.len} episodes for this batch, but it holds {len(eps)}"
+        raise TraceFormatError(msg, path)
+    return eps

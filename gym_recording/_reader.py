@@ -1,0 +1,391 @@
+"""The reader: :func:`load` a recording directory as a sequence of :class:`Episode`.
+
+Arrays are read-only views over memory-mapped blobs (zero-copy). A blob stays mapped for as long
+as any array made from it is alive, so arrays remain valid after the recording is closed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+import numpy as np
+
+from gym_recording import _format
+from gym_recording._errors import RecordingClosedError, TraceFormatError
+from gym_recording._storage import Storage, open_storage
+
+__all__ = ["Episode", "Recording", "load"]
+
+_BATCH_CACHE = 4
+
+
+@dataclass(frozen=True, eq=False)
+class Episode:
+    """One recorded episode of ``length`` steps.
+
+    Attributes:
+        observations: The ``length + 1`` observations (reset first). A Box space gives one
+            array of shape ``[length + 1, *shape]``; Discrete an int array; Dict/Tuple spaces a
+            dict/tuple of such arrays; other values (Text, variable shapes) a list.
+        actions: The ``length`` actions, stored the same way.
+        rewards: The ``length`` rewards, a float array.
+        terminated: Whether the last step terminated the episode.
+        truncated: Whether the last step truncated it (both false if cut by reset or close).
+        seed: The seed passed to ``reset``, or ``None``.
+        options: The options passed to ``reset``, or ``None``.
+        infos: With ``record_infos=True``, the reset info then each step's info
+            (``length + 1`` dicts); otherwise ``None``.
+        index: The episode's position in the recording.
+        writer: The id of the writer that recorded it.
+        started_at: Unix time of the reset, if recorded.
+        ended_at: Unix time the episode ended, if recorded.
+
+    Example:
+        >>> import numpy as np
+        >>> ep = Episode(np.zeros((3, 2)), np.array([0, 1]), np.array([1.0, 0.5]))
+        >>> ep.length, ep.total_reward
+        (2, 1.5)
+    """
+
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    terminated: bool = False
+    truncated: bool = False
+    seed: int | None = None
+    options: Any = None
+    infos: list[Any] | None = None
+    index: int = 0
+    writer: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def length(self) -> int:
+        """The number of steps."""
+        return int(self.rewards.shape[0])
+
+    @functools.cached_property
+    def total_reward(self) -> float:
+        """The sum of the rewards."""
+        return float(np.sum(self.rewards, dtype=np.float64))
+
+    def __repr__(self) -> str:
+        flags = "terminated" if self.terminated else "truncated" if self.truncated else "cut"
+        return (
+            f"<Episode {self.index} writer={self.writer} length={self.length} "
+            f"return={self.total_reward:g} {flags}>"
+        )
+
+
+@dataclass(frozen=True)
+class _Writer:
+    manifest: _format.Manifest
+    # Per batch: how many episodes start in it, and the object index of the first one.
+    starts: tuple[int, ...]
+    first_obj: tuple[int, ...]
+
+
+def _concat(parts: list[Any], drop_first: bool) -> Any:
+    """Join the fields of an episode's parts (dropping each later part's repeated first step)."""
+    head, rest = parts[0], parts[1:]
+    if drop_first:
+        rest = [_drop_first(p) for p in rest]
+    if all(isinstance(p, np.ndarray) for p in parts):
+        out = np.concatenate([head, *rest])
+        out.flags.writeable = False
+        return out
+    if isinstance(head, dict) and all(
+        isinstance(p, dict) and p.keys() == head.keys() for p in rest
+    ):
+        return {k: _concat([head[k]] + [p[k] for p in rest], False) for k in head}
+    if isinstance(head, tuple) and all(
+        isinstance(p, tuple) and len(p) == len(head) for p in rest
+    ):
+        return tuple(_concat([head[i]] + [p[i] for p in rest], False) for i in range(len(head)))
+    out_list: list[Any] = []
+    for p in [head, *rest]:
+        out_list.extend(_steps(p))
+    return out_list
+
+
+def _drop_first(f: Any) -> Any:
+    if isinstance(f, dict):
+        return {k: _drop_first(v) for k, v in f.items()}
+    if isinstance(f, tuple):
+        return tuple(_drop_first(v) for v in f)
+    return f[1:]
+
+
+def _steps(f: Any) -> list[Any]:
+    """A field as a list of per-step values."""
+    if isinstance(f, np.ndarray) or isinstance(f, list):
+        return list(f)
+    n = _format.field_length(f) or 0
+    if isinstance(f, dict):
+        return [{k: _steps(v)[i] for k, v in f.items()} for i in range(n)]
+    return [tuple(_steps(v)[i] for v in f) for i in range(n)]
+
+
+class Recording(Sequence[Episode]):
+    """The episodes of a recording directory, in writer order; random access loads one batch.
+
+    Use :func:`load` to open one. Arrays are read-only, zero-copy views of the files, and stay
+    valid after :meth:`close`.
+
+    Args:
+        directory: The recording directory.
+
+    Raises:
+        TraceFormatError: a manifest is damaged or the directory is missing.
+
+    Example:
+        >>> import tempfile, gymnasium as gym, gym_recording
+        >>> from gym_recording.wrappers import TraceRecordingWrapper
+        >>> d = tempfile.mkdtemp()
+        >>> with TraceRecordingWrapper(gym.make("CartPole-v1"), d) as env:
+        ...     obs, info = env.reset(seed=1)
+        ...     obs, *_ = env.step(0)
+        >>> with gym_recording.load(d) as rec:
+        ...     len(rec), rec[0].observations.shape, rec[0].seed
+        (1, (2, 4), 1)
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = os.fspath(directory)
+        self._storage: Storage = open_storage(self.directory, create=False)
+        self._cache: OrderedDict[tuple[int, int], tuple[list[Any], _format.DecodeContext]] = (
+            OrderedDict()
+        )
+        self.closed = False
+        self._writers: list[_Writer] = []
+        self._cum: list[int] = [0]  # episodes before each writer
+        self._scan()
+
+    # ---------------------------------------------------------------- index
+
+    def _scan(self) -> None:
+        manifests = []
+        for name in sorted(self._storage.list_names()):
+            if _format.MANIFEST_RE.match(name) is None:
+                continue
+            path = os.path.join(self.directory, name)
+            data = self._storage.read_bytes(name, _format.MAX_MANIFEST_BYTES)
+            manifests.append(
+                _format.decode_manifest(_format.parse_json(data, path), name, path)
+            )
+        manifests.sort(key=lambda m: (m.created or "", m.name))
+        writers, cum = [], [0]
+        for m in manifests:
+            starts, first_obj = [], []
+            prev_continues = False
+            for b in m.batches:
+                skip = 1 if prev_continues else 0
+                if b.len < skip or (b.continues and b.len < 1):
+                    msg = f"batch {b.fn} is listed as continuing an episode but holds no episode"
+                    raise TraceFormatError(msg, os.path.join(self.directory, m.name))
+                starts.append(b.len - skip)
+                first_obj.append(skip)
+                prev_continues = b.continues
+            if prev_continues and m.batches:
+                # The last part of an episode is not written yet: hide the unfinished episode.
+                starts[-1] -= 1
+            writers.append(_Writer(m, tuple(starts), tuple(first_obj)))
+            cum.append(cum[-1] + sum(starts))
+        self._writers, self._cum = writers, cum
+
+    def refresh(self) -> None:
+        """Re-read the manifests, to see batches written since the recording was opened."""
+        self._check_open()
+        self._scan()
+
+    @property
+    def writers(self) -> list[_format.Manifest]:
+        """The manifests of the writers, in reading order."""
+        return [w.manifest for w in self._writers]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The user metadata of the first writer (``{}`` if none)."""
+        return dict(self._writers[0].manifest.metadata) if self._writers else {}
+
+    @property
+    def env_id(self) -> str | None:
+        """The environment id recorded by the first writer that has one."""
+        return next((w.manifest.env_id for w in self._writers if w.manifest.env_id), None)
+
+    @property
+    def observation_space(self) -> Any:
+        """The observation space (a gymnasium space), if recorded."""
+        return self._space("observation_space")
+
+    @property
+    def action_space(self) -> Any:
+        """The action space (a gymnasium space), if recorded."""
+        return self._space("action_space")
+
+    def _space(self, key: str) -> Any:
+        from gym_recording._spaces import space_from_json
+
+        for w in self._writers:
+            d = getattr(w.manifest, key)
+            if d is not None:
+                return space_from_json(d)
+        return None
+
+    # ---------------------------------------------------------------- access
+
+    def __len__(self) -> int:
+        return self._cum[-1]
+
+    @overload
+    def __getitem__(self, i: int) -> Episode: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Episode]: ...
+
+    def __getitem__(self, i: int | slice) -> Episode | list[Episode]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+            msg = f"episode indices must be integers or slices, not {type(i).__name__}"
+            raise TypeError(msg)
+        n = len(self)
+        idx = int(i) + n if i < 0 else int(i)
+        if not 0 <= idx < n:
+            msg = f"episode index {i} out of range for a recording of {n} episodes"
+            raise IndexError(msg)
+        self._check_open()
+        w = bisect.bisect_right(self._cum, idx) - 1
+        writer = self._writers[w]
+        k = idx - self._cum[w]
+        b = 0
+        while k >= writer.starts[b]:
+            k -= writer.starts[b]
+            b += 1
+        return self._episode(idx, w, b, writer.first_obj[b] + k)
+
+    def __iter__(self) -> Iterator[Episode]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def _batch(self, w: int, b: int) -> tuple[list[Any], _format.DecodeContext]:
+        key = (w, b)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        writer = self._writers[w]
+        entry = writer.manifest.batches[b]
+        path = os.path.join(self.directory, entry.fn)
+        data = self._storage.read_bytes(entry.fn, _format.MAX_BATCH_JSON_BYTES)
+        objs = _format.decode_batch_episodes(_format.parse_json(data, path), entry, path)
+        ctx = _format.DecodeContext(path, self._storage.map)
+        self._cache[key] = (objs, ctx)
+        while len(self._cache) > _BATCH_CACHE:
+            self._cache.popitem(last=False)
+        return objs, ctx
+
+    def _decoded(self, w: int, b: int, j: int) -> dict[str, Any]:
+        objs, ctx = self._batch(w, b)
+        return _format.decode_episode(objs[j], ctx, f"episodes[{j}]")
+
+    def _episode(self, idx: int, w: int, b: int, j: int) -> Episode:
+        writer = self._writers[w]
+        parts = [self._decoded(w, b, j)]
+        if parts[0]["part"] != 0:
+            path = os.path.join(self.directory, writer.manifest.batches[b].fn)
+            msg = f"episodes[{j}] is part {parts[0]['part']} of an episode, but no part precedes it"
+            raise TraceFormatError(msg, path)
+        while parts[-1]["continues"]:
+            b, j = b + 1, 0
+            path = os.path.join(self.directory, writer.manifest.name)
+            if b >= len(writer.manifest.batches):
+                msg = "an episode continues past the last batch listed"
+                raise TraceFormatError(msg, path)
+            nxt = self._decoded(w, b, j)
+            if nxt["part"] != parts[-1]["part"] + 1:
+                msg = (
+                    f"expected part {parts[-1]['part'] + 1} of an episode at the start of "
+                    f"{writer.manifest.batches[b].fn}, found part {nxt['part']}"
+                )
+                raise TraceFormatError(msg, path)
+            parts.append(nxt)
+        first, last = parts[0], parts[-1]
+        if len(parts) == 1:
+            obs, acts, rew, infos = (
+                first["observations"],
+                first["actions"],
+                first["rewards"],
+                first["infos"],
+            )
+        else:
+            obs = _concat([p["observations"] for p in parts], drop_first=True)
+            acts = _concat([p["actions"] for p in parts], drop_first=False)
+            rew = _concat([p["rewards"] for p in parts], drop_first=False)
+            infos = (
+                None
+                if any(p["infos"] is None for p in parts)
+                else _concat([p["infos"] for p in parts], drop_first=True)
+            )
+        return Episode(
+            observations=obs,
+            actions=acts,
+            rewards=rew,
+            terminated=last["terminated"],
+            truncated=last["truncated"],
+            seed=first["seed"],
+            options=first["options"],
+            infos=infos,
+            index=idx,
+            writer=writer.manifest.writer,
+            started_at=first["started_at"],
+            ended_at=last["ended_at"],
+        )
+
+    # ---------------------------------------------------------------- lifetime
+
+    def _check_open(self) -> None:
+        if self.closed:
+            msg = f"the recording {self.directory!r} is closed; load() it again to read more"
+            raise RecordingClosedError(msg)
+
+    def close(self) -> None:
+        """Drop the cached batches. Arrays already handed out stay valid."""
+        self._cache.clear()
+        self.closed = True
+
+    def __enter__(self) -> Recording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Recording {self.directory!r}: {len(self)} episodes from "
+            f"{len(self._writers)} writer(s)>"
+        )
+
+
+def load(directory: str | os.PathLike[str]) -> Recording:
+    """Open the recording in ``directory`` for reading.
+
+    Args:
+        directory: A directory written by :class:`~gym_recording.wrappers.TraceRecordingWrapper`,
+            :class:`~gym_recording.TraceRecording` or the original gym-recording.
+
+    Returns:
+        A :class:`Recording`: a sequence of :class:`Episode`, usable as a context manager.
+
+    Raises:
+        TraceFormatError: the directory is missing or a manifest is damaged. Damaged batches
+            raise when their episodes are read.
+    """
+    return Recording(directory)

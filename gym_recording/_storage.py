@@ -1,0 +1,214 @@
+"""Atomic file IO: the only module that writes trace bytes to a filesystem.
+
+A :class:`Storage` is a flat namespace of files (a directory). Writers hand it whole files as
+sequences of byte chunks; each file appears atomically (temporary file, fsync, rename, fsync of
+the directory) through the ``atomicwrites`` package. Readers get bytes or a read-only memory map.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import stat
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from atomicwrites import AtomicWriter
+
+from gym_recording._errors import RecordingError, TraceFormatError
+
+__all__ = ["TEMP_PREFIX", "LocalStorage", "Storage", "is_plain_name", "open_storage"]
+
+#: Prefix of the temporary files that atomic writes leave behind if the process dies mid-write.
+TEMP_PREFIX = ".gymrec-tmp-"
+
+_PLAIN_NAME = re.compile(r"^[^/\\\x00]+$")
+
+# The permission bits a normal ``open()`` would give a new file (mkstemp uses 0600).
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK
+
+BytesLike = bytes | bytearray | memoryview
+
+
+def is_plain_name(name: object) -> bool:
+    """Whether ``name`` is a plain file name: no directory part, not ``.``/``..``, no NUL."""
+    return (
+        isinstance(name, str)
+        and name not in (".", "..")
+        and len(name) <= 255
+        and _PLAIN_NAME.match(name) is not None
+    )
+
+
+class Storage(Protocol):
+    """A flat namespace of files, written atomically and read whole or mapped."""
+
+    @property
+    def location(self) -> str:
+        """Where the files are (a directory path or a URL), for messages."""
+        ...
+
+    def write_atomic(self, name: str, chunks: Iterable[BytesLike]) -> int:
+        """Write ``chunks`` as file ``name`` atomically; return the number of bytes written."""
+        ...
+
+    def read_bytes(self, name: str, max_size: int) -> bytes:
+        """Read a whole file, refusing one larger than ``max_size`` bytes."""
+        ...
+
+    def map(self, name: str) -> memoryview:
+        """Read-only bytes of a whole file, memory-mapped where possible."""
+        ...
+
+    def list_names(self) -> list[str]:
+        """The plain names of the files present (no subdirectories)."""
+        ...
+
+    def remove(self, name: str) -> None:
+        """Delete a file."""
+        ...
+
+
+class _TraceAtomicWriter(AtomicWriter):  # type: ignore[misc]
+    """``AtomicWriter`` with recognisable temporary names and normal file permissions."""
+
+    def get_fileobject(self, suffix: str = "", prefix: str = TEMP_PREFIX, **kwargs: Any) -> Any:
+        return super().get_fileobject(suffix=suffix, prefix=prefix, **kwargs)
+
+    def sync(self, f: Any) -> None:
+        f.flush()
+        os.fchmod(f.fileno(), _FILE_MODE)
+        super().sync(f)
+
+
+def _open_nofollow(path: str) -> Any:
+    """Open ``path`` for reading without following a symbolic link (which could lead outside)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if os.path.islink(path):
+            msg = "refusing to follow a symbolic link in a recording"
+            raise TraceFormatError(msg, path) from exc
+        raise
+    return os.fdopen(fd, "rb")
+
+
+class LocalStorage:
+    """Files in a local directory, created if missing.
+
+    Example:
+        >>> import tempfile
+        >>> st = LocalStorage(tempfile.mkdtemp())
+        >>> st.write_atomic("a.bin", [b"abc", b"de"])
+        5
+        >>> bytes(st.map("a.bin"))
+        b'abcde'
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.directory = os.fspath(directory)
+        if create:
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as exc:
+                msg = f"cannot create the recording directory {self.directory!r}: {exc}"
+                raise RecordingError(msg) from exc
+        elif not os.path.isdir(self.directory):
+            msg = (
+                f"expected a recording directory, but {self.directory!r} "
+                f"{'is not a directory' if os.path.exists(self.directory) else 'does not exist'}"
+            )
+            raise TraceFormatError(msg, self.directory)
+
+    @property
+    def location(self) -> str:
+        """The directory path."""
+        return self.directory
+
+    def _path(self, name: str) -> str:
+        if not is_plain_name(name):
+            msg = f"expected a plain file name inside the recording, got {name!r}"
+            raise TraceFormatError(msg, self.directory)
+        return os.path.join(self.directory, name)
+
+    def write_atomic(self, name: str, chunks: Iterable[BytesLike]) -> int:
+        """Write ``chunks`` as file ``name``: temporary file, fsync, rename, fsync directory.
+
+        Raises:
+            RecordingError: the write failed (disk full, file too large, permission denied...);
+                nothing becomes visible under ``name`` and the temporary file is removed.
+        """
+        path = self._path(name)
+        total = 0
+        try:
+            with _TraceAtomicWriter(path, mode="wb", overwrite=True).open() as f:
+                for chunk in chunks:
+                    total += f.write(chunk)
+        except OSError as exc:
+            msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"
+            raise RecordingError(msg) from exc
+        return total
+
+    def read_bytes(self, name: str, max_size: int) -> bytes:
+        """Read file ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""
+        path = self._path(name)
+        try:
+            with _open_nofollow(path) as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    msg = "expected a regular file"
+                    raise TraceFormatError(msg, path)
+                if st.st_size > max_size:
+                    msg = f"file is {st.st_size} bytes, more than the limit of {max_size} bytes"
+                    raise TraceFormatError(msg, path)
+                return f.read(max_size + 1)
+        except FileNotFoundError as exc:
+            msg = "file is listed by the recording but does not exist"
+            raise TraceFormatError(msg, path) from exc
+        except OSError as exc:
+            msg = f"cannot read file: {exc.strerror or exc}"
+            raise TraceFormatError(msg, path) from exc
+
+    def map(self, name: str) -> memoryview:
+        """Memory-map file ``name`` read-only.
+
+        The map stays open for as long as any memoryview or numpy array made from it is alive,
+        so arrays handed to users never dangle.
+        """
+        path = self._path(name)
+        try:
+            with _open_nofollow(path) as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    msg = "expected a regular file"
+                    raise TraceFormatError(msg, path)
+                if st.st_size == 0:
+                    return memoryview(b"")
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError as exc:
+            msg = "array file is referenced by the recording but does not exist"
+            raise TraceFormatError(msg, path) from exc
+        except OSError as exc:
+            msg = f"cannot map file: {exc.strerror or exc}"
+            raise TraceFormatError(msg, path) from exc
+        return memoryview(mm)
+
+    def list_names(self) -> list[str]:
+        """Plain names of the entries of the directory."""
+        try:
+            return os.listdir(self.directory)
+        except OSError as exc:
+            msg = f"cannot list the recording directory: {exc.strerror or exc}"
+            raise TraceFormatError(msg, self.directory) from exc
+
+    def remove(self, name: str) -> None:
+        """Delete file ``name``."""
+        os.unlink(self._path(name))
+
+
+def open_storage(location: str | os.PathLike[str], *, create: bool) -> Storage:
+    """The storage for ``location``: a local directory (created when ``create`` is true)."""
+    return LocalStorage(location, create=create)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import itertools
+import json
 import logging
 import os
 import platform
@@ -21,12 +22,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gym_recording import _format
+from gym_recording._buffer import Field
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording._storage import Storage, open_storage
 from gym_recording._version import __version__
@@ -38,7 +40,10 @@ logger = logging.getLogger(__name__)
 #: Steps per batch are clamped to this range (as in the original writer).
 MIN_BATCH_STEPS = 1
 MAX_BATCH_STEPS = 50_000
-_INITIAL_ALLOC_ROWS = 64
+#: A batch of only zero-step episodes is flushed at this many episodes.
+MAX_BATCH_EPISODES = 50_000
+#: A writer starts a new manifest (segment) after this many batches.
+SEGMENT_BATCHES = 1000
 
 _writer_counter = itertools.count()
 _open_recordings: dict[int, TraceRecording] = {}
@@ -59,287 +64,14 @@ def _close_open_recordings() -> None:
 atexit.register(_close_open_recordings)
 
 
-# --------------------------------------------------------------------------------------------
-# Leaves: where the values of one field live between flushes
-# --------------------------------------------------------------------------------------------
-
-
-class _ArrayLeaf:
-    """Fixed-shape numeric values: one preallocated array, one row per step."""
-
-    __slots__ = ("buf", "dtype", "shape")
-
-    def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...], rows: int) -> None:
-        self.dtype = dtype
-        self.shape = shape
-        self.buf: np.ndarray = np.empty((rows, *shape), dtype=dtype)
-
-    def put(self, v: Any, row: int) -> bool:
-        if type(v) is np.ndarray and v.shape == self.shape and (
-            v.dtype is self.dtype or v.dtype == self.dtype
-        ):
-            self.buf[row] = v
-            return True
-        return False
-
-    def take(self, start: int, stop: int) -> Any:
-        return self.buf[start:stop]
-
-    def get(self, row: int) -> Any:
-        return self.buf[row].copy()
-
-    def clear(self) -> None:
-        pass
-
-    def resize(self, rows: int, keep: int) -> None:
-        new = np.empty((rows, *self.shape), dtype=self.dtype)
-        new[:keep] = self.buf[:keep]
-        self.buf = new
-
-    def row_bytes(self) -> int:
-        return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
-
-
-class _ScalarLeaf:
-    """Python or numpy scalars (Discrete values, flags): a list, stacked at flush."""
-
-    __slots__ = ("dtype", "pytype", "values")
-
-    def __init__(self, pytype: type, dtype: np.dtype[Any]) -> None:
-        self.pytype = pytype
-        self.dtype = dtype
-        self.values: list[Any] = []
-
-    def put(self, v: Any, row: int) -> bool:
-        if type(v) is self.pytype:
-            self.values.append(v)
-            return True
-        dt = self.dtype
-        if isinstance(v, np.generic):
-            ok = v.dtype == dt
-        elif type(v) is bool:
-            ok = dt.kind == "b"
-        elif type(v) is int:
-            ok = dt.kind in "iu" and bool(np.iinfo(dt).min <= v <= np.iinfo(dt).max)
-        elif type(v) is float:
-            ok = dt == np.float64
-        else:
-            ok = False
-        if ok:
-            self.values.append(v)
-        return ok
-
-    def take(self, start: int, stop: int) -> Any:
-        vals = self.values[start:stop]
-        try:
-            return np.array(vals, dtype=self.dtype)
-        except OverflowError:  # a Python int beyond int64: keep it exact as JSON
-            return _format.PerStep(vals)
-
-    def get(self, row: int) -> Any:
-        return self.values[row]
-
-    def clear(self) -> None:
-        self.values.clear()
-
-    def resize(self, rows: int, keep: int) -> None:
-        del self.values[keep:]
-
-    def row_bytes(self) -> int:
-        return self.dtype.itemsize
-
-
-class _ListLeaf:
-    """Anything else (text, variable shapes, objects): a snapshot per step, JSON at flush."""
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: list[Any] | None = None) -> None:
-        self.values: list[Any] = values if values is not None else []
-
-    def put(self, v: Any, row: int) -> bool:
-        self.values.append(_format.snapshot(v))
-        return True
-
-    def take(self, start: int, stop: int) -> Any:
-        return _format.PerStep(self.values[start:stop])
-
-    def get(self, row: int) -> Any:
-        return self.values[row]
-
-    def clear(self) -> None:
-        self.values.clear()
-
-    def resize(self, rows: int, keep: int) -> None:
-        del self.values[keep:]
-
-    def row_bytes(self) -> int:
-        return 64
-
-
-class _DictNode:
-    """A Dict observation: one child per key, in the first value's key order."""
-
-    __slots__ = ("children", "keys")
-
-    def __init__(self, keys: tuple[str, ...], children: list[Any]) -> None:
-        self.keys = keys
-        self.children = children
-
-    def put(self, v: Any, row: int) -> bool:
-        if not isinstance(v, Mapping) or len(v) != len(self.keys):
-            return False
-        try:
-            for k, c in zip(self.keys, self.children):
-                if not c.put(v[k], row):
-                    return False
-        except KeyError:
-            return False
-        return True
-
-    def take(self, start: int, stop: int) -> Any:
-        return _format.FieldDict(
-            (k, c.take(start, stop)) for k, c in zip(self.keys, self.children)
-        )
-
-    def get(self, row: int) -> Any:
-        return {k: c.get(row) for k, c in zip(self.keys, self.children)}
-
-    def clear(self) -> None:
-        for c in self.children:
-            c.clear()
-
-    def resize(self, rows: int, keep: int) -> None:
-        for c in self.children:
-            c.resize(rows, keep)
-
-    def row_bytes(self) -> int:
-        return sum(c.row_bytes() for c in self.children)
-
-
-class _TupleNode:
-    """A Tuple observation: one child per position."""
-
-    __slots__ = ("children",)
-
-    def __init__(self, children: list[Any]) -> None:
-        self.children = children
-
-    def put(self, v: Any, row: int) -> bool:
-        if type(v) is not tuple or len(v) != len(self.children):
-            return False
-        for x, c in zip(v, self.children):
-            if not c.put(x, row):
-                return False
-        return True
-
-    def take(self, start: int, stop: int) -> Any:
-        return _format.FieldTuple(c.take(start, stop) for c in self.children)
-
-    def get(self, row: int) -> Any:
-        return tuple(c.get(row) for c in self.children)
-
-    def clear(self) -> None:
-        for c in self.children:
-            c.clear()
-
-    def resize(self, rows: int, keep: int) -> None:
-        for c in self.children:
-            c.resize(rows, keep)
-
-    def row_bytes(self) -> int:
-        return sum(c.row_bytes() for c in self.children)
-
-
-_Node = _ArrayLeaf | _ScalarLeaf | _ListLeaf | _DictNode | _TupleNode
-
-
-def _infer(v: Any, rows: int, depth: int = 0) -> _Node:
-    """Choose how to store values shaped like ``v``."""
-    if depth > 32:
-        return _ListLeaf()
-    if type(v) is np.ndarray:
-        if _format.blob_dtype_ok(v.dtype):
-            return _ArrayLeaf(v.dtype, v.shape, rows)
-        return _ListLeaf()
-    if isinstance(v, np.generic):
-        if _format.blob_dtype_ok(v.dtype):
-            return _ScalarLeaf(type(v), v.dtype)
-        return _ListLeaf()
-    if type(v) is bool:
-        return _ScalarLeaf(bool, np.dtype(np.bool_))
-    if type(v) is int:
-        if -(2**63) <= v < 2**63:
-            return _ScalarLeaf(int, np.dtype(np.int64))
-        return _ListLeaf()
-    if type(v) is float:
-        return _ScalarLeaf(float, np.dtype(np.float64))
-    if type(v) is tuple and v:
-        return _TupleNode([_infer(x, rows, depth + 1) for x in v])
-    if isinstance(v, Mapping) and v and all(type(k) is str for k in v):
-        return _DictNode(tuple(v), [_infer(x, rows, depth + 1) for x in v.values()])
-    return _ListLeaf()
-
-
-class _Field:
-    """The observations or the actions of the buffered steps: a tree of leaves, rows shared."""
-
-    __slots__ = ("alloc", "put", "root")
-
-    def __init__(self, alloc: int) -> None:
-        self.root: _Node | None = None
-        self.alloc = alloc
-        self.put = self._first_put
-
-    def _first_put(self, v: Any, row: int) -> bool:
-        self.root = _infer(v, max(row + 1, self.alloc))
-        self.put = self.root.put
-        return self.root.put(v, row)
-
-    def ensure_rows(self, rows: int, keep: int) -> None:
-        self.alloc = rows
-        if self.root is not None:
-            self.root.resize(rows, keep)
-
-    def fallback(self, v: Any, row: int) -> None:
-        """``v`` does not fit the inferred layout: store this field as per-step values."""
-        root = self.root
-        values = [root.get(r) for r in range(row)] if root is not None else []
-        logger.warning(
-            "a value of type %s does not match the earlier ones (%s); storing this field as "
-            "per-step JSON values from now on, which is slower",
-            type(v).__name__,
-            type(root).__name__,
-        )
-        self.root = _ListLeaf(values)
-        self.put = self.root.put
-        self.root.put(v, row)
-
-    def take(self, start: int, stop: int) -> Any:
-        if self.root is None:
-            return np.zeros((0,), dtype=np.float64)
-        return self.root.take(start, stop)
-
-    def get(self, row: int) -> Any:
-        return self.root.get(row) if self.root is not None else None
-
-    def clear(self) -> None:
-        if self.root is not None:
-            self.root.clear()
-
-    def row_bytes(self) -> int:
-        return self.root.row_bytes() if self.root is not None else 0
-
-
 @dataclass
 class _Pending:
-    """A completed episode (or part) whose rows wait in the buffer."""
+    """A completed episode (or a part of one) whose steps wait in the buffer."""
 
     obs_start: int
     obs_stop: int
     act_start: int
     act_stop: int
-    rewards: list[Any]
     terminated: bool
     truncated: bool
     seed: int | None
@@ -353,28 +85,40 @@ class _Pending:
 
 @dataclass
 class _Open:
-    """The episode being recorded."""
+    """The episode being recorded; its rows start at ``obs_start``/``act_start``."""
 
     obs_start: int
     act_start: int
     seed: int | None
     options: Any
-    started_at: float
+    started_at: float | None
     infos: list[Any] | None
-    rewards: list[Any] = field(default_factory=list)
+    part: int = 0
+    # The flags of the last step that set one, and the step count when it did.
     terminated: bool = False
     truncated: bool = False
-    part: int = 0
+    flagged_at: int = -1
 
 
-def _json_safe(obj: Any, what: str) -> Any:
-    """Check that ``obj`` is JSON-able (for metadata), naming it in the error."""
+def _plain_json(obj: Any, what: str) -> Any:
+    """``obj`` as plain JSON (numpy scalars and arrays become numbers and lists).
+
+    Raises:
+        RecordingError: ``obj`` holds something JSON cannot represent (objects, NaN, ...).
+    """
+
+    def default(o: Any) -> Any:
+        if isinstance(o, (np.generic, np.ndarray)):
+            return o.tolist()
+        if isinstance(o, tuple):
+            return list(o)
+        raise TypeError(f"{type(o).__name__} is not JSON-serialisable")
+
     try:
-        _format.dumps(_format.encode_value(obj, _format.BlobBuilder("-")))
+        return json.loads(json.dumps(obj, allow_nan=False, default=default))
     except (TypeError, ValueError) as exc:
-        msg = f"expected {what} to be JSON-serialisable, but it is not: {exc}"
+        msg = f"expected {what} to be plain JSON (dicts, lists, numbers, strings), but {exc}"
         raise RecordingError(msg) from exc
-    return obj
 
 
 def _library_versions() -> dict[str, str | None]:
@@ -408,6 +152,10 @@ class TraceRecording:
         observation_space: The observation space, serialised into the manifest.
         action_space: The action space, serialised into the manifest.
         record_infos: Whether info dicts passed in are kept (otherwise they are ignored).
+        storage_options: For an fsspec URL ``directory`` (``s3://``, ``gs://``,
+            ``memory://`` ...), options for its filesystem, e.g. ``{"endpoint_url": ...}``;
+            without them the standard configuration applies (``AWS_ENDPOINT_URL``, fsspec's
+            config). Ignored for local paths. Needs the ``remote`` extra.
 
     Example:
         >>> import tempfile, numpy as np, gym_recording
@@ -433,6 +181,7 @@ class TraceRecording:
         observation_space: Any = None,
         action_space: Any = None,
         record_infos: bool = False,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(batch_bytes, int) or isinstance(batch_bytes, bool) or batch_bytes < 1:
             msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
@@ -443,7 +192,9 @@ class TraceRecording:
         if directory is None:
             directory = tempfile.mkdtemp(prefix="gym-recording-")
         self.directory = os.fspath(directory)
-        self._storage: Storage = open_storage(self.directory, create=True)
+        self._storage: Storage = open_storage(
+            self.directory, create=True, storage_options=storage_options
+        )
         self.writer_id = f"{next(_writer_counter)}.{os.getpid()}.{secrets.token_hex(5)}"
         self.file_prefix = f"openaigym.trace.{self.writer_id}"
         self.batch_bytes = batch_bytes
@@ -458,24 +209,26 @@ class TraceRecording:
             "writer": self.writer_id,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "env_id": env_id,
-            "env_spec": _json_safe(env_spec, "env_spec") if env_spec is not None else None,
+            "env_spec": _plain_json(env_spec, "env_spec") if env_spec is not None else None,
             "observation_space": space_to_json(observation_space),
             "action_space": space_to_json(action_space),
             "versions": _library_versions(),
-            "metadata": _json_safe(dict(metadata or {}), "metadata"),
+            "metadata": _plain_json(dict(metadata or {}), "metadata"),
             "record_infos": record_infos,
         }
-        self.batches: list[dict[str, Any]] = []
-        self._episode_objects = 0  # episode objects written (parts count one each)
+        self.batch_count = 0  # batches written, all segments
         self.episode_count = 0  # complete episodes handed to the buffer
+        self._segment = -1
+        self._start_segment()
 
-        self._obs = _Field(_INITIAL_ALLOC_ROWS)
-        self._act = _Field(_INITIAL_ALLOC_ROWS)
-        self._obs_rows = 0
-        self._act_rows = 0
-        self._alloc_rows = _INITIAL_ALLOC_ROWS
-        self._max_rows: int | None = None  # decided once the first step's size is known
-        self._target_steps: int | None = None
+        self._obs = Field("observations")
+        self._act = Field("actions")
+        self._rew: list[Any] = []  # one reward per buffered step
+        self._resets = 0  # buffered observation rows that follow no step (episode starts)
+        self._target_steps = MAX_BATCH_STEPS  # steps per batch, adapted after each batch
+        self._room = MAX_BATCH_STEPS  # steps the buffer may hold before an episode is split
+        self._split_steps = MAX_BATCH_STEPS
+        self._sized = False
         self._pending: list[_Pending] = []
         self._open: _Open | None = None
 
@@ -504,19 +257,19 @@ class TraceRecording:
         if self.closed:
             msg = "add_reset() on a closed TraceRecording; create a new one to record more"
             raise RecordingClosedError(msg)
-        self.end_episode()
-        if self._obs_rows >= self._alloc_rows:
-            self._make_room_at_reset()
-        row = self._obs_rows
-        if not self._obs.put(observation, row):
-            self._obs.fallback(observation, row)
-        self._obs_rows = row + 1
-        if seed is not None and not isinstance(seed, (int, np.integer)):
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
             msg = f"expected seed to be an int or None, got {type(seed).__name__}"
             raise TypeError(msg)
+        self.end_episode()
+        if len(self._pending) >= MAX_BATCH_EPISODES:
+            self.save_complete()
+        rows = len(self._rew) + self._resets
+        if not self._obs.put(observation):
+            self._fallback(self._obs, observation, rows)
+        self._resets += 1
         self._open = _Open(
-            obs_start=row,
-            act_start=self._act_rows,
+            obs_start=rows,
+            act_start=len(self._rew),
             seed=None if seed is None else int(seed),
             options=_format.snapshot(options),
             started_at=time.time(),
@@ -542,26 +295,75 @@ class TraceRecording:
             truncated: Whether the episode was truncated at this step.
             info: The step's info; kept only with ``record_infos=True``.
         """
+        # The general path; once the layout is known, a faster closure replaces this method
+        # on the instance (see _specialise).
         ep = self._open
         if ep is None:
             self._no_open_episode()
-            ep = self._open
-            assert ep is not None  # set by _no_open_episode or it raised  # noqa: S101
-        if self._obs_rows >= self._alloc_rows:
-            self._make_room_in_episode()
-        arow = self._act_rows
-        if not self._act.put(action, arow):
-            self._act.fallback(action, arow)
-        orow = self._obs_rows
-        if not self._obs.put(observation, orow):
-            self._obs.fallback(observation, orow)
-        self._act_rows = arow + 1
-        self._obs_rows = orow + 1
-        ep.rewards.append(reward)
-        ep.terminated = terminated
-        ep.truncated = truncated
+            return
+        rew = self._rew
+        if not self._act.put(action):
+            self._fallback(self._act, action, len(rew))
+        if not self._obs.put(observation):
+            self._fallback(self._obs, observation, len(rew) + self._resets)
+        rew.append(reward)
+        if terminated or truncated:
+            ep.terminated, ep.truncated, ep.flagged_at = bool(terminated), bool(truncated), len(rew)
         if ep.infos is not None:
             ep.infos.append(_format.snapshot(info))
+        if not self._sized:
+            self._sized = True
+            self._decide_batch_size()
+        if len(rew) >= self._room:
+            self._make_room()
+
+    def _specialise(self) -> None:
+        """Replace ``add_step`` on this instance by a closure over the current layout.
+
+        Same behaviour as :meth:`add_step`, minus attribute lookups: the hot path of every
+        recorded step. Rebuilt whenever the layout or the batch size changes.
+        """
+        if self._obs.root is None or self._act.root is None:
+            return
+        obs_put, act_put = self._obs.put, self._act.put
+        obs_field, act_field = self._obs, self._act
+        rew = self._rew
+        rew_app = rew.append
+        keep_infos = self.record_infos
+        snapshot = _format.snapshot
+
+        def add_step(
+            action: Any,
+            observation: Any,
+            reward: Any,
+            terminated: bool = False,
+            truncated: bool = False,
+            info: Any = None,
+        ) -> None:
+            ep = self._open
+            if ep is None:
+                self._no_open_episode()
+                return
+            if not act_put(action):
+                self._fallback(act_field, action, len(rew))
+            if not obs_put(observation):
+                self._fallback(obs_field, observation, len(rew) + self._resets)
+            rew_app(reward)
+            if terminated or truncated:
+                ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+                ep.flagged_at = len(rew)
+            if keep_infos:
+                ep.infos.append(snapshot(info))  # type: ignore[union-attr]
+            if len(rew) >= self._room:
+                self._make_room()
+
+        add_step.__doc__ = TraceRecording.add_step.__doc__
+        self.add_step = add_step  # type: ignore[method-assign]
+
+    def _fallback(self, target: Field, value: Any, rows: int) -> None:
+        target.fallback(value, rows)
+        if "add_step" in self.__dict__:
+            self._specialise()
 
     def _no_open_episode(self) -> None:
         if self.closed:
@@ -576,34 +378,36 @@ class TraceRecording:
     def end_episode(self) -> None:
         """End the open episode, if any; it is written with the next batch.
 
-        ``terminated``/``truncated`` are those of its last step.
+        ``terminated``/``truncated`` are those of its last step (both false if the last step
+        set neither: the episode was cut by a reset or a close).
         """
         ep = self._open
         if ep is None:
             return
         self._open = None
-        self._pending.append(
-            _Pending(
-                obs_start=ep.obs_start,
-                obs_stop=self._obs_rows,
-                act_start=ep.act_start,
-                act_stop=self._act_rows,
-                rewards=ep.rewards,
-                terminated=bool(ep.terminated),
-                truncated=bool(ep.truncated),
-                seed=ep.seed if ep.part == 0 else None,
-                options=ep.options if ep.part == 0 else None,
-                infos=ep.infos,
-                started_at=ep.started_at if ep.part == 0 else None,
-                ended_at=time.time(),
-                part=ep.part,
-            )
-        )
+        self._pending.append(self._pending_of(ep, continues=False))
         self.episode_count += 1
-        if self._target_steps is None:
-            self._decide_batch_size()
-        if self._act_rows >= (self._target_steps or MAX_BATCH_STEPS):
+        if len(self._rew) >= self._target_steps:
             self.save_complete()
+
+    def _pending_of(self, ep: _Open, *, continues: bool) -> _Pending:
+        steps = len(self._rew)
+        last = ep.flagged_at == steps and not continues
+        return _Pending(
+            obs_start=ep.obs_start,
+            obs_stop=steps + self._resets,
+            act_start=ep.act_start,
+            act_stop=steps,
+            terminated=ep.terminated and last,
+            truncated=ep.truncated and last,
+            seed=ep.seed if ep.part == 0 else None,
+            options=ep.options if ep.part == 0 else None,
+            infos=list(ep.infos) if ep.infos is not None else None,
+            started_at=ep.started_at if ep.part == 0 else None,
+            ended_at=None if continues else time.time(),
+            part=ep.part,
+            continues=continues,
+        )
 
     # ---------------------------------------------------------------- batching
 
@@ -612,80 +416,57 @@ class TraceRecording:
             bytes_per_step = self._obs.row_bytes() + self._act.row_bytes() + 8 + 16
         target = int(self.batch_bytes / max(bytes_per_step, 1.0) + 1)
         self._target_steps = max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, target))
-        # Rows the buffer may hold: room to finish an episode begun near the target.
-        self._max_rows = 2 * self._target_steps + 2
+        # An episode alone is split into parts once its arrays pass 1.25 batch_bytes.
+        row_bytes = self._obs.row_bytes() + self._act.row_bytes() + 8
+        split = int(1.25 * self.batch_bytes / max(row_bytes, 1))
+        self._split_steps = max(self._target_steps, min(MAX_BATCH_STEPS, split), 1)
+        # What the buffer may hold before it is written out mid-episode.
+        self._room = self._target_steps
+        self._specialise()
 
-    def _grow(self, rows: int) -> None:
-        self._obs.ensure_rows(rows, self._obs_rows)
-        self._act.ensure_rows(rows, self._act_rows)
-        self._alloc_rows = rows
+    def _make_room(self) -> None:
+        """The buffer holds ``_room`` steps inside an episode: write out what can be written.
 
-    def _make_room_at_reset(self) -> None:
-        if self._max_rows is None:
-            self._decide_batch_size()
-        assert self._max_rows is not None  # noqa: S101
-        if self._alloc_rows < self._max_rows:
-            self._grow(min(self._max_rows, 2 * self._alloc_rows))
-        else:
-            self.save_complete()
-
-    def _make_room_in_episode(self) -> None:
-        if self._max_rows is None:
-            self._decide_batch_size()
-        assert self._max_rows is not None  # noqa: S101
-        if self._alloc_rows < self._max_rows:
-            self._grow(min(self._max_rows, 2 * self._alloc_rows))
-            return
-        # The buffer is full inside an episode: write what we have, the open episode as a part.
+        Completed episodes are written if there are any (the open episode's steps move to the
+        front of the buffer). An open episode alone is given a quarter more room, then written
+        as a part that continues in the next batch (FORMAT.md §4).
+        """
         ep = self._open
-        assert ep is not None  # noqa: S101
-        last_obs = self._obs.get(self._obs_rows - 1)
-        last_info = ep.infos[-1] if ep.infos is not None else None
-        self._pending.append(
-            _Pending(
-                obs_start=ep.obs_start,
-                obs_stop=self._obs_rows,
-                act_start=ep.act_start,
-                act_stop=self._act_rows,
-                rewards=ep.rewards,
-                terminated=False,
-                truncated=False,
-                seed=ep.seed if ep.part == 0 else None,
-                options=ep.options if ep.part == 0 else None,
-                infos=ep.infos,
-                started_at=ep.started_at if ep.part == 0 else None,
-                ended_at=None,
-                part=ep.part,
-                continues=True,
-            )
-        )
+        if ep is None:  # pragma: no cover - add_step checks
+            return
+        split_at = self._split_steps
+        if not self._pending:
+            if len(self._rew) < split_at:
+                self._room = split_at
+                return
+            self._pending.append(self._pending_of(ep, continues=True))
+            # The next part starts at the last observation, which both parts hold.
+            ep.obs_start = len(self._rew) + self._resets - 1
+            ep.act_start = len(self._rew)
+            ep.part += 1
+            if ep.infos is not None:
+                ep.infos = ep.infos[-1:]
         self.save_complete()
-        # The next part starts with a copy of the last observation (FORMAT.md §4).
-        if not self._obs.put(last_obs, 0):
-            self._obs.fallback(last_obs, 0)
-        self._obs_rows = 1
-        ep.obs_start = 0
-        ep.act_start = 0
-        ep.rewards = []
-        ep.part += 1
-        if ep.infos is not None:
-            ep.infos = [last_info]
 
     def save_complete(self) -> None:
         """Write the buffered episodes as one batch, then update the manifest.
 
         The blob is written first, then the batch JSON, then the manifest, each atomically.
-        Does nothing if no episode is buffered.
+        Does nothing if no episode is buffered. The open episode stays in the buffer.
+
+        Raises:
+            RecordingError: a write failed; the batch is not published, and stays buffered.
         """
         if not self._pending:
             return
         first = self._episode_objects
         batch_fn, bin_fn = _format.batch_names(self.file_prefix, first)
+        pending, rew = self._pending, self._rew
         records = [
             _format.EpisodeRecord(
                 observations=self._obs.take(p.obs_start, p.obs_stop),
                 actions=self._act.take(p.act_start, p.act_stop),
-                rewards=np.asarray(p.rewards, dtype=np.float64).reshape(-1),
+                rewards=np.asarray(rew[p.act_start : p.act_stop], dtype=np.float64).reshape(-1),
                 terminated=p.terminated,
                 truncated=p.truncated,
                 seed=p.seed,
@@ -696,42 +477,61 @@ class TraceRecording:
                 part=p.part,
                 continues=p.continues,
             )
-            for p in self._pending
+            for p in pending
         ]
-        steps = sum(len(p.rewards) for p in self._pending)
+        steps = sum(p.act_stop - p.act_start for p in pending)
         json_bytes, chunks, blob_size = _format.encode_batch(records, bin_fn)
         self._storage.write_atomic(bin_fn, chunks)
         self._storage.write_atomic(batch_fn, [json_bytes])
         entry: dict[str, Any] = {
             "first": first,
-            "len": len(records),
+            "len": len(pending),
             "fn": batch_fn,
             "bin": bin_fn,
             "steps": steps,
             "bytes": blob_size + len(json_bytes),
         }
-        if records[-1].continues:
+        if pending[-1].continues:
             entry["continues"] = True
         self.batches.append(entry)
+        self._batch_entries.append(_format.dumps(entry))
         self._write_manifest()
-        self._episode_objects += len(records)
+        self._episode_objects += len(pending)
+        self.batch_count += 1
 
+        # Keep only the open episode's rows (or nothing), at the front of the buffer.
+        ep = self._open
+        keep_obs = ep.obs_start if ep is not None else len(rew) + self._resets
+        keep_act = ep.act_start if ep is not None else len(rew)
+        self._obs.release(keep_obs)
+        self._act.release(keep_act)
+        del rew[:keep_act]
+        self._resets = 1 if ep is not None else 0
+        if ep is not None:
+            ep.obs_start, ep.act_start = 0, 0
+            if ep.flagged_at >= 0:
+                ep.flagged_at -= keep_act
+        self._pending = []
+        self._room = self._target_steps
         if steps:
             self._decide_batch_size((blob_size + len(json_bytes)) / steps)
-        self._pending = []
-        self._obs.clear()
-        self._act.clear()
-        self._obs_rows = 0
-        self._act_rows = 0
-        assert self._max_rows is not None  # noqa: S101
-        if self._alloc_rows > self._max_rows:  # the target shrank: give memory back
-            self._grow(self._max_rows)
+        if len(self.batches) >= SEGMENT_BATCHES and not entry.get("continues"):
+            self._start_segment()
+
+    def _start_segment(self) -> None:
+        """Continue in a new manifest, so that no flush rewrites an ever-growing manifest."""
+        self._segment += 1
+        suffix = f".s{self._segment}" if self._segment else ""
+        self.file_prefix = f"openaigym.trace.{self.writer_id}{suffix}"
+        self._manifest_head["segment"] = self._segment
+        self._head_json = _format.dumps(self._manifest_head)[1:-1]
+        self.batches: list[dict[str, Any]] = []
+        self._batch_entries: list[bytes] = []
+        self._episode_objects = 0  # episode objects in this segment (parts count one each)
 
     def _write_manifest(self) -> None:
-        manifest = {"batches": self.batches, **self._manifest_head}
-        self._storage.write_atomic(
-            _format.manifest_name(self.file_prefix), [_format.dumps(manifest)]
-        )
+        manifest = b'{"batches":[' + b",".join(self._batch_entries) + b"]," + self._head_json + b"}"
+        self._storage.write_atomic(_format.manifest_name(self.file_prefix), [manifest])
 
     def close(self) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.
@@ -744,7 +544,7 @@ class TraceRecording:
         try:
             self.end_episode()
             self.save_complete()
-            if not self.batches:
+            if not self.batch_count:
                 self._write_manifest()  # an empty recording still says what was recorded
         finally:
             self.closed = True

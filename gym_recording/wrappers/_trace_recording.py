@@ -61,6 +61,10 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         episode_trigger: Called with the episode index (0, 1, ...) at each reset; the episode is
             recorded only if it returns true. ``None`` records every episode.
         metadata: A JSON-able dict stored with the recording.
+        storage_options: For an fsspec URL ``directory`` (``"s3://bucket/run1"``), options for
+            its filesystem such as ``{"endpoint_url": ...}``; by default the standard
+            configuration applies (``AWS_ENDPOINT_URL``, fsspec's config). Needs the ``remote``
+            extra.
 
     Example:
         >>> import tempfile, gymnasium as gym, gym_recording
@@ -88,6 +92,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         record_infos: bool = False,
         episode_trigger: Callable[[int], bool] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         self._gymnasium_env = isinstance(env, gymnasium.Env)
         if self._gymnasium_env:
@@ -118,6 +123,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             observation_space=getattr(env, "observation_space", None),
             action_space=getattr(env, "action_space", None),
             record_infos=record_infos,
+            storage_options=storage_options,
         )
         #: The directory the traces are written to.
         self.directory: str = self.recording.directory
@@ -127,7 +133,6 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         self.episode_id = -1
         self._active = False  # recording the current episode
         self._closed = False
-        self._add_step = self.recording.add_step
 
     # ---------------------------------------------------------------- env API
 
@@ -156,9 +161,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
         )
         if self._active:
-            rec.add_reset(
-                obs, seed=seed, options=options, info=info if self.record_infos else None
-            )
+            rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
         return result
 
     def step(  # type: ignore[override]
@@ -173,7 +176,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
                 obs, reward, done, info = result
                 truncated = bool(info.get("TimeLimit.truncated", False)) if info else False
                 terminated = bool(done) and not truncated
-            self._add_step(
+            self.recording.add_step(
                 action, obs, reward, terminated, truncated, info if self.record_infos else None
             )
         return result  # type: ignore[no-any-return]

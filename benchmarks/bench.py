@@ -1,0 +1,427 @@
+"""Side-by-side benchmark: bare loop vs gym-recording vs Minari vs the machine's write ceiling.
+
+Runs every workload in one process, interleaving the contenders run by run (bare, ours, minari,
+ceiling, bare, ours, ...) and reporting medians, so that machine noise hits all of them alike.
+Peak RSS is measured in child processes (one per measurement) because a process's peak only
+grows.
+
+    python benchmarks/bench.py                 # full run (about 5 minutes), prints Markdown
+    python benchmarks/bench.py --quick         # fewer steps and runs, for a smoke test
+    python benchmarks/bench.py --out BENCHMARKS.md
+
+Minari is measured when installed (``pip install "gym-recording[bench]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+import gym_recording
+from gym_recording.wrappers import TraceRecordingWrapper
+
+EPISODE_STEPS = 200
+
+
+class SyntheticEnv(gym.Env):  # type: ignore[type-arg]
+    """As cheap as an env can be: returns the same (reused, mutated) observation buffer."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(self, obs_shape: tuple[int, ...], obs_dtype: Any, action_space: Any) -> None:
+        self.observation_space = spaces.Box(0, 255, obs_shape, obs_dtype)
+        self.action_space = action_space
+        self._obs = np.zeros(obs_shape, obs_dtype)
+        self._flat = self._obs.reshape(-1)
+        self._t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs, {}
+
+    def step(self, action: Any) -> Any:
+        self._t += 1
+        self._flat[0] = self._t  # the env reuses and mutates its buffer
+        return self._obs, 1.0, False, self._t >= EPISODE_STEPS, {}
+
+
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "synthetic f32[4], Discrete": {
+        "make": lambda: SyntheticEnv((4,), np.float32, spaces.Discrete(2)),
+        "action": lambda env: 1,
+        "steps": 400_000,
+    },
+    "CartPole-v1": {
+        "make": lambda: gym.make("CartPole-v1", max_episode_steps=EPISODE_STEPS),
+        "action": lambda env: 1,
+        "steps": 200_000,
+        "alternate": True,
+    },
+    "synthetic f64[17], act f32[6]": {
+        "make": lambda: SyntheticEnv((17,), np.float64, spaces.Box(-1, 1, (6,), np.float32)),
+        "action": lambda env: np.full(6, 0.5, np.float32),
+        "steps": 400_000,
+    },
+    "synthetic u8[210,160,3] frames": {
+        "make": lambda: SyntheticEnv((210, 160, 3), np.uint8, spaces.Discrete(4)),
+        "action": lambda env: 2,
+        "steps": 6_000,
+    },
+}
+
+
+def drive(env: Any, action: Any, steps: int, alternate: bool = False) -> None:
+    """The training loop every contender runs: step, reset at episode end."""
+    env.reset(seed=0)
+    step, reset = env.step, env.reset
+    a0, a1 = action, (1 - action if alternate else action)
+    for i in range(steps):
+        _, _, terminated, truncated, _ = step(a0 if i & 1 else a1)
+        if terminated or truncated:
+            reset()
+
+
+def run_bare(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
+    env = spec["make"]()
+    t = time.perf_counter()
+    drive(env, spec["action"](env), steps, spec.get("alternate", False))
+    return time.perf_counter() - t, 0
+
+
+def _dir_bytes(d: str) -> int:
+    total = 0
+    for root, _, files in os.walk(d):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+def run_ours(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
+    d = tempfile.mkdtemp(dir=tmp)
+    env = TraceRecordingWrapper(spec["make"](), d)
+    t = time.perf_counter()
+    drive(env, spec["action"](env), steps, spec.get("alternate", False))
+    env.close()
+    dt = time.perf_counter() - t
+    nbytes = _dir_bytes(d)
+    shutil.rmtree(d)
+    return dt, nbytes
+
+
+def run_minari(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
+    import minari
+
+    os.environ["MINARI_DATASETS_PATH"] = tmp
+    env = minari.DataCollector(spec["make"](), record_infos=False)
+    t = time.perf_counter()
+    drive(env, spec["action"](env), steps, spec.get("alternate", False))
+    name = f"bench/run{time.monotonic_ns()}-v0"
+    env.create_dataset(dataset_id=name, algorithm_name="bench")
+    dt = time.perf_counter() - t
+    path = os.path.join(tmp, *name.split("/"))
+    nbytes = _dir_bytes(path) if os.path.isdir(path) else 0
+    env.close()
+    shutil.rmtree(os.path.join(tmp, "bench"), ignore_errors=True)
+    return dt, nbytes
+
+
+def run_ceiling(nbytes: int, tmp: str) -> float:
+    """Write ``nbytes`` as ~5 MB files, each with fsync and rename: the disk's best case."""
+    chunk = np.random.default_rng(0).integers(0, 255, 5_000_000, dtype=np.uint8).tobytes()
+    d = tempfile.mkdtemp(dir=tmp)
+    t = time.perf_counter()
+    left, i = nbytes, 0
+    while left > 0:
+        n = min(left, len(chunk))
+        p = os.path.join(d, f"f{i}")
+        with open(p + ".tmp", "wb") as f:
+            f.write(memoryview(chunk)[:n])
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(p + ".tmp", p)
+        left -= n
+        i += 1
+    fd = os.open(d, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    dt = time.perf_counter() - t
+    shutil.rmtree(d)
+    return dt
+
+
+def make_read_fixture(spec: dict[str, Any], steps: int, tmp: str) -> str:
+    d = tempfile.mkdtemp(dir=tmp)
+    env = TraceRecordingWrapper(spec["make"](), d)
+    drive(env, spec["action"](env), steps)
+    env.close()
+    return d
+
+
+def read_ours(d: str) -> tuple[float, int, int]:
+    """Read every episode and touch every byte of its arrays (sum), as a consumer would."""
+    t = time.perf_counter()
+    steps = nbytes = 0
+    with gym_recording.load(d) as rec:
+        for ep in rec:
+            steps += ep.length
+            nbytes += ep.observations.nbytes + ep.actions.nbytes + ep.rewards.nbytes
+            ep.observations.sum()
+    return time.perf_counter() - t, steps, nbytes
+
+
+def read_minari(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
+    import minari
+
+    os.environ["MINARI_DATASETS_PATH"] = tmp
+    env = minari.DataCollector(spec["make"](), record_infos=False)
+    drive(env, spec["action"](env), steps)
+    ds = env.create_dataset(dataset_id="bench/read-v0", algorithm_name="bench")
+    t = time.perf_counter()
+    n = 0
+    for ep in ds.iterate_episodes():
+        n += len(ep.rewards)
+        np.asarray(ep.observations).sum()
+    dt = time.perf_counter() - t
+    shutil.rmtree(os.path.join(tmp, "bench"), ignore_errors=True)
+    return dt, n
+
+
+def have_minari() -> bool:
+    try:
+        import minari  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+def child_rss(kind: str, steps: int, batch_bytes: int) -> None:
+    """Record in this fresh process and print its peak RSS (KB) as JSON."""
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    d = tempfile.mkdtemp()
+    t = time.perf_counter()
+    if kind == "long-episode":
+        # ONE episode of `steps` frames of uint8[84,84,4]: written out in parts.
+        obs = np.zeros((84, 84, 4), np.uint8)
+        rec = gym_recording.TraceRecording(d, batch_bytes=batch_bytes)
+        rec.add_reset(obs)
+        for i in range(steps):
+            obs[0, 0, 0] = i & 255
+            rec.add_step(i & 3, obs, 1.0)
+        rec.close()
+    else:
+        spec = WORKLOADS[kind]
+        env = TraceRecordingWrapper(spec["make"](), d, batch_bytes=batch_bytes)
+        drive(env, spec["action"](env), steps)
+        env.close()
+    dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with gym_recording.load(d) as r:
+        n_eps, n_steps = len(r), sum(ep.length for ep in r)
+    size = _dir_bytes(d)
+    shutil.rmtree(d)
+    print(
+        json.dumps(
+            {
+                "baseline_kb": before,
+                "peak_kb": after,
+                "episodes": n_eps,
+                "steps": n_steps,
+                "bytes": size,
+                "seconds": dt,
+            }
+        )
+    )
+
+
+def measure_rss(kind: str, steps: int, batch_bytes: int = 5_000_000) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child-rss", kind, str(steps), str(batch_bytes)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def flush_cost(n_batches: int) -> list[tuple[int, float]]:
+    """Time each flush of a recording that writes ``n_batches`` one-episode batches."""
+    d = tempfile.mkdtemp()
+    rec = gym_recording.TraceRecording(d, batch_bytes=1)
+    obs = np.zeros(4, np.float32)
+    marks = {10, 100, 1000, 10_000, n_batches}
+    out = []
+    for i in range(1, n_batches + 1):
+        rec.add_reset(obs)
+        rec.add_step(0, obs, 1.0)
+        t = time.perf_counter()
+        rec.end_episode()  # batch_bytes=1: every episode end is a flush
+        dt = time.perf_counter() - t
+        if i in marks:
+            out.append((i, dt))
+    rec.close()
+    shutil.rmtree(d)
+    return out
+
+
+# --------------------------------------------------------------------------------- driver
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="few steps and runs (smoke test)")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--out", help="also write the Markdown report to this file")
+    ap.add_argument("--no-minari", action="store_true")
+    ap.add_argument(
+        "--child-rss", nargs=3, metavar=("KIND", "STEPS", "BATCH_BYTES"), help=argparse.SUPPRESS
+    )
+    args = ap.parse_args()
+    if args.child_rss:
+        child_rss(args.child_rss[0], int(args.child_rss[1]), int(args.child_rss[2]))
+        return
+
+    scale = 0.05 if args.quick else 1.0
+    runs = 2 if args.quick else args.runs
+    minari_on = have_minari() and not args.no_minari
+    tmp = tempfile.mkdtemp(prefix="gymrec-bench-")
+    lines: list[str] = []
+
+    def emit(s: str = "") -> None:
+        print(s, flush=True)
+        lines.append(s)
+
+    emit("# Benchmarks")
+    emit()
+    emit(
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}, "
+        f"Python {platform.python_version()}, NumPy {np.__version__}, "
+        f"gymnasium {gym.__version__}, gym-recording {gym_recording.__version__}"
+        + (
+            f", Minari {__import__('minari').__version__}"
+            if minari_on
+            else ", Minari: not installed"
+        )
+    )
+    emit(
+        f"Date: {time.strftime('%Y-%m-%d')}. Command: `python benchmarks/bench.py"
+        f"{' --quick' if args.quick else ''}`. Medians of {runs} interleaved runs; "
+        f"{EPISODE_STEPS}-step episodes."
+    )
+    emit()
+    emit("## Recording (write) speed")
+    emit()
+    emit(
+        "| workload | bare steps/s | ours steps/s | ours / bare | ours MB/s | ceiling MB/s "
+        "| ours / ceiling | Minari / bare | ours / Minari |"
+    )
+    emit("|---|---|---|---|---|---|---|---|---|")
+    for name, spec in WORKLOADS.items():
+        steps = max(200, int(spec["steps"] * scale))
+        m_steps = max(200, steps // (20 if "frames" not in name else 2))
+        bare, ours, minari_t, ceil = [], [], [], []
+        nbytes = 0
+        for _ in range(runs):
+            bare.append(run_bare(spec, steps, tmp)[0])
+            dt, nbytes = run_ours(spec, steps, tmp)
+            ours.append(dt)
+            ceil.append(run_ceiling(nbytes, tmp))
+            if minari_on:
+                minari_t.append(run_minari(spec, m_steps, tmp)[0] / m_steps * steps)
+        b, o, c = median(bare), median(ours), median(ceil)
+        mb = nbytes / 1e6
+        mi = median(minari_t) if minari_t else float("nan")
+        emit(
+            f"| {name} | {steps / b:,.0f} | {steps / o:,.0f} | {b / o:.2f}x | {mb / o:.0f} "
+            f"| {mb / c:.0f} | {c / o:.2f}x | "
+            + (f"{b / mi:.3f}x | {mi / o:.0f}x |" if minari_t else "- | - |")
+        )
+
+    emit()
+    emit("## Read-back speed (every episode, every array touched)")
+    emit()
+    emit("| workload | ours steps/s | ours MB/s | Minari steps/s | ours / Minari |")
+    emit("|---|---|---|---|---|")
+    for name in ("synthetic f32[4], Discrete", "synthetic u8[210,160,3] frames"):
+        spec = WORKLOADS[name]
+        steps = max(200, int(spec["steps"] * scale))
+        d = make_read_fixture(spec, steps, tmp)
+        read_ours(d)  # warm the page cache
+        rt, rm = [], []
+        n = nb = 0
+        for _ in range(runs):
+            dt, n, nb = read_ours(d)
+            rt.append(dt)
+            if minari_on and "frames" not in name:
+                mdt, mn = read_minari(spec, max(200, steps // 20), tmp)
+                rm.append(mdt / mn)
+        o = median(rt)
+        if rm:
+            mi = median(rm)
+            emit(
+                f"| {name} | {n / o:,.0f} | {nb / 1e6 / o:,.0f} | {1 / mi:,.0f} "
+                f"| {(n / o) * mi:.0f}x |"
+            )
+        else:
+            emit(f"| {name} | {n / o:,.0f} | {nb / 1e6 / o:,.0f} | - | - |")
+        shutil.rmtree(d)
+
+    emit()
+    emit("## Memory (peak RSS, fresh process per row)")
+    emit()
+    emit(
+        "| run | steps | episodes read back | data MB | interpreter MB | peak MB "
+        "| growth / batch_bytes |"
+    )
+    emit("|---|---|---|---|---|---|---|")
+    rss_runs = [
+        ("synthetic u8[210,160,3] frames", int(3000 * max(scale, 0.2))),
+        ("long-episode", int(200_000 * max(scale, 0.05))),
+    ]
+    for kind, steps in rss_runs:
+        r = measure_rss(kind, steps)
+        base, peak = r["baseline_kb"] / 1e3, r["peak_kb"] / 1e3
+        label = "ONE episode of u8[84,84,4]" if kind == "long-episode" else kind
+        emit(
+            f"| {label} | {r['steps']:,} | {r['episodes']} | {r['bytes'] / 1e6:,.0f} "
+            f"| {base:.0f} | {peak:.0f} | {(peak - base) / 5.0:.2f}x |"
+        )
+
+    emit()
+    emit("## Flush cost as a recording grows (one-episode batches)")
+    emit()
+    emit("| batches written | that flush, ms |")
+    emit("|---|---|")
+    for i, dt in flush_cost(1000 if args.quick else 10_000):
+        emit(f"| {i:,} | {dt * 1e3:.2f} |")
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -39,7 +39,10 @@ EPISODE_STEPS = 200
 
 
 class SyntheticEnv(gym.Env):  # type: ignore[type-arg]
-    """As cheap as an env can be: returns the same (reused, mutated) observation buffer."""
+    """As cheap as an env can be: returns the same (reused, mutated) observation buffer.
+
+    Episodes end by TimeLimit (gym.make's max_episode_steps), as truncations.
+    """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
@@ -58,12 +61,27 @@ class SyntheticEnv(gym.Env):  # type: ignore[type-arg]
     def step(self, action: Any) -> Any:
         self._t += 1
         self._flat[0] = self._t  # the env reuses and mutates its buffer
-        return self._obs, 1.0, False, self._t >= EPISODE_STEPS, {}
+        return self._obs, 1.0, False, False, {}
+
+
+def make_synthetic(obs_shape: tuple[int, ...], obs_dtype: Any, action_space: Any) -> gym.Env:  # type: ignore[type-arg]
+    """A registered synthetic env made with gym.make, as a user's env would be (TimeLimit,
+    OrderEnforcing and the passive env checker included): the realistic bare loop."""
+    env_id = "GymRecordingBench-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=SyntheticEnv)
+    return gym.make(
+        env_id,
+        max_episode_steps=EPISODE_STEPS,
+        obs_shape=obs_shape,
+        obs_dtype=obs_dtype,
+        action_space=action_space,
+    )
 
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "synthetic f32[4], Discrete": {
-        "make": lambda: SyntheticEnv((4,), np.float32, spaces.Discrete(2)),
+        "make": lambda: make_synthetic((4,), np.float32, spaces.Discrete(2)),
         "action": lambda env: 1,
         "steps": 400_000,
     },
@@ -74,12 +92,12 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "alternate": True,
     },
     "synthetic f64[17], act f32[6]": {
-        "make": lambda: SyntheticEnv((17,), np.float64, spaces.Box(-1, 1, (6,), np.float32)),
+        "make": lambda: make_synthetic((17,), np.float64, spaces.Box(-1, 1, (6,), np.float32)),
         "action": lambda env: np.full(6, 0.5, np.float32),
         "steps": 400_000,
     },
     "synthetic u8[210,160,3] frames": {
-        "make": lambda: SyntheticEnv((210, 160, 3), np.uint8, spaces.Discrete(4)),
+        "make": lambda: make_synthetic((210, 160, 3), np.uint8, spaces.Discrete(4)),
         "action": lambda env: 2,
         "steps": 6_000,
     },

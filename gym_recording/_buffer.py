@@ -6,7 +6,8 @@ tuples of leaves. Each leaf keeps the values of one leaf for every buffered step
 - small fixed-shape arrays: their bytes (``tobytes()``, the cheapest copy CPython offers for a
   few dozen bytes), joined into one array at flush;
 - large fixed-shape arrays (images): rows of one preallocated array, so each byte is copied
-  once on the way in and written straight from there;
+  once on the way in and written straight from there (the array is handed to the writer and
+  a fresh one takes its place);
 - Python/numpy scalars: a list, stacked at flush;
 - anything else: a snapshot per step, stored as JSON values.
 
@@ -108,11 +109,16 @@ class _ArrayLeaf:
         return self.buf[i].copy()
 
     def release(self, keep_from: int) -> None:
-        """Forget rows before ``keep_from`` (written already); the buffer is reused."""
+        """Forget rows before ``keep_from``, which a background write may still be reading.
+
+        The buffer is handed over to that write (arrays taken from it keep it alive) and a
+        fresh one of the same size replaces it, holding the rows kept.
+        """
         k = self.n - keep_from
+        new = np.empty_like(self.buf)
         if k > 0:
-            self.buf[:k] = self.buf[keep_from : self.n].copy()
-        self.n = k
+            new[:k] = self.buf[keep_from : self.n]
+        self.buf, self.n = new, k
 
     def row_bytes(self) -> int:
         return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
@@ -335,7 +341,11 @@ class Field:
         leaf.put(v)
 
     def take(self, start: int, stop: int) -> Any:
-        """The stored steps ``start .. stop-1`` as a field for :func:`_format.encode_field`."""
+        """The stored steps ``start .. stop-1`` as a field for :func:`_format.encode_field`.
+
+        What it returns stays valid after :meth:`release` (it may share memory only with
+        buffers that release hands over).
+        """
         if self.root is None:
             return np.zeros((0,), dtype=np.float64)
         return self.root.take(start, stop)

@@ -64,6 +64,43 @@ def _close_open_recordings() -> None:
 atexit.register(_close_open_recordings)
 
 
+class _WriteJob:
+    """A batch's files, written in order (blob, batch JSON, manifest) on a background thread.
+
+    The thread spends its time in write and fsync, which release the GIL, so the env keeps
+    stepping meanwhile. The job owns its bytes, so it can be retried if it fails.
+    """
+
+    def __init__(self, storage: Storage, files: list[tuple[str, list[Any]]]) -> None:
+        self.storage = storage
+        self.files = files
+        self.done = 0  # files written
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        try:
+            while self.done < len(self.files):
+                name, chunks = self.files[self.done]
+                self.storage.write_atomic(name, chunks)
+                self.done += 1
+        except BaseException as exc:  # handed to the recording's thread by wait()
+            self.error = exc
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name="gym-recording-writer")
+        self.thread.start()
+
+    def wait(self) -> None:
+        """Wait for the write; raise its error (the job can then be run again)."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if self.error is not None:
+            exc, self.error = self.error, None
+            raise exc
+
+
 @dataclass
 class _Pending:
     """A completed episode (or a part of one) whose steps wait in the buffer."""
@@ -231,6 +268,7 @@ class TraceRecording:
         self._sized = False
         self._pending: list[_Pending] = []
         self._open: _Open | None = None
+        self._job: _WriteJob | None = None
 
         with _open_lock:
             _open_recordings[id(self)] = self
@@ -262,7 +300,7 @@ class TraceRecording:
             raise TypeError(msg)
         self.end_episode()
         if len(self._pending) >= MAX_BATCH_EPISODES:
-            self.save_complete()
+            self._submit_batch()
         rows = len(self._rew) + self._resets
         if not self._obs.put(observation):
             self._fallback(self._obs, observation, rows)
@@ -388,7 +426,7 @@ class TraceRecording:
         self._pending.append(self._pending_of(ep, continues=False))
         self.episode_count += 1
         if len(self._rew) >= self._target_steps:
-            self.save_complete()
+            self._submit_batch()
 
     def _pending_of(self, ep: _Open, *, continues: bool) -> _Pending:
         steps = len(self._rew)
@@ -446,16 +484,26 @@ class TraceRecording:
             ep.part += 1
             if ep.infos is not None:
                 ep.infos = ep.infos[-1:]
-        self.save_complete()
+        self._submit_batch()
 
     def save_complete(self) -> None:
-        """Write the buffered episodes as one batch, then update the manifest.
+        """Write the completed episodes as one batch and update the manifest; wait for it.
 
         The blob is written first, then the batch JSON, then the manifest, each atomically.
-        Does nothing if no episode is buffered. The open episode stays in the buffer.
+        The open episode, if any, stays in the buffer.
 
         Raises:
-            RecordingError: a write failed; the batch is not published, and stays buffered.
+            RecordingError: a write failed (twice); nothing of that batch was published, and
+                it is retried at the next flush or close.
+        """
+        self._submit_batch()
+        self._wait_for_writes()
+
+    def _submit_batch(self) -> None:
+        """Encode the completed episodes and hand their files to a background write.
+
+        Waits for the previous batch's write first (one in flight keeps the order). Batches
+        written while recording go this way, so the env steps on while the disk works.
         """
         if not self._pending:
             return
@@ -481,8 +529,6 @@ class TraceRecording:
         ]
         steps = sum(p.act_stop - p.act_start for p in pending)
         json_bytes, chunks, blob_size = _format.encode_batch(records, bin_fn)
-        self._storage.write_atomic(bin_fn, chunks)
-        self._storage.write_atomic(batch_fn, [json_bytes])
         entry: dict[str, Any] = {
             "first": first,
             "len": len(pending),
@@ -493,9 +539,18 @@ class TraceRecording:
         }
         if pending[-1].continues:
             entry["continues"] = True
+        self._wait_for_writes()  # one batch in flight at a time keeps the write order
         self.batches.append(entry)
         self._batch_entries.append(_format.dumps(entry))
-        self._write_manifest()
+        self._job = _WriteJob(
+            self._storage,
+            [
+                (bin_fn, chunks),
+                (batch_fn, [json_bytes]),
+                (_format.manifest_name(self.file_prefix), [self._manifest_bytes()]),
+            ],
+        )
+        self._job.start()
         self._episode_objects += len(pending)
         self.batch_count += 1
 
@@ -529,9 +584,30 @@ class TraceRecording:
         self._batch_entries: list[bytes] = []
         self._episode_objects = 0  # episode objects in this segment (parts count one each)
 
+    def _manifest_bytes(self) -> bytes:
+        return b'{"batches":[' + b",".join(self._batch_entries) + b"]," + self._head_json + b"}"
+
     def _write_manifest(self) -> None:
-        manifest = b'{"batches":[' + b",".join(self._batch_entries) + b"]," + self._head_json + b"}"
-        self._storage.write_atomic(_format.manifest_name(self.file_prefix), [manifest])
+        self._storage.write_atomic(
+            _format.manifest_name(self.file_prefix), [self._manifest_bytes()]
+        )
+
+    def _wait_for_writes(self) -> None:
+        """Wait for the batch being written; if its write failed, retry it once, here.
+
+        Raises:
+            RecordingError: the write failed again. Nothing of that batch is visible to
+                readers; it is retried at the next flush or close.
+        """
+        job = self._job
+        if job is None:
+            return
+        try:
+            job.wait()
+        except RecordingError:
+            job.run()  # the files written already are not written again
+            job.wait()
+        self._job = None
 
     def close(self) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.

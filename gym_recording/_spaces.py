@@ -149,7 +149,12 @@ def _write_box(space: Any, depth: int) -> dict[str, Any]:
         array = np.asarray(getattr(space, key))
         if array.shape != tuple(shape) or array.dtype != np.dtype(dtype):
             raise ValueError(f"Box {key} does not match the Box's shape and dtype")
-        out[key] = _encode_array(array)
+        # Uniform bounds (an image's 0..255) are one scalar: the manifest stays small.
+        flat = array.reshape(-1)
+        uniform = flat.size > 1 and bool(
+            (flat == flat[0]).all() or (np.isnan(flat).all() if flat.dtype.kind == "f" else False)
+        )
+        out[key] = _encode_array(flat[0]) if uniform else _encode_array(array)
     return out
 
 
@@ -386,7 +391,12 @@ def _read_box(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] |
     for key in ("low", "high"):
         if key not in d:
             raise TraceFormatError(f"{where}: missing key {key!r} (Box space)")
-        bounds[key] = _to_array(d[key], shape, dtype, f"{where}.{key}")
+        value = d[key]
+        if shape and not isinstance(value, list):  # one scalar for uniform bounds
+            scalar = _to_array(value, [], dtype, f"{where}.{key}")
+            bounds[key] = np.full(tuple(shape), scalar, dtype=dtype)
+        else:
+            bounds[key] = _to_array(value, shape, dtype, f"{where}.{key}")
     return _build(
         where,
         lambda: gspaces.Box(bounds["low"], bounds["high"], shape=tuple(shape), dtype=dtype),

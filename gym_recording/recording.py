@@ -340,6 +340,8 @@ class TraceRecording:
             self._no_open_episode()
             return
         rew = self._rew
+        if len(rew) >= self._room:  # full: write out before storing this step
+            self._make_room()
         if not self._act.put(action):
             self._fallback(self._act, action, len(rew))
         if not self._obs.put(observation):
@@ -352,8 +354,6 @@ class TraceRecording:
         if not self._sized:
             self._sized = True
             self._decide_batch_size()
-        if len(rew) >= self._room:
-            self._make_room()
 
     def _specialise(self) -> None:
         """Replace ``add_step`` on this instance by a closure over the current layout.
@@ -382,6 +382,8 @@ class TraceRecording:
             if ep is None:
                 self._no_open_episode()
                 return
+            if len(rew) >= self._room:  # full: write out before storing this step
+                self._make_room()
             if not act_put(action):
                 self._fallback(act_field, action, len(rew))
             if not obs_put(observation):
@@ -392,8 +394,6 @@ class TraceRecording:
                 ep.flagged_at = len(rew)
             if keep_infos:
                 ep.infos.append(snapshot(info))  # type: ignore[union-attr]
-            if len(rew) >= self._room:
-                self._make_room()
 
         add_step.__doc__ = TraceRecording.add_step.__doc__
         self.add_step = add_step  # type: ignore[method-assign]

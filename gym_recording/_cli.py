@@ -74,7 +74,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         _err(f"cannot make environment {args.env_id!r}: {exc}")
         return EXIT_USAGE
     metadata = {"policy": "uniform random", "command": "gym-recording record"}
-    env = TraceRecordingWrapper(base, args.dir, metadata=metadata)
+    env: TraceRecordingWrapper[Any, Any] = TraceRecordingWrapper(base, args.dir, metadata=metadata)
     steps = 0
     with env:
         env.action_space.seed(args.seed)

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from atomicwrites import AtomicWriter
 
@@ -33,14 +33,17 @@ _FILE_MODE = 0o666 & ~_UMASK
 BytesLike = bytes | bytearray | memoryview
 
 
-def is_plain_name(name: object) -> bool:
-    """Whether ``name`` is a plain file name: no directory part, not ``.``/``..``, no NUL."""
-    return (
-        isinstance(name, str)
-        and name not in (".", "..")
-        and len(name) <= 255
-        and _PLAIN_NAME.match(name) is not None
-    )
+def is_plain_name(name: object) -> TypeGuard[str]:
+    """Whether ``name`` is a plain file name: no directory part, not ``.``/``..``, no NUL.
+
+    It must also encode to at most 255 bytes for the filesystem (no lone surrogates).
+    """
+    if not (isinstance(name, str) and name not in (".", "..") and _PLAIN_NAME.fullmatch(name)):
+        return False
+    try:
+        return len(os.fsencode(name)) <= 255
+    except UnicodeError:
+        return False
 
 
 class Storage(Protocol):
@@ -72,7 +75,7 @@ class Storage(Protocol):
         ...
 
 
-class _TraceAtomicWriter(AtomicWriter):  # type: ignore[misc]
+class _TraceAtomicWriter(AtomicWriter):
     """``AtomicWriter`` with recognisable temporary names and normal file permissions."""
 
     def get_fileobject(self, suffix: str = "", prefix: str = TEMP_PREFIX, **kwargs: Any) -> Any:
@@ -86,8 +89,11 @@ class _TraceAtomicWriter(AtomicWriter):  # type: ignore[misc]
 
 def _open_nofollow(path: str) -> Any:
     """Open ``path`` for reading without following a symbolic link (which could lead outside)."""
+    # O_NONBLOCK: opening a FIFO planted in a recording must not hang (it is then refused
+    # as not a regular file); it changes nothing for regular files.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         if os.path.islink(path):
             msg = "refusing to follow a symbolic link in a recording"
@@ -209,6 +215,30 @@ class LocalStorage:
         os.unlink(self._path(name))
 
 
-def open_storage(location: str | os.PathLike[str], *, create: bool) -> Storage:
-    """The storage for ``location``: a local directory (created when ``create`` is true)."""
-    return LocalStorage(location, create=create)
+def open_storage(
+    location: str | os.PathLike[str],
+    *,
+    create: bool,
+    storage_options: dict[str, Any] | None = None,
+) -> Storage:
+    """The storage for ``location``, chosen by its form; created when ``create`` is true.
+
+    A local path, or a ``file://`` URL, is a :class:`LocalStorage` (atomic rename and fsync);
+    any other fsspec URL (``s3://``, ``gs://``, ``memory://``, ``simplecache::s3://`` ...) is an
+    :class:`~gym_recording._storage_fsspec.FsspecStorage` opened with ``storage_options``.
+    ``storage_options`` are ignored for local paths.
+    """
+    from gym_recording._storage_fsspec import FsspecStorage, is_url
+
+    loc = os.fspath(location)
+    if loc.startswith("file://") and "::" not in loc:
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(loc)
+        if parts.netloc not in ("", "localhost"):
+            msg = f"expected a file:// URL on this host, got {loc!r}"
+            raise RecordingError(msg)
+        return LocalStorage(unquote(parts.path), create=create)
+    if is_url(loc):
+        return FsspecStorage(loc, create=create, storage_options=storage_options)
+    return LocalStorage(loc, create=create)

@@ -6,7 +6,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, SupportsFloat, TypeVar
+from typing import Any, Literal, SupportsFloat, TypeVar
 
 import gymnasium
 
@@ -136,7 +136,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
 
     # ---------------------------------------------------------------- env API
 
-    def reset(  # type: ignore[override]
+    def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
         """Reset the env and start recording a new episode (if the trigger says so)."""
@@ -164,22 +164,23 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
         return result
 
-    def step(  # type: ignore[override]
+    def step(
         self, action: ActType
     ) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env and record the step."""
-        result = self.env.step(action)
-        if self._active:
-            if len(result) == 5:
+        result: Any = self.env.step(action)
+        if self._active:  # the hot path: keep it lean
+            try:
                 obs, reward, terminated, truncated, info = result
-            else:  # legacy (obs, reward, done, info)
+            except ValueError:  # legacy (obs, reward, done, info)
                 obs, reward, done, info = result
                 truncated = bool(info.get("TimeLimit.truncated", False)) if info else False
                 terminated = bool(done) and not truncated
-            self.recording.add_step(
-                action, obs, reward, terminated, truncated, info if self.record_infos else None
-            )
-        return result  # type: ignore[no-any-return]
+            if self.record_infos:
+                self.recording.add_step(action, obs, reward, terminated, truncated, info)
+            else:
+                self.recording.add_step(action, obs, reward, terminated, truncated)
+        return result
 
     def close(self) -> None:
         """Write everything buffered, then close the env. Safe to call more than once."""
@@ -193,7 +194,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             self.env.close()
 
     @property
-    def spec(self) -> Any:
+    def spec(self) -> Any:  # type: ignore[override]
         """The wrapped env's spec."""
         if self._gymnasium_env:
             return super().spec
@@ -208,6 +209,6 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
     def __enter__(self) -> TraceRecordingWrapper[ObsType, ActType]:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False

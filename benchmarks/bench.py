@@ -190,15 +190,22 @@ def make_read_fixture(spec: dict[str, Any], steps: int, tmp: str) -> str:
     return d
 
 
+def touch(arr: np.ndarray) -> int:
+    """Read one byte per 64-byte cache line of ``arr``: every line comes from memory."""
+    flat = arr.reshape(-1).view(np.uint8)
+    return int(flat[::64].sum()) if flat.size else 0
+
+
 def read_ours(d: str) -> tuple[float, int, int]:
-    """Read every episode and touch every byte of its arrays (sum), as a consumer would."""
+    """Read every episode and touch every cache line of its arrays, as a consumer would."""
     t = time.perf_counter()
     steps = nbytes = 0
     with gym_recording.load(d) as rec:
         for ep in rec:
             steps += ep.length
-            nbytes += ep.observations.nbytes + ep.actions.nbytes + ep.rewards.nbytes
-            ep.observations.sum()
+            for a in (ep.observations, ep.actions, ep.rewards):
+                nbytes += a.nbytes
+                touch(a)
     return time.perf_counter() - t, steps, nbytes
 
 
@@ -213,7 +220,8 @@ def read_minari(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]
     n = 0
     for ep in ds.iterate_episodes():
         n += len(ep.rewards)
-        np.asarray(ep.observations).sum()
+        for a in (ep.observations, ep.actions, ep.rewards):
+            touch(np.ascontiguousarray(a))
     dt = time.perf_counter() - t
     shutil.rmtree(os.path.join(tmp, "bench"), ignore_errors=True)
     return dt, n
@@ -230,10 +238,23 @@ def have_minari() -> bool:
 # --------------------------------------------------------------------------- child processes
 
 
+def _rss_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def child_rss(kind: str, steps: int, batch_bytes: int) -> None:
-    """Record in this fresh process and print its peak RSS (KB) as JSON."""
+    """Record in this fresh process and print its RSS before and its peak while recording (KB)."""
     gc.collect()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _rss_kb("VmRSS")
+    try:  # reset the peak (VmHWM) to the current RSS: imports' transient peaks do not count
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
     d = tempfile.mkdtemp()
     t = time.perf_counter()
     if kind == "long-episode":
@@ -251,7 +272,7 @@ def child_rss(kind: str, steps: int, batch_bytes: int) -> None:
         drive(env, spec["action"](env), steps)
         env.close()
     dt = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = _rss_kb("VmHWM")
     with gym_recording.load(d) as r:
         n_eps, n_steps = len(r), sum(ep.length for ep in r)
     size = _dir_bytes(d)

@@ -1,0 +1,416 @@
+"""gym_recording._export on every kind of space: each export read back by its target library.
+
+Parquet through pyarrow, npz through numpy, Minari through ``minari.load_dataset``, and
+``import_minari`` back into a recording, with values, dtypes and shapes compared exactly.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from conftest import ACTION_SPACES, OBSERVATION_SPACES, SpaceEnv, run_episodes
+
+import gym_recording
+from gym_recording import RecordingError
+from gym_recording._export import (
+    ExportError,
+    LossyExportWarning,
+    OutputExistsError,
+    export,
+    import_minari,
+)
+from gym_recording.wrappers import TraceRecordingWrapper
+
+SPACES = sorted(OBSERVATION_SPACES)
+
+
+def record_space(directory: Path, obs: str, act: str = "discrete", episodes: int = 3) -> Path:
+    env = SpaceEnv(OBSERVATION_SPACES[obs], ACTION_SPACES[act], min_len=1, max_len=5)
+    with TraceRecordingWrapper(env, directory) as w:
+        run_episodes(w, episodes, seed=10)
+    return directory
+
+
+def leaves(f: Any, name: str) -> dict[str, Any]:
+    if isinstance(f, dict):
+        return {k: v for key, x in f.items() for k, v in leaves(x, f"{name}.{key}").items()}
+    if isinstance(f, tuple):
+        return {k: v for i, x in enumerate(f) for k, v in leaves(x, f"{name}.{i}").items()}
+    return {name: f}
+
+
+def cut(f: Any, start: int, stop: int | None) -> Any:
+    if isinstance(f, dict):
+        return {k: cut(v, start, stop) for k, v in f.items()}
+    if isinstance(f, tuple):
+        return tuple(cut(v, start, stop) for v in f)
+    return f[start:stop]
+
+
+def joined(episodes: list[Any], field: str, start: int = 0, stop: int | None = None) -> dict:
+    """The leaves of a field, concatenated over episodes (lists for non-array leaves)."""
+    out: dict[str, Any] = {}
+    for ep in episodes:
+        f = getattr(ep, field)
+        if field == "observations":
+            f = cut(f, start, ep.length if stop == -1 else stop)
+        for k, v in leaves(f, "x").items():
+            out.setdefault(k, []).append(v)
+    return {
+        k: np.concatenate(v) if isinstance(v[0], np.ndarray) else [x for p in v for x in p]
+        for k, v in out.items()
+    }
+
+
+def assert_same(got: Any, want: Any, where: str) -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and list(got) == list(want), where
+        for k in want:
+            assert_same(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_same(g, w, f"{where}.{i}")
+    elif isinstance(want, np.ndarray):
+        got = np.asarray(got)
+        assert got.dtype == want.dtype, f"{where}: {got.dtype} != {want.dtype}"
+        assert got.shape == want.shape, f"{where}: {got.shape} != {want.shape}"
+        np.testing.assert_array_equal(got, want, err_msg=where)
+    else:
+        assert list(got) == list(want), where
+
+
+# --------------------------------------------------------------------------------------------
+# Parquet
+# --------------------------------------------------------------------------------------------
+
+
+def arrow_leaves(pa: Any, arr: Any, name: str, shapes: dict[str, Any]) -> dict[str, Any]:
+    if pa.types.is_struct(arr.type):
+        out: dict[str, Any] = {}
+        for i in range(arr.type.num_fields):
+            sub = arr.type.field(i).name
+            out.update(arrow_leaves(pa, arr.field(i), f"{name}.{sub}", shapes))
+        return out
+    shape = shapes[name]
+    if shape == "json":
+        return {name: [json.loads(x) for x in arr.to_pylist()]}
+    if shape == "value":
+        return {name: arr.to_pylist()}
+    if pa.types.is_fixed_size_list(arr.type):
+        values = arr.flatten().to_numpy(zero_copy_only=False)
+        return {name: values.reshape(len(arr), *shape)}
+    return {name: arr.to_numpy(zero_copy_only=False)}
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_parquet_every_observation_space(tmp_path: Path, space: str) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    d = record_space(tmp_path / "rec", space)
+    out = export(d, to="parquet", out=tmp_path / "x.parquet")
+    table = pq.read_table(out)
+    shapes = json.loads(table.schema.metadata[b"gym_recording"])["shapes"]
+    eps = list(gym_recording.load(d))
+    assert table.num_rows == sum(ep.length for ep in eps)
+    for column, start, stop in (("obs", 0, -1), ("next_obs", 1, None)):
+        got = arrow_leaves(pa, table.column(column).combine_chunks(), column, shapes)
+        want = joined(eps, "observations", start, stop)
+        assert [k.partition(".")[2] for k in got] == [k.partition(".")[2] for k in want]
+        for (gk, g), w in zip(got.items(), want.values(), strict=True):
+            assert_same(g, w, gk)
+    np.testing.assert_array_equal(
+        table.column("reward").to_numpy(), np.concatenate([ep.rewards for ep in eps])
+    )
+
+
+@pytest.mark.parametrize("action", sorted(ACTION_SPACES))
+def test_parquet_every_action_space(tmp_path: Path, action: str) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    d = record_space(tmp_path / "rec", "box_rank1_f32", action)
+    table = pq.read_table(export(d, to="parquet", out=tmp_path / "x.parquet"))
+    shapes = json.loads(table.schema.metadata[b"gym_recording"])["shapes"]
+    eps = list(gym_recording.load(d))
+    got = arrow_leaves(pa, table.column("action").combine_chunks(), "action", shapes)
+    want = joined(eps, "actions")
+    for g, w in zip(got.values(), want.values(), strict=True):
+        assert_same(g, w, action)
+
+
+def test_parquet_skips_zero_step_episodes(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset(np.zeros(2, np.float32))  # zero steps
+        w.add_reset(np.zeros(2, np.float32))
+        w.add_step(1, np.ones(2, np.float32), 2.0, terminated=True)
+    table = pq.read_table(export(tmp_path / "r", to="parquet", out=tmp_path / "x.parquet"))
+    assert table.column("episode").to_pylist() == [1]
+    assert table.column("terminated").to_pylist() == [True]
+
+
+def test_parquet_of_an_empty_recording(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    gym_recording.TraceRecording(tmp_path / "r").close()
+    table = pq.read_table(export(tmp_path / "r", to="parquet", out=tmp_path / "x.parquet"))
+    assert table.num_rows == 0 and "reward" in table.column_names
+
+
+def test_parquet_many_row_groups_read_by_pandas(tmp_path: Path, monkeypatch: Any) -> None:
+    pd = pytest.importorskip("pandas")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from gym_recording import _export
+
+    monkeypatch.setattr(_export, "_ROW_GROUP_ROWS", 10)
+    d = record_space(tmp_path / "rec", "box_rank1_f32", episodes=12)
+    out = export(d, to="parquet", out=tmp_path / "x.parquet")
+    assert pq.ParquetFile(out).num_row_groups > 1
+    df = pd.read_parquet(out)
+    eps = list(gym_recording.load(d))
+    assert df["episode"].tolist() == [ep.index for ep in eps for _ in range(ep.length)]
+    assert df["step"].tolist() == [t for ep in eps for t in range(ep.length)]
+
+
+# --------------------------------------------------------------------------------------------
+# npz
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_npz_every_observation_space(tmp_path: Path, space: str) -> None:
+    d = record_space(tmp_path / "rec", space, "dict")
+    out = export(d, to="npz", out=tmp_path / "x.data")
+    assert out == str(tmp_path / "x.data")  # no suffix added
+    data = np.load(out)  # allow_pickle=False: no object arrays
+    eps = list(gym_recording.load(d))
+    for prefix, field in (("observations", "observations"), ("actions", "actions")):
+        for key, want in joined(eps, field).items():
+            name = prefix + key[1:]
+            got = data[name]
+            if isinstance(want, list):  # text: JSON strings
+                assert [json.loads(s) for s in got] == want
+            else:
+                assert_same(got, want, name)
+    np.testing.assert_array_equal(data["rewards"], np.concatenate([ep.rewards for ep in eps]))
+    assert data["episode_lengths"].tolist() == [ep.length for ep in eps]
+    assert data["seeds"].tolist() == [10, 11, 12]
+    meta = json.loads(str(data["metadata"]))
+    assert (
+        meta["observation_space"]["type"]
+        == gym_recording.load(d).writers[0].observation_space["type"]
+    )
+
+
+def test_npz_seeds_and_empty(tmp_path: Path) -> None:
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset(np.zeros(2))
+        w.add_step(0, np.ones(2), 1.0)
+        w.add_reset(np.zeros(2), seed=4)
+    data = np.load(export(tmp_path / "r", to="npz", out=tmp_path / "x.npz"))
+    assert data["seeds"].tolist() == [-1, 4]
+    assert data["episode_lengths"].tolist() == [1, 0]
+    assert data["observation_starts"].tolist() == [0, 2]
+    assert data["observations"].shape == (3, 2)
+    gym_recording.TraceRecording(tmp_path / "e").close()
+    empty = np.load(export(tmp_path / "e", to="npz", out=tmp_path / "e.npz"))
+    assert empty["episode_lengths"].shape == (0,) and empty["rewards"].shape == (0,)
+
+
+# --------------------------------------------------------------------------------------------
+# Minari
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def minari_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    minari = pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    return minari
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_minari_every_observation_space(tmp_path: Path, minari_path: Any, space: str) -> None:
+    d = record_space(tmp_path / "rec", space, "box_f32")
+    dataset_id = f"tests/{space.replace('_', '-')}-v0"
+    where = export(d, to="minari", out=dataset_id)
+    assert where == os.path.join(tmp_path / "datasets", dataset_id)
+    dataset = minari_path.load_dataset(dataset_id)
+    eps = list(gym_recording.load(d))
+    assert dataset.total_episodes == len(eps)
+    for ep, got in zip(eps, dataset.iterate_episodes(), strict=True):
+        assert_same(got.observations, ep.observations, f"{space} observations")
+        assert_same(got.actions, ep.actions, "actions")
+        np.testing.assert_array_equal(got.rewards, ep.rewards)
+        assert bool(got.terminations[-1]) is ep.terminated
+        assert bool(got.truncations[-1]) is ep.truncated
+
+    # ... and back: import_minari gives the same episodes.
+    back = import_minari(dataset_id, tmp_path / "back")
+    again = list(gym_recording.load(back))
+    for ep, other in zip(eps, again, strict=True):
+        assert_same(other.observations, ep.observations, f"{space} re-imported observations")
+        assert_same(other.actions, ep.actions, "re-imported actions")
+        np.testing.assert_array_equal(other.rewards, ep.rewards)
+        assert (other.terminated, other.truncated, other.seed) == (
+            ep.terminated,
+            ep.truncated,
+            ep.seed,
+        )
+
+
+def test_minari_images_are_lossless(tmp_path: Path, minari_path: Any) -> None:
+    space = gymnasium.spaces.Box(0, 255, (32, 32, 3), np.uint8)  # Minari's "image" size
+    env = SpaceEnv(space, min_len=3, max_len=3)
+    with TraceRecordingWrapper(env, tmp_path / "r") as w:
+        run_episodes(w, 2)
+    lossless = (
+        "jpeg_encoding" in inspect.signature(minari_path.create_dataset_from_buffers).parameters
+    )
+    if lossless:
+        export(tmp_path / "r", to="minari", out="tests/images-v0")
+    else:  # minari 0.5.3 always JPEG-encodes images: the export says so
+        with pytest.warns(LossyExportWarning, match="JPEG"):
+            export(tmp_path / "r", to="minari", out="tests/images-v0")
+    dataset = minari_path.load_dataset("tests/images-v0")
+    for ep, got in zip(gym_recording.load(tmp_path / "r"), dataset.iterate_episodes(), strict=True):
+        assert got.observations.shape == ep.observations.shape
+        if lossless:
+            np.testing.assert_array_equal(got.observations, ep.observations)
+
+
+def test_minari_lossy_images_warn(tmp_path: Path, minari_path: Any, monkeypatch: Any) -> None:
+    """With a Minari that cannot turn JPEG off (0.5.3), exporting images warns."""
+    real = minari_path.create_dataset_from_buffers
+
+    def without_jpeg_flag(dataset_id: str, buffer: Any, **kw: Any) -> Any:
+        kw.pop("jpeg_encoding", None)
+        return real(dataset_id, buffer, **kw)
+
+    monkeypatch.setattr(minari_path, "create_dataset_from_buffers", without_jpeg_flag)
+    space = gymnasium.spaces.Box(0, 255, (32, 32, 3), np.uint8)
+    with TraceRecordingWrapper(SpaceEnv(space, min_len=1, max_len=2), tmp_path / "r") as w:
+        run_episodes(w, 1)
+    with pytest.warns(LossyExportWarning, match="lossy"):
+        export(tmp_path / "r", to="minari", out="tests/lossy-v0")
+
+
+def test_import_a_dataset_made_with_minari(tmp_path: Path, minari_path: Any) -> None:
+    """A Minari user's own dataset (options, infos, a Dict space) moves over."""
+    from minari.data_collector import EpisodeBuffer
+
+    obs_space = gymnasium.spaces.Dict(
+        {"pos": gymnasium.spaces.Box(-1, 1, (2,), np.float32), "n": gymnasium.spaces.Discrete(5)}
+    )
+    act_space = gymnasium.spaces.Box(-1, 1, (1,), np.float32)
+    rng = np.random.default_rng(0)
+    buffers = []
+    for e, n in enumerate((3, 5)):
+        buffers.append(
+            EpisodeBuffer(
+                id=e,
+                seed=100 + e,
+                options={"level": e},
+                observations={  # gymnasium's Dict space sorts its keys
+                    "n": rng.integers(0, 5, n + 1),
+                    "pos": rng.uniform(-1, 1, (n + 1, 2)).astype(np.float32),
+                },
+                actions=rng.uniform(-1, 1, (n, 1)).astype(np.float32),
+                rewards=list(rng.normal(size=n)),
+                terminations=[False] * (n - 1) + [e == 0],
+                truncations=[False] * (n - 1) + [e == 1],
+                infos={"t": list(range(n + 1))},
+            )
+        )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        minari_path.create_dataset_from_buffers(
+            "users/own-v1",
+            buffers,
+            observation_space=obs_space,
+            action_space=act_space,
+            data_format="arrow",
+        )
+    directory = import_minari("users/own-v1", tmp_path / "moved")
+    rec = gym_recording.load(directory)
+    assert len(rec) == 2
+    assert rec.observation_space == obs_space and rec.action_space == act_space
+    assert rec.env_id is None and rec.metadata["source"] == "minari"
+    for buf, ep in zip(buffers, rec, strict=True):
+        assert_same(ep.observations, buf.observations, "observations")
+        assert_same(ep.actions, buf.actions, "actions")
+        np.testing.assert_array_equal(ep.rewards, np.asarray(buf.rewards))
+        assert ep.terminated is buf.terminations[-1]
+        assert ep.truncated is buf.truncations[-1]
+        assert ep.seed == buf.seed and ep.options == buf.options
+
+
+def test_minari_without_recorded_spaces_infers_them(tmp_path: Path, minari_path: Any) -> None:
+    with gym_recording.TraceRecording(tmp_path / "r") as w:  # no spaces, no env id
+        for e in range(2):
+            w.add_reset(np.zeros(3, np.float32), seed=e)
+            for t in range(4):
+                w.add_step(t % 3, np.full(3, t, np.float32), 1.0, terminated=t == 3)
+    export(tmp_path / "r", to="minari", out="tests/inferred-v0")
+    dataset = minari_path.load_dataset("tests/inferred-v0")
+    assert dataset.action_space == gymnasium.spaces.Discrete(3)
+    assert dataset.observation_space.shape == (3,)
+    assert dataset.total_steps == 8
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+
+def test_unknown_format(tmp_path: Path) -> None:
+    d = record_space(tmp_path / "r", "discrete")
+    with pytest.raises(ExportError, match="unknown export format 'csv'") as info:
+        export(d, to="csv", out=tmp_path / "x.csv")
+    assert isinstance(info.value, RecordingError)
+
+
+@pytest.mark.parametrize("to", ["parquet", "npz"])
+def test_existing_output(tmp_path: Path, to: str) -> None:
+    if to == "parquet":
+        pytest.importorskip("pyarrow")
+    d = record_space(tmp_path / "r", "discrete")
+    (tmp_path / "x").write_text("mine")
+    with pytest.raises(OutputExistsError, match="exists already"):
+        export(d, to=to, out=tmp_path / "x")
+    assert (tmp_path / "x").read_text() == "mine"
+
+
+def test_failed_export_leaves_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset(np.zeros(2, np.complex64))
+        w.add_step(0, np.ones(2, np.complex64), 1.0)
+    with pytest.raises(ExportError, match="complex64"):
+        export(tmp_path / "r", to="parquet", out=tmp_path / "out" / "x.parquet")
+    assert os.listdir(tmp_path / "out") == []  # no partial file, no temporary file
+
+
+def test_minari_dataset_errors(tmp_path: Path, minari_path: Any) -> None:
+    d = record_space(tmp_path / "r", "discrete")
+    with pytest.raises(ExportError, match="not a Minari dataset id"):
+        export(d, to="minari", out="bad id")
+    with pytest.raises(ExportError, match="namespace/name-v0"):
+        export(d, to="minari", out="ns/name")  # no version
+    export(d, to="minari", out="ns/name-v0")
+    with pytest.raises(OutputExistsError):
+        export(d, to="minari", out="ns/name-v0")
+    with pytest.raises(ExportError, match="no local Minari dataset"):
+        import_minari("ns/other-v0", tmp_path / "o")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("x")
+    with pytest.raises(OutputExistsError):
+        import_minari("ns/name-v0", tmp_path / "full")

@@ -9,15 +9,19 @@ byte, dtype and shape.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium
 import numpy as np
 import pytest
 from gymnasium import spaces
+
+from gym_recording.wrappers import TraceRecordingWrapper
 
 # --------------------------------------------------------------------------------------------
 # Spaces
@@ -297,6 +301,30 @@ def run_episodes(
             trace.terminated = trace.truncated = False  # cut by the next reset/close
         traces.append(trace)
     return traces
+
+
+def record(
+    env: Any,
+    directory: Any,
+    n_episodes: int = 4,
+    *,
+    batch_bytes: int = 5_000_000,
+    record_infos: bool = False,
+    **run_kwargs: Any,
+) -> list[Trace]:
+    """Wrap ``env`` in a TraceRecordingWrapper, play ``n_episodes``, close; return the traces."""
+    with TraceRecordingWrapper(
+        env, directory, batch_bytes=batch_bytes, record_infos=record_infos
+    ) as wrapped:
+        return run_episodes(wrapped, n_episodes, **run_kwargs)
+
+
+def manifest_of(directory: Any) -> dict[str, Any]:
+    """The one manifest in ``directory``, parsed."""
+    (path,) = Path(directory).glob("openaigym.trace.*.manifest.json")
+    with open(path, encoding="utf-8") as f:
+        manifest: dict[str, Any] = json.load(f)
+    return manifest
 
 
 # --------------------------------------------------------------------------------------------

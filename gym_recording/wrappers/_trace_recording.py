@@ -40,6 +40,26 @@ def _spec_json(spec: Any) -> Any:
     return summary
 
 
+def _in_space(space: Any, value: Any) -> bool:
+    try:
+        return bool(space.contains(value))
+    except Exception:  # a space that cannot judge the value: no evidence either way
+        return False
+
+
+def _is_obs_info_pair(result: Any, space: Any) -> bool:
+    """Whether a non-gymnasium env's ``reset()`` result is ``(obs, info)`` (gym 0.26 API).
+
+    A legacy env returns the observation alone, and that observation may itself be a pair
+    ending in a dict (a Tuple space): then the observation space decides.
+    """
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+        return False
+    if type(space).__name__ != "Tuple":  # only a Tuple space's observations are tuples
+        return True
+    return not (_in_space(space, result) and not _in_space(space, result[0]))
+
+
 class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType]):
     """Records every observation, action and reward of the wrapped env to a directory.
 
@@ -152,8 +172,9 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
                 kwargs["seed"] = seed
             if options is not None:
                 kwargs["options"] = options
-            result = self.env.reset(**kwargs)
-            if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
+            legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
+            result = legacy_env.reset(**kwargs)
+            if _is_obs_info_pair(result, getattr(legacy_env, "observation_space", None)):
                 obs, info = result
             else:  # legacy API: reset() returns the observation alone
                 obs, info = result, None
@@ -164,9 +185,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
         return result
 
-    def step(
-        self, action: ActType
-    ) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env and record the step."""
         result: Any = self.env.step(action)
         if self._active:  # the hot path: keep it lean

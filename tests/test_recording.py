@@ -1,0 +1,465 @@
+"""``TraceRecording`` on its own: the buffer's API, errors, batching and episodes split in parts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from conftest import (
+    OBSERVATION_SPACES,
+    SpaceEnv,
+    Trace,
+    assert_episode_exact,
+    assert_value_exact,
+    manifest_of,
+    run_episodes,
+)
+
+import gym_recording
+from gym_recording import RecordingClosedError, RecordingError, TraceFormatError, TraceRecording
+from gym_recording.wrappers import TraceRecordingWrapper
+
+MB = 1_000_000
+
+
+def ndarray_refs(obj: Any) -> list[dict[str, Any]]:
+    """Every ndarray reference inside a parsed batch JSON."""
+    if isinstance(obj, dict):
+        if obj.get("__type") == "ndarray":
+            return [obj]
+        return [r for v in obj.values() for r in ndarray_refs(v)]
+    if isinstance(obj, list):
+        return [r for v in obj for r in ndarray_refs(v)]
+    return []
+
+
+def assert_batches_well_formed(directory: Path) -> list[dict[str, Any]]:
+    """Contiguous first/len, files present, sizes as listed, arrays 8-byte aligned in the blob."""
+    batches: list[dict[str, Any]] = manifest_of(directory)["batches"]
+    expect_first = 0
+    for b in batches:
+        assert b["first"] == expect_first, batches
+        expect_first += b["len"]
+        with open(Path(directory) / b["fn"], encoding="utf-8") as f:
+            batch = json.load(f)
+        assert len(batch["episodes"]) == b["len"]
+        bin_size = os.path.getsize(Path(directory) / b["bin"])
+        json_size = os.path.getsize(Path(directory) / b["fn"])
+        assert b["bytes"] == bin_size + json_size
+        assert b["steps"] == sum(ep["rewards"]["shape"][0] for ep in batch["episodes"])
+        for ref in ndarray_refs(batch):
+            assert ref["npyfile"] == b["bin"]
+            assert ref["npyoff"] % 8 == 0, ref
+            assert ref["npyoff"] + ref["size"] <= bin_size
+    return batches
+
+
+def feed(rec: TraceRecording, trace: Trace) -> None:
+    """Feed one episode to a TraceRecording (reset, steps), without ending it."""
+    rec.add_reset(trace.observations[0], seed=trace.seed, options=trace.options)
+    for t in range(trace.length):
+        rec.add_step(
+            trace.actions[t],
+            trace.observations[t + 1],
+            trace.rewards[t],
+            terminated=trace.terminated and t == trace.length - 1,
+            truncated=trace.truncated and t == trace.length - 1,
+        )
+
+
+def make_trace(n: int, *, obs_shape: tuple[int, ...] = (3,), start: int = 0, **kw: Any) -> Trace:
+    """A synthetic episode of ``n`` steps with distinct float32 observations and int actions."""
+    obs = [np.full(obs_shape, start + i, dtype=np.float32) for i in range(n + 1)]
+    return Trace(
+        observations=obs,
+        actions=[(start + i) % 5 for i in range(n)],
+        rewards=[float(start + i) / 2 for i in range(n)],
+        **kw,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The buffer's API
+# --------------------------------------------------------------------------------------------
+
+
+def test_add_reset_add_step_end_episode_save_complete_close(trace_dir):
+    """The original API records episodes; save_complete writes a readable batch at once."""
+    first = [make_trace(3, start=0, terminated=True, seed=5), make_trace(2, start=10)]
+    later = make_trace(4, start=20, truncated=True, options={"level": 2})
+    rec = TraceRecording(trace_dir)
+    for trace in first:
+        feed(rec, trace)
+        rec.end_episode()
+    rec.save_complete()
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 2
+        for ep, trace in zip(r, first, strict=True):
+            assert_episode_exact(ep, trace)
+    feed(rec, later)
+    rec.close()
+    assert rec.closed
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 3
+        assert_episode_exact(r[2], later)
+    assert len(assert_batches_well_formed(trace_dir)) == 2
+
+
+def test_add_reset_ends_the_open_episode(trace_dir):
+    """add_reset() while an episode is open ends it, cut: terminated and truncated false."""
+    with TraceRecording(trace_dir) as rec:
+        feed(rec, make_trace(2))
+        feed(rec, make_trace(1, start=5, terminated=True))
+    with gym_recording.load(trace_dir) as r:
+        assert [(ep.length, ep.terminated, ep.truncated) for ep in r] == [
+            (2, False, False),
+            (1, True, False),
+        ]
+
+
+def test_end_episode_and_save_complete_are_harmless_when_idle(trace_dir):
+    """end_episode() twice and save_complete() with nothing buffered write no extra batch."""
+    rec = TraceRecording(trace_dir)
+    rec.end_episode()
+    rec.save_complete()
+    assert not list(Path(trace_dir).glob("*.ep*.json"))
+    feed(rec, make_trace(2))
+    rec.end_episode()
+    rec.end_episode()
+    rec.save_complete()
+    rec.save_complete()
+    rec.close()
+    assert len(manifest_of(trace_dir)["batches"]) == 1
+
+
+def test_add_step_before_add_reset_raises(trace_dir):
+    """add_step() with no episode open raises RecordingError naming add_reset."""
+    rec = TraceRecording(trace_dir)
+    with pytest.raises(RecordingError, match="add_reset"):
+        rec.add_step(0, np.zeros(3), 1.0)
+    feed(rec, make_trace(1))
+    rec.end_episode()
+    with pytest.raises(RecordingError, match="add_reset"):
+        rec.add_step(0, np.zeros(3), 1.0)
+    rec.close()
+
+
+def test_use_after_close_raises(trace_dir):
+    """add_reset()/add_step() after close() raise RecordingClosedError (a RecordingError)."""
+    rec = TraceRecording(trace_dir)
+    feed(rec, make_trace(1))
+    rec.close()
+    rec.close()  # idempotent
+    with pytest.raises(RecordingClosedError):
+        rec.add_reset(np.zeros(3))
+    with pytest.raises(RecordingClosedError):
+        rec.add_step(0, np.zeros(3), 1.0)
+    assert issubclass(RecordingClosedError, RecordingError)
+    assert issubclass(TraceFormatError, RecordingError)
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 1
+
+
+def test_empty_recording_writes_a_manifest(trace_dir):
+    """A recording closed without episodes leaves a manifest with no batches and 0 episodes."""
+    TraceRecording(trace_dir, env_id="X-v0").close()
+    assert manifest_of(trace_dir)["batches"] == []
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 0
+        assert r.env_id == "X-v0"
+
+
+def test_record_infos_keeps_reset_and_step_infos(trace_dir):
+    """record_infos=True keeps N+1 infos exactly; False keeps none even when infos are given."""
+    infos = [{"r": np.arange(3)}, {"s": np.float32(1.5)}, {"t": (1, "a"), "u": None}]
+    for keep in (True, False):
+        directory = Path(trace_dir) / str(keep)
+        with TraceRecording(directory, record_infos=keep) as rec:
+            rec.add_reset(np.zeros(2), info=infos[0])
+            rec.add_step(0, np.ones(2), 1.0, info=infos[1])
+            rec.add_step(1, np.ones(2), 1.0, info=infos[2])
+        with gym_recording.load(directory) as r:
+            if keep:
+                assert_value_exact(r[0].infos, infos)
+            else:
+                assert r[0].infos is None
+
+
+def test_rewards_of_any_numeric_type_are_float64(trace_dir):
+    """Python int/bool/float and numpy scalar rewards are stored as the same float64 values."""
+    rewards = [1, True, 0.1, np.float32(0.1), np.int64(-3), np.float64(2.5), np.float16(0.3)]
+    with TraceRecording(trace_dir) as rec:
+        rec.add_reset(np.zeros(1))
+        for r in rewards:
+            rec.add_step(0, np.zeros(1), r)
+    with gym_recording.load(trace_dir) as r:
+        got = r[0].rewards
+    assert got.dtype == np.float64
+    assert got.tolist() == [float(x) for x in rewards]
+
+
+def test_seed_and_bad_arguments(trace_dir):
+    """A numpy seed is stored as int; bad seed, batch_bytes and metadata are refused."""
+    with TraceRecording(trace_dir) as rec:
+        rec.add_reset(np.zeros(1), seed=np.int64(42))
+    with gym_recording.load(trace_dir) as r:
+        assert r[0].seed == 42 and type(r[0].seed) is int
+    rec = TraceRecording(Path(trace_dir) / "b")
+    with pytest.raises(TypeError, match="seed"):
+        rec.add_reset(np.zeros(1), seed="42")  # type: ignore[arg-type]
+    rec.close()
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ValueError, match="batch_bytes"):
+            TraceRecording(Path(trace_dir) / "c", batch_bytes=bad)
+    with pytest.raises(TypeError, match="metadata"):
+        TraceRecording(Path(trace_dir) / "d", metadata=[1, 2])  # type: ignore[arg-type]
+    with pytest.raises(RecordingError, match="metadata"):
+        TraceRecording(Path(trace_dir) / "e", metadata={"f": object()})
+
+
+# --------------------------------------------------------------------------------------------
+# Batching
+# --------------------------------------------------------------------------------------------
+
+
+def test_small_batch_bytes_makes_contiguous_batches(trace_dir):
+    """A small batch_bytes makes several batches, listed contiguously, all episodes kept."""
+    traces = [make_trace(3 + i % 4, start=10 * i) for i in range(30)]
+    with TraceRecording(trace_dir, batch_bytes=600) as rec:
+        for trace in traces:
+            feed(rec, trace)
+    batches = assert_batches_well_formed(trace_dir)
+    assert len(batches) >= 5
+    assert sum(b["len"] for b in batches) == 30
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 30
+        for ep, trace in zip(r, traces, strict=True):
+            assert_episode_exact(ep, trace)
+
+
+@pytest.mark.parametrize(("obs_shape", "batch_bytes"), [((16,), 20_000), ((8, 8, 3), 60_000)])
+def test_batch_size_adapts_toward_batch_bytes(obs_shape, batch_bytes, trace_dir):
+    """After the first batch, every full batch is within 25% of batch_bytes."""
+    with TraceRecording(trace_dir, batch_bytes=batch_bytes) as rec:
+        for i in range(150):
+            feed(rec, make_trace(5, obs_shape=obs_shape, start=i))
+    batches = assert_batches_well_formed(trace_dir)
+    full = batches[1:-1]
+    assert len(full) >= 3
+    for b in full:
+        assert 0.75 * batch_bytes <= b["bytes"] <= 1.25 * batch_bytes, b
+
+
+class ImageEnv(SpaceEnv):
+    """84x84x3 uint8 frames (about 21 KB per step), cheap to make and different every step."""
+
+    def __init__(self, *, min_len: int, max_len: int) -> None:
+        super().__init__(OBSERVATION_SPACES["box_image_u8"], min_len=min_len, max_len=max_len)
+        self.observation_space = gymnasium.spaces.Box(0, 255, (84, 84, 3), np.uint8)
+        self._frame = np.zeros((84, 84, 3), dtype=np.uint8)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        _, info = super().reset(seed=seed, options=options)
+        self._frame[:] = 0
+        return self._frame.copy(), info
+
+    def step(self, action: Any) -> Any:
+        _, reward, terminated, truncated, info = super().step(action)
+        self._frame[self._t % 84] = self._t % 251
+        return self._frame.copy(), reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize(
+    ("min_len", "max_len", "episodes"),
+    [(5, 30, 40), (700, 700, 1)],
+    ids=["short-episodes", "one-long-episode"],
+)
+def test_default_batches_land_near_5_mb(min_len, max_len, episodes, trace_dir):
+    """With the default 5 MB and 84x84x3 frames, every full batch is 4-6.5 MB."""
+    env = ImageEnv(min_len=min_len, max_len=max_len)
+    with TraceRecordingWrapper(env, trace_dir) as wrapped:  # the default batch_bytes: 5 MB
+        traces = run_episodes(wrapped, episodes, seed=0)
+    batches = assert_batches_well_formed(trace_dir)
+    assert len(batches) >= 3, [b["bytes"] for b in batches]
+    for b in batches[:-1]:
+        assert 4 * MB <= b["bytes"] <= 6.5 * MB, [b["bytes"] for b in batches]
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == len(traces)
+        for ep, trace in zip(r, traces, strict=True):
+            assert_episode_exact(ep, trace)
+
+
+@pytest.mark.parametrize("episode_len", [60_000, 7])
+def test_batch_steps_never_exceed_50000(episode_len, trace_dir):
+    """Even with a huge batch_bytes, no batch holds more than 50000 steps."""
+    total = 60_000
+    with TraceRecording(trace_dir, batch_bytes=10**12) as rec:
+        obs = np.zeros(1, dtype=np.int8)
+        rec.add_reset(obs)
+        for t in range(1, total + 1):
+            rec.add_step(1, obs, 1.0)
+            if t % episode_len == 0 and t < total:
+                rec.add_reset(obs)
+    batches = manifest_of(trace_dir)["batches"]
+    assert sum(b["steps"] for b in batches) == total
+    assert max(b["steps"] for b in batches) <= 50_000, [b["steps"] for b in batches]
+    assert len(batches) >= 2
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == -(-total // episode_len)
+        assert sum(ep.length for ep in r) == total
+
+
+def test_one_byte_batches_still_round_trip(trace_dir):
+    """batch_bytes=1 (one step per batch, the lower clamp) still records everything exactly."""
+    traces = [make_trace(n, start=10 * n) for n in (0, 1, 3, 25, 2)]
+    with TraceRecording(trace_dir, batch_bytes=1) as rec:
+        for trace in traces:
+            feed(rec, trace)
+    batches = assert_batches_well_formed(trace_dir)
+    assert len(batches) >= 5
+    assert all(b["len"] >= 1 for b in batches)
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == len(traces)
+        for i, trace in enumerate(traces):
+            assert_episode_exact(r[i], trace)
+
+
+# --------------------------------------------------------------------------------------------
+# Episodes longer than a batch
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "space_name", ["box_rank1_f32", "dict_nested", "text", "tuple_of_dict", "discrete"]
+)
+def test_long_episode_split_across_batches_reads_as_one(space_name, trace_dir):
+    """An episode longer than a batch is written in parts and read back as ONE exact episode."""
+    env = SpaceEnv(OBSERVATION_SPACES[space_name], min_len=150, max_len=150, rich_infos=True)
+    with TraceRecordingWrapper(env, trace_dir, batch_bytes=700, record_infos=True) as wrapped:
+        traces = run_episodes(wrapped, 1, seed=3)
+        env.min_len, env.max_len = 2, 4
+        traces += run_episodes(wrapped, 3, seed=4)
+        env.min_len, env.max_len = 90, 90
+        traces += run_episodes(wrapped, 1, seed=5)
+    batches = assert_batches_well_formed(trace_dir)
+    assert sum(1 for b in batches if b.get("continues")) >= 4
+    assert sum(b["len"] for b in batches) > len(traces)  # parts are episode objects
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == len(traces)
+        for i in reversed(range(len(traces))):
+            assert_episode_exact(r[i], traces[i], infos=True)
+        for i, ep in enumerate(r):
+            assert ep.index == i
+            assert_episode_exact(ep, traces[i], infos=True)
+
+
+def test_close_in_the_middle_of_a_split_episode(trace_dir):
+    """A long episode cut by close() is complete, with terminated and truncated false."""
+    trace = make_trace(300, obs_shape=(4,))
+    with TraceRecording(trace_dir, batch_bytes=500) as rec:
+        feed(rec, trace)
+    assert len(manifest_of(trace_dir)["batches"]) > 3
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 1
+        assert_episode_exact(r[0], trace)
+
+
+def test_unfinished_split_episode_is_hidden_until_written(trace_dir):
+    """While a long episode is being written in parts, readers see only complete episodes."""
+    done = make_trace(3, terminated=True)
+    long = make_trace(200, start=100)
+    rec = TraceRecording(trace_dir, batch_bytes=400)
+    feed(rec, done)
+    feed(rec, long)
+    assert manifest_of(trace_dir)["batches"][-1].get("continues") is True
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 1
+        assert_episode_exact(r[0], done)
+        rec.close()
+        r.refresh()
+        assert len(r) == 2
+        assert_episode_exact(r[1], long)
+
+
+def test_manifest_segments_keep_episode_order(trace_dir, monkeypatch):
+    """A writer continuing in new manifests (segments .s1 ... .s12) keeps every episode in order."""
+    from gym_recording import recording as recording_module
+
+    monkeypatch.setattr(recording_module, "SEGMENT_BATCHES", 2)
+    traces = [make_trace(2 + i % 3, start=100 * i) for i in range(24)]
+    traces.insert(5, make_trace(60, start=7000))  # split in parts: never cut by a segment
+    with TraceRecording(trace_dir, batch_bytes=150) as rec:
+        for trace in traces:
+            feed(rec, trace)
+    manifests = sorted(p.name for p in Path(trace_dir).glob("*.manifest.json"))
+    assert len(manifests) >= 12
+    assert any(".s11." in name for name in manifests)  # sorts before .s2. by name
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == len(traces)
+        for i, trace in enumerate(traces):
+            assert_episode_exact(r[i], trace)
+        assert len({ep.writer for ep in r}) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Damaged recordings (basic cases)
+# --------------------------------------------------------------------------------------------
+
+
+def _recorded(directory: Path) -> Path:
+    with TraceRecording(directory) as rec:
+        feed(rec, make_trace(3))
+    return directory
+
+
+def test_manifest_that_is_not_json(trace_dir):
+    """A manifest that does not parse raises TraceFormatError naming the manifest."""
+    _recorded(trace_dir)
+    (manifest,) = Path(trace_dir).glob("*.manifest.json")
+    manifest.write_text('{"batches": [', encoding="utf-8")
+    with pytest.raises(TraceFormatError, match=manifest.name) as info:
+        gym_recording.load(trace_dir)
+    assert info.value.path is not None and manifest.name in info.value.path
+
+
+@pytest.mark.parametrize("suffix", [".json", ".bin"])
+def test_missing_batch_file(suffix, trace_dir):
+    """A batch JSON or blob listed but missing raises TraceFormatError naming that file."""
+    _recorded(trace_dir)
+    (victim,) = Path(trace_dir).glob(f"*.ep000000000{suffix}")
+    victim.unlink()
+    with pytest.raises(TraceFormatError, match=victim.name), gym_recording.load(trace_dir) as r:
+        r[0]
+
+
+def test_other_files_in_the_directory_are_ignored(trace_dir):
+    """Leftover temporary files, unrelated files and subdirectories do not disturb reading."""
+    trace = make_trace(3)
+    with TraceRecording(trace_dir) as rec:
+        feed(rec, trace)
+    (Path(trace_dir) / ".gymrec-tmp-abc123").write_bytes(b'{"batches": [')
+    (Path(trace_dir) / "notes.txt").write_text("not a trace", encoding="utf-8")
+    (Path(trace_dir) / "openaigym.trace.sub.manifest.json.bak").write_text("{", encoding="utf-8")
+    (Path(trace_dir) / "subdir").mkdir()
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 1
+        assert_episode_exact(r[0], trace)
+
+
+def test_empty_directory_has_no_episodes(trace_dir):
+    """A directory with no manifest is an empty recording."""
+    Path(trace_dir).mkdir()
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 0
+        assert list(r) == []
+
+
+def test_missing_directory(tmp_path):
+    """load() of a directory that does not exist raises TraceFormatError naming it."""
+    with pytest.raises(TraceFormatError, match="nowhere"):
+        gym_recording.load(tmp_path / "nowhere")

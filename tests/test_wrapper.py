@@ -1,0 +1,527 @@
+"""``TraceRecordingWrapper``: the API it passes through, what it records, its lifetime."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+import textwrap
+import warnings
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from conftest import (
+    ACTION_SPACES,
+    OBSERVATION_SPACES,
+    LegacyEnv,
+    SpaceEnv,
+    Trace,
+    assert_episode_exact,
+    assert_value_exact,
+    manifest_of,
+    run_episodes,
+)
+
+import gym_recording
+from gym_recording import TraceRecording
+from gym_recording.wrappers import TraceRecordingWrapper
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+class SpyEnv(SpaceEnv):
+    """A SpaceEnv that remembers what it returned last and counts close() calls."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.last: Any = None
+        self.close_calls = 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        self.last = super().reset(seed=seed, options=options)
+        return self.last
+
+    def step(self, action: Any) -> Any:
+        self.last = super().step(action)
+        return self.last
+
+    def close(self) -> None:
+        self.close_calls += 1
+
+
+# --------------------------------------------------------------------------------------------
+# The API seen by the caller
+# --------------------------------------------------------------------------------------------
+
+
+def test_gymnasium_env_api_passes_through_unchanged(trace_dir):
+    """A gymnasium env: reset/step results are the env's own objects; the wrapper is a Wrapper."""
+    inner = SpyEnv(OBSERVATION_SPACES["dict_nested"], ACTION_SPACES["box_f32"])
+    env = TraceRecordingWrapper(inner, trace_dir)
+    assert isinstance(env, gymnasium.Wrapper)
+    assert env.unwrapped is inner
+    assert env.observation_space is inner.observation_space
+    assert env.action_space is inner.action_space
+    out = env.reset(seed=1)
+    assert type(out) is tuple and len(out) == 2
+    assert all(a is b for a, b in zip(out, inner.last, strict=True))
+    for _ in range(3):
+        out = env.step(env.action_space.sample())
+        assert type(out) is tuple and len(out) == 5
+        assert all(a is b for a, b in zip(out, inner.last, strict=True))
+    env.close()
+
+
+def test_gymnasium_make_env_records_spec(trace_dir):
+    """A gymnasium.make env: its id and spec are stored in the manifest; .spec passes through."""
+    inner = gymnasium.make("CartPole-v1")
+    with TraceRecordingWrapper(inner, trace_dir) as env:
+        assert env.spec is not None and env.spec.id == "CartPole-v1"
+        run_episodes(env, 1, seed=0)
+    manifest = manifest_of(trace_dir)
+    assert manifest["env_id"] == "CartPole-v1"
+    assert manifest["env_spec"]["id"] == "CartPole-v1"
+    assert manifest["env_spec"]["max_episode_steps"] == 500
+
+
+def _play_legacy(env: Any, n_episodes: int) -> list[Trace]:
+    """Drive an env with the legacy API (reset -> obs, step -> 4-tuple); keep what it returned."""
+    traces = []
+    for _ in range(n_episodes):
+        obs = env.reset()
+        assert isinstance(obs, np.ndarray), "legacy reset() must return the observation alone"
+        trace = Trace(observations=[obs.copy()])
+        done = False
+        while not done:
+            action = trace.length % 2
+            out = env.step(action)
+            assert type(out) is tuple and len(out) == 4, "a 4-tuple env must stay a 4-tuple"
+            obs, reward, done, info = out
+            trace.actions.append(action)
+            trace.observations.append(obs.copy())
+            trace.rewards.append(reward)
+            trace.truncated = bool(done and info.get("TimeLimit.truncated", False))
+            trace.terminated = bool(done) and not trace.truncated
+        traces.append(trace)
+    return traces
+
+
+def test_legacy_four_tuple_env(trace_dir):
+    """A 4-tuple env stays 4-tuple; done + TimeLimit.truncated are recorded as truncated."""
+    inner = LegacyEnv(episode_len=4)
+    env = TraceRecordingWrapper(inner, trace_dir)
+    assert not isinstance(inner, gymnasium.Env)
+    assert env.episode_len == 4  # attributes of a legacy env are forwarded
+    traces = _play_legacy(env, 4)
+    env.close()
+    assert inner.closed
+    assert [(t.terminated, t.truncated) for t in traces] == [(True, False), (False, True)] * 2
+    with gym_recording.load(trace_dir) as rec:
+        assert len(rec) == 4
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+        assert rec.observation_space == inner.observation_space
+
+
+def test_legacy_env_infos(trace_dir):
+    """With record_infos, a legacy env's step infos are kept (its reset has none: None)."""
+    with TraceRecordingWrapper(LegacyEnv(episode_len=2), trace_dir, record_infos=True) as env:
+        _play_legacy(env, 2)
+    with gym_recording.load(trace_dir) as rec:
+        assert rec[0].infos == [None, {"t": 1}, {"t": 2}]
+        assert rec[1].infos == [None, {"t": 1}, {"t": 2, "TimeLimit.truncated": True}]
+        assert rec[1].truncated and not rec[1].terminated
+
+
+def test_legacy_env_reset_returns_observation_alone(trace_dir):
+    """The wrapper's reset() on a legacy env returns exactly what the env's reset() returned."""
+    inner = LegacyEnv()
+    with TraceRecordingWrapper(inner, trace_dir) as env:
+        obs = env.reset()
+        assert isinstance(obs, np.ndarray) and obs.tolist() == [0.0, 0.0]
+        out = env.step(1)
+        assert len(out) == 4 and out[3] == {"t": 1}
+
+
+class LegacyPairObsEnv:
+    """A legacy env whose observation is itself a pair ending in a dict: (int, {"a": int})."""
+
+    observation_space = gymnasium.spaces.Tuple(
+        (gymnasium.spaces.Discrete(5), gymnasium.spaces.Dict({"a": gymnasium.spaces.Discrete(9)}))
+    )
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self._t = 0
+
+    def reset(self) -> tuple[int, dict[str, int]]:
+        self._t = 0
+        return (0, {"a": 0})
+
+    def step(self, action: int) -> tuple[Any, float, bool, dict[str, Any]]:
+        self._t += 1
+        return (self._t % 5, {"a": self._t + action}), 1.0, self._t >= 3, {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_legacy_env_with_pair_observations(trace_dir):
+    """A legacy reset() observation shaped like (x, dict) is recorded whole, not as (obs, info)."""
+    with TraceRecordingWrapper(LegacyPairObsEnv(), trace_dir) as env:
+        observations = [env.reset()]
+        assert observations[0] == (0, {"a": 0})
+        done = False
+        while not done:
+            obs, _, done, _ = env.step(1)
+            observations.append(obs)
+    with gym_recording.load(trace_dir) as rec:
+        ep = rec[0]
+    assert type(ep.observations) is tuple
+    assert ep.observations[0].tolist() == [o[0] for o in observations]
+    assert ep.observations[1]["a"].tolist() == [o[1]["a"] for o in observations]
+
+
+def test_gym_026_env(trace_dir):
+    """A gym 0.26 env: the caller sees gym's API; episodes and spaces are recorded exactly."""
+    gym = pytest.importorskip("gym")
+    inner = gym.make("CartPole-v1", disable_env_checker=True)
+    assert not isinstance(inner, gymnasium.Env)
+    env = TraceRecordingWrapper(inner, trace_dir)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = env.reset(seed=5)
+        assert type(out) is tuple and len(out) == 2 and isinstance(out[1], dict)
+        out = env.step(0)
+        assert type(out) is tuple and len(out) == 5
+    assert [str(w.message) for w in caught] == []  # recording adds no warnings
+    traces = run_episodes(env, 3, seed=7)
+    env.close()
+    assert all(t.terminated and not t.truncated for t in traces)
+    with gym_recording.load(trace_dir) as rec:
+        assert len(rec) == 4  # the first, hand-played episode is cut by the next reset
+        assert rec[0].length == 1 and not rec[0].terminated and rec[0].seed == 5
+        for ep, trace in zip(rec[1:], traces, strict=True):
+            assert_episode_exact(ep, trace)
+        assert rec.env_id == "CartPole-v1"
+        space = rec.observation_space
+        assert isinstance(space, gymnasium.spaces.Box)
+        assert space.shape == inner.observation_space.shape
+        assert space.dtype == inner.observation_space.dtype
+        np.testing.assert_array_equal(space.high, inner.observation_space.high)
+        assert rec.action_space == gymnasium.spaces.Discrete(2)
+
+
+def test_gym_026_time_limit_is_truncated(trace_dir):
+    """A gym 0.26 episode ended by its TimeLimit is recorded as truncated."""
+    gym = pytest.importorskip("gym")
+    inner = gym.make("Pendulum-v1", disable_env_checker=True, max_episode_steps=15)
+    with TraceRecordingWrapper(inner, trace_dir) as env:
+        traces = run_episodes(env, 2, seed=3)
+    with gym_recording.load(trace_dir) as rec:
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+            assert ep.truncated and not ep.terminated and ep.length == 15
+
+
+def test_not_an_env_is_refused(trace_dir):
+    """Wrapping something without step/reset, or a non-callable trigger, raises TypeError."""
+    with pytest.raises(TypeError, match="step"):
+        TraceRecordingWrapper(object(), trace_dir)
+    with pytest.raises(TypeError, match="episode_trigger"):
+        TraceRecordingWrapper(
+            SpaceEnv(OBSERVATION_SPACES["discrete"]), trace_dir, episode_trigger=3
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# What is recorded per episode
+# --------------------------------------------------------------------------------------------
+
+
+def test_terminated_and_truncated_of_the_final_step(trace_dir):
+    """Each episode's terminated/truncated are those of its final step."""
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"])
+    with TraceRecordingWrapper(env, trace_dir) as wrapped:
+        traces = run_episodes(wrapped, 12, seed=40)
+    flags = {(t.terminated, t.truncated) for t in traces}
+    assert flags == {(True, False), (False, True)}
+    with gym_recording.load(trace_dir) as rec:
+        assert [(ep.terminated, ep.truncated) for ep in rec] == [
+            (t.terminated, t.truncated) for t in traces
+        ]
+
+
+def test_episode_cut_by_reset_or_close_has_both_flags_false(trace_dir):
+    """An episode cut by reset() mid-episode, or by close() mid-episode, is neither."""
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"], min_len=50, max_len=50)
+    wrapped = TraceRecordingWrapper(env, trace_dir)
+    cut_by_reset = run_episodes(wrapped, 1, seed=1, max_steps=3)
+    cut_by_close = run_episodes(wrapped, 1, seed=2, max_steps=4)
+    wrapped.close()
+    with gym_recording.load(trace_dir) as rec:
+        assert [ep.length for ep in rec] == [3, 4]
+        for ep, trace in zip(rec, cut_by_reset + cut_by_close, strict=True):
+            assert ep.terminated is False and ep.truncated is False
+            assert_episode_exact(ep, trace)
+
+
+def test_reset_seed_and_nested_options_are_recorded(trace_dir):
+    """The reset's seed and options (nested dicts, lists, tuples, arrays) are kept exactly."""
+    options = {
+        "level": 3,
+        "nested": {"list": [1, 2.5, None, "s"], "tuple": (1, "x"), "deep": {"flag": True}},
+        "array": np.arange(4, dtype=np.int16),
+        "scale": np.float32(0.25),
+    }
+    env = SpaceEnv(OBSERVATION_SPACES["discrete"])
+    with TraceRecordingWrapper(env, trace_dir) as wrapped:
+        with_options = run_episodes(wrapped, 1, seed=99, options=options)
+        options["nested"]["deep"]["flag"] = False  # mutated after reset: not the recorded value
+        options["array"][:] = 0
+        without = run_episodes(wrapped, 1, seed=None)
+    with gym_recording.load(trace_dir) as rec:
+        assert rec[0].seed == 99
+        assert_value_exact(rec[0].options, with_options[0].options, "options")
+        assert rec[0].options["nested"]["deep"]["flag"] is True
+        assert rec[1].seed is None and rec[1].options is None
+        assert_episode_exact(rec[1], without[0])
+
+
+@pytest.mark.parametrize("space_name", ["box_rank1_f32", "dict_nested", "text"])
+def test_record_infos_keeps_every_info_exactly(space_name, trace_dir):
+    """record_infos=True keeps the reset info and each step's info (N+1), numpy values included."""
+    env = SpaceEnv(OBSERVATION_SPACES[space_name], rich_infos=True)
+    with TraceRecordingWrapper(env, trace_dir, record_infos=True) as wrapped:
+        traces = run_episodes(wrapped, 4, seed=12)
+    assert manifest_of(trace_dir)["record_infos"] is True
+    with gym_recording.load(trace_dir) as rec:
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace, infos=True)
+            assert ep.infos is not None and len(ep.infos) == ep.length + 1
+            assert type(ep.infos[0]["scalar"]) is np.float32
+            assert ep.infos[-1]["array"].dtype == np.float32
+
+
+def test_record_infos_false_records_none(trace_dir):
+    """record_infos=False (the default) stores no infos at all."""
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"], rich_infos=True)
+    with TraceRecordingWrapper(env, trace_dir) as wrapped:
+        traces = run_episodes(wrapped, 3, seed=12)
+    assert manifest_of(trace_dir)["record_infos"] is False
+    for batch in Path(trace_dir).glob("*.ep*.json"):
+        episodes = json.loads(batch.read_text(encoding="utf-8"))["episodes"]
+        assert all("infos" not in ep for ep in episodes)
+    with gym_recording.load(trace_dir) as rec:
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace, infos=False)
+
+
+def test_episode_trigger_records_only_chosen_episodes(trace_dir):
+    """episode_trigger=lambda i: i % 2 == 0 records episodes 0, 2, 4, ... exactly."""
+    seen: list[int] = []
+
+    def trigger(i: int) -> bool:
+        seen.append(i)
+        return i % 2 == 0
+
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"])
+    with TraceRecordingWrapper(env, trace_dir, episode_trigger=trigger) as wrapped:
+        traces = run_episodes(wrapped, 7, seed=50)
+        assert wrapped.episode_id == 6
+    assert seen == list(range(7))
+    with gym_recording.load(trace_dir) as rec:
+        assert len(rec) == 4
+        for ep, trace in zip(rec, traces[::2], strict=True):
+            assert_episode_exact(ep, trace)
+
+
+def test_metadata_and_manifest_fields(trace_dir):
+    """metadata lands in the manifest and Recording.metadata; the manifest has every key."""
+    metadata = {"algorithm": "ppo", "lr": 0.0003, "layers": [64, 64], "notes": {"run": 7}}
+    inner = gymnasium.make("FrozenLake-v1")
+    with TraceRecordingWrapper(inner, trace_dir, metadata=metadata) as env:
+        run_episodes(env, 2, seed=0)
+        writer = env.recording.writer_id
+    (path,) = Path(trace_dir).glob("openaigym.trace.*.manifest.json")
+    assert path.name == f"openaigym.trace.{writer}.manifest.json"
+    m = manifest_of(trace_dir)
+    assert m["format"] == "gym-recording"
+    assert m["format_version"] == "2.0" == gym_recording.FORMAT_VERSION
+    assert m["writer"] == writer
+    created = datetime.datetime.fromisoformat(m["created"])
+    assert created.utcoffset() == datetime.timedelta(0)
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - created).total_seconds()) < 3600
+    assert m["env_id"] == "FrozenLake-v1"
+    assert m["env_spec"]["id"] == "FrozenLake-v1"
+    assert m["observation_space"] == {"type": "Discrete", "n": 16, "start": 0}
+    assert m["action_space"]["type"] == "Discrete"
+    assert m["metadata"] == metadata
+    versions = m["versions"]
+    assert versions["gym_recording"] == gym_recording.__version__
+    assert versions["numpy"] == np.__version__
+    assert versions["gymnasium"] == gymnasium.__version__
+    assert versions["python"].count(".") == 2
+    with gym_recording.load(trace_dir) as rec:
+        assert rec.metadata == metadata
+        assert rec.env_id == "FrozenLake-v1"
+        assert rec.observation_space == inner.observation_space
+        assert rec.action_space == inner.action_space
+
+
+@pytest.mark.parametrize("space_name", ["dict_nested", "tuple", "box_image_u8", "text"])
+def test_spaces_round_trip_through_the_manifest(space_name, trace_dir):
+    """Recording.observation_space/action_space equal the env's spaces."""
+    env = SpaceEnv(OBSERVATION_SPACES[space_name], ACTION_SPACES["dict"])
+    with TraceRecordingWrapper(env, trace_dir) as wrapped:
+        run_episodes(wrapped, 1, seed=0)
+    with gym_recording.load(trace_dir) as rec:
+        assert rec.observation_space == env.observation_space
+        assert rec.action_space == env.action_space
+
+
+def test_metadata_must_be_json(trace_dir):
+    """Metadata that is not JSON is refused when the wrapper is made, not later at close."""
+    env = SpaceEnv(OBSERVATION_SPACES["discrete"])
+    for bad in ({"obj": object()}, {"nan": float("nan")}, {"inf": [1.0, float("inf")]}):
+        with pytest.raises(gym_recording.RecordingError, match="metadata"):
+            TraceRecordingWrapper(env, trace_dir / "bad", metadata=bad)
+
+
+def test_numpy_values_in_metadata_become_plain_json(trace_dir):
+    """Numpy scalars and arrays in metadata are stored as plain JSON numbers and lists."""
+    metadata = {"seed": np.int64(3), "lr": np.float32(0.5), "sizes": np.array([64, 32])}
+    with TraceRecordingWrapper(
+        SpaceEnv(OBSERVATION_SPACES["discrete"]), trace_dir, metadata=metadata
+    ) as env:
+        run_episodes(env, 1, seed=0)
+    with gym_recording.load(trace_dir) as rec:
+        assert rec.metadata == {"seed": 3, "lr": 0.5, "sizes": [64, 32]}
+        assert type(rec.metadata["seed"]) is int
+
+
+# --------------------------------------------------------------------------------------------
+# Directory and lifetime
+# --------------------------------------------------------------------------------------------
+
+
+def test_directory_none_makes_a_fresh_temp_dir(tmp_path, monkeypatch, caplog):
+    """directory=None records into a new dir under the temp dir, logged at INFO."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    caplog.set_level(logging.INFO, logger="gym_recording")
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"])
+    with TraceRecordingWrapper(env) as a, TraceRecordingWrapper(env) as b:
+        traces = run_episodes(a, 2, seed=1)
+        assert a.directory != b.directory
+    directory = Path(a.directory)
+    assert directory.is_dir() and directory.parent == tmp_path
+    assert isinstance(a.recording, TraceRecording)
+    assert a.recording.directory == a.directory
+    assert any(
+        r.levelno == logging.INFO and a.directory in r.getMessage() for r in caplog.records
+    ), [r.getMessage() for r in caplog.records]
+    with gym_recording.load(directory) as rec:
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+
+
+def test_directory_is_created(tmp_path):
+    """A directory that does not exist yet (nested) is created."""
+    directory = tmp_path / "a" / "b" / "c"
+    with TraceRecordingWrapper(SpaceEnv(OBSERVATION_SPACES["discrete"]), directory) as env:
+        run_episodes(env, 1, seed=0)
+        assert env.directory == str(directory)
+    assert directory.is_dir()
+    with gym_recording.load(directory) as rec:
+        assert len(rec) == 1
+
+
+def test_close_is_idempotent(trace_dir):
+    """close() twice writes once and closes the wrapped env once."""
+    inner = SpyEnv(OBSERVATION_SPACES["box_rank1_f32"])
+    env = TraceRecordingWrapper(inner, trace_dir)
+    traces = run_episodes(env, 2, seed=3)
+    env.close()
+    batches = manifest_of(trace_dir)["batches"]
+    env.close()
+    assert inner.close_calls == 1
+    assert env.recording.closed
+    assert manifest_of(trace_dir)["batches"] == batches
+    with gym_recording.load(trace_dir) as rec:
+        assert len(rec) == 2
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+
+
+def test_context_manager_closes_even_on_error(trace_dir):
+    """`with TraceRecordingWrapper(...) as env:` closes, also when the block raises."""
+    inner = SpyEnv(OBSERVATION_SPACES["box_rank1_f32"])
+    with pytest.raises(KeyError), TraceRecordingWrapper(inner, trace_dir) as env:
+        traces = run_episodes(env, 2, seed=3)
+        raise KeyError("boom")
+    assert env.recording.closed and inner.close_calls == 1
+    with gym_recording.load(trace_dir) as rec:
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+
+
+_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from conftest import OBSERVATION_SPACES, SpaceEnv, run_episodes
+from gym_recording.wrappers import TraceRecordingWrapper
+env = TraceRecordingWrapper(
+    SpaceEnv(OBSERVATION_SPACES["box_image_u8"], max_len=20), {directory!r}, batch_bytes=20_000
+)
+run_episodes(env, 6, seed=77)
+run_episodes(env, 1, seed=83, max_steps=3)  # left open: the exit must end it, cut
+{ending}
+"""
+
+
+def _expected_child_traces() -> list[Trace]:
+    env = SpaceEnv(OBSERVATION_SPACES["box_image_u8"], max_len=20)
+    return run_episodes(env, 6, seed=77) + run_episodes(env, 1, seed=83, max_steps=3)
+
+
+def _run_child(directory: Path, ending: str) -> None:
+    code = _CHILD.format(tests=str(TESTS_DIR), directory=str(directory), ending=ending)
+    subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=True, timeout=120)
+
+
+def test_buffered_episodes_are_flushed_at_interpreter_exit(trace_dir):
+    """A process that never calls close() still writes every episode when it exits."""
+    _run_child(trace_dir, "")
+    expected = _expected_child_traces()
+    with gym_recording.load(trace_dir) as rec:
+        assert len(rec) == len(expected)
+        for ep, trace in zip(rec, expected, strict=True):
+            assert_episode_exact(ep, trace)
+
+
+def test_killed_process_loses_only_unflushed_episodes(trace_dir):
+    """A process that dies without exit handlers leaves only complete, exact episodes."""
+    _run_child(trace_dir, "import os; os._exit(0)")
+    expected = _expected_child_traces()
+    # A write cut short may leave a .gymrec-tmp-* file behind; readers ignore it.
+    with gym_recording.load(trace_dir) as rec:
+        assert 1 <= len(rec) < len(expected)
+        for ep, trace in zip(rec, expected, strict=False):
+            assert_episode_exact(ep, trace)
+
+
+def test_recording_does_not_change_what_the_env_produces(trace_dir):
+    """The wrapped env produces the same values as an unwrapped twin with the same seeds."""
+    space = OBSERVATION_SPACES["tuple_of_dict"]
+    with TraceRecordingWrapper(SpaceEnv(space), trace_dir) as env:
+        recorded = run_episodes(env, 3, seed=4)
+    plain = run_episodes(SpaceEnv(space), 3, seed=4)
+    for a, b in zip(recorded, plain, strict=True):
+        assert_value_exact(a.rewards, b.rewards, "rewards")
+        assert_value_exact(a.observations, b.observations, "observations")

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import unquote
 
+from gym_recording._errors import TraceFormatError
+
 __all__ = ["make_server", "serve"]
 
 _TRACE_PREFIX = "openaigym.trace."
@@ -68,6 +70,12 @@ class ViewerServer(http.server.ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore clients that hang up mid-response (the page cancels requests); report the rest."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _is_loopback(host: str) -> bool:
@@ -127,6 +135,28 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
     if start >= size:
         return False
     return start, min(end, size - 1)
+
+
+def _refusal(root: Path, name: str) -> str | None:
+    """Say why the trace-named entry ``name`` of ``root`` is not served (None if it vanished)."""
+    path = root / name
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return "is a broken symbolic link"
+        if target.parent != root:
+            return "is a symbolic link leading outside the directory"
+        if not _is_plain_trace_name(target.name):
+            return "is a symbolic link to a file that is not a trace file"
+        return "is a symbolic link to something that is not a regular file"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a file"
+    return "is not a regular file"
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -221,6 +251,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _send_listing(self, *, send_body: bool) -> None:
         root = self.server.root
         files: list[dict[str, Any]] = []
+        refused: list[dict[str, str]] = []
         try:
             entries = list(os.scandir(root))
         except OSError as exc:
@@ -230,15 +261,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if not _is_plain_trace_name(entry.name):
                 continue
             resolved = self._resolve(entry.name)
-            if resolved is None:
-                continue
-            try:
-                info = resolved.stat()
-            except OSError:
+            info = None
+            if resolved is not None:
+                with contextlib.suppress(OSError):
+                    info = resolved.stat()
+            if info is None:
+                reason = _refusal(root, entry.name)
+                if reason is not None:
+                    refused.append({"name": entry.name, "reason": reason})
                 continue
             files.append({"name": entry.name, "size": info.st_size, "mtime": info.st_mtime})
         files.sort(key=lambda f: str(f["name"]))
-        body = json.dumps({"directory": str(root), "files": files}).encode()
+        refused.sort(key=lambda f: f["name"])
+        body = json.dumps({"directory": str(root), "files": files, "refused": refused}).encode()
         self._send_bytes(body, "application/json; charset=utf-8", send_body=send_body)
 
     def _resolve(self, name: str) -> Path | None:
@@ -271,11 +306,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_error(404, "not found", send_body=send_body)
             return
         try:
-            handle = resolved.open("rb")
+            # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it must
+            # not block (it is then refused by the S_ISREG check below).
+            fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError:
             self._send_error(404, "not found", send_body=send_body)
             return
-        with handle:
+        with os.fdopen(fd, "rb") as handle:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
                 self._send_error(404, "not found", send_body=send_body)
@@ -340,7 +377,7 @@ def make_server(
         The server and the URL of the viewer page, e.g. ``"http://127.0.0.1:8000/"``.
 
     Raises:
-        NotADirectoryError: ``directory`` does not exist or is not a directory.
+        TraceFormatError: ``directory`` does not exist or is not a directory.
         OSError: The address cannot be bound.
 
     Example:
@@ -353,7 +390,7 @@ def make_server(
     root = Path(directory).resolve()
     if not root.is_dir():
         msg = f"{directory}: not a directory; `gym-recording view` needs a recording directory"
-        raise NotADirectoryError(msg)
+        raise TraceFormatError(msg, directory)
     server = ViewerServer(root, (host, port))
     bound_port = server.server_address[1]
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
@@ -375,7 +412,7 @@ def serve(
         open_browser: Whether to open the page in the default web browser.
 
     Raises:
-        NotADirectoryError: ``directory`` does not exist or is not a directory.
+        TraceFormatError: ``directory`` does not exist or is not a directory.
         OSError: The address cannot be bound.
     """
     server, url = make_server(directory, host=host, port=port)

@@ -1,0 +1,1008 @@
+"""The browser viewer, tested in a real headless Chromium driven by Playwright.
+
+The page reads the recordings itself (FORMAT.md in JavaScript); these tests compare what it
+shows with what Python reads from the same files: episode counts, lengths, returns, plotted
+values, and the pixels of image frames read back from the canvas.
+
+Needs the ``playwright`` Python package and Debian's ``chromium`` at /usr/bin/chromium (never
+``playwright install``). Without them the tests skip, unless ``GYM_RECORDING_REQUIRE_ALL`` is set
+(as in CI), where they fail. Screenshots go to ``$GYM_RECORDING_ARTIFACTS`` (else ``tmp_path``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gym_recording._viewer import make_server
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPAT_DIR = ROOT.parent / "shared" / "compat"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TIMEOUT_MS = 15_000
+
+
+def _missing(reason: str) -> None:
+    """Skip, or fail where every test must run (CI sets GYM_RECORDING_REQUIRE_ALL)."""
+    if os.environ.get("GYM_RECORDING_REQUIRE_ALL"):
+        pytest.fail(f"{reason} (GYM_RECORDING_REQUIRE_ALL is set)")
+    pytest.skip(reason)
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the whole session."""
+    if importlib.util.find_spec("playwright") is None:
+        _missing("the playwright package is not installed (pip install playwright)")
+    if not CHROMIUM.exists():
+        _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    manager = sync_playwright().start()
+    try:
+        chromium = manager.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+    finally:
+        manager.stop()
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    """Where screenshots go: $GYM_RECORDING_ARTIFACTS, else the test's tmp_path."""
+    where = os.environ.get("GYM_RECORDING_ARTIFACTS")
+    path = Path(where) if where else tmp_path
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class Viewer:
+    """A viewer page opened on a served directory, with helpers that read what it shows."""
+
+    def __init__(self, page: Any, url: str) -> None:
+        self.page = page
+        self.url = url
+        self.console_errors: list[str] = []
+        page.on("pageerror", lambda exc: self.console_errors.append(str(exc)))
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url)
+        page.wait_for_function("Number(document.body.dataset.polls || 0) >= 1")
+
+    def count(self) -> int:
+        return int(self.page.inner_text("[data-testid=episode-count]"))
+
+    def wait_count(self, n: int) -> None:
+        self.page.wait_for_function(
+            "n => document.querySelector('[data-testid=episode-count]').textContent === String(n)",
+            arg=n,
+        )
+
+    def rows(self) -> list[dict[str, str]]:
+        """The rows' data attributes, in the order shown."""
+        rows: list[dict[str, str]] = self.page.eval_on_selector_all(
+            "[data-testid=episode-row]", "rows => rows.map(r => ({...r.dataset}))"
+        )
+        return rows
+
+    def select(self, index: int) -> None:
+        """Click the row of episode ``index`` and wait until its detail is drawn."""
+        self.page.click(f"[data-testid=episode-row][data-index='{index}']")
+        self.wait_detail(index)
+
+    def wait_detail(self, index: int) -> None:
+        self.page.wait_for_selector(
+            f"[data-testid=episode-detail][data-episode='{index}'][data-status=ready]"
+        )
+
+    def set_step(self, step: int) -> None:
+        self.page.eval_on_selector(
+            "[data-testid=step-slider]",
+            """(el, v) => {
+                el.value = String(v);
+                el.dispatchEvent(new Event('input', {bubbles: true}));
+            }""",
+            step,
+        )
+        self.wait_step(step)
+
+    def wait_step(self, step: int) -> None:
+        self.page.wait_for_selector(f"[data-testid=episode-detail][data-step='{step}']")
+
+    def frame(self, name: str | None = None, step: int | None = None) -> np.ndarray:
+        """The RGBA pixels of a frame canvas (as drawn for ``step``), as uint8 [H, W, 4]."""
+        selector = "[data-testid=frame-canvas]"
+        if name is not None:
+            selector += f"[data-name='{name}']"
+        if step is not None:
+            selector += f"[data-step='{step}']"
+        self.page.wait_for_selector(selector)
+        got = self.page.eval_on_selector(
+            selector,
+            """c => {
+                const pixels = c.getContext('2d').getImageData(0, 0, c.width, c.height);
+                return {w: c.width, h: c.height, px: Array.from(pixels.data)};
+            }""",
+        )
+        return np.array(got["px"], dtype=np.uint8).reshape(got["h"], got["w"], 4)
+
+    def components(self) -> dict[str, str]:
+        """Each plotted component's value at the current step (data-value), by name."""
+        values: dict[str, str] = self.page.eval_on_selector_all(
+            "[data-testid=component-plot]",
+            "els => Object.fromEntries(els.map(e => [e.dataset.name, e.dataset.value]))",
+        )
+        return values
+
+    def reward_points(self) -> int:
+        return int(self.page.get_attribute("[data-testid=reward-plot]", "data-points") or -1)
+
+    def error_text(self) -> str:
+        locator = self.page.locator("[data-testid=error]")
+        locator.wait_for(state="visible")
+        return str(locator.inner_text())
+
+    def error_visible(self) -> bool:
+        return bool(self.page.locator("[data-testid=error]").is_visible())
+
+    def screenshot(self, path: Path) -> None:
+        self.page.screenshot(path=str(path), full_page=True)
+        assert path.stat().st_size > 1000
+
+
+@pytest.fixture
+def open_viewer(browser: Any) -> Iterator[Callable[[Path], Viewer]]:
+    """Serve a directory with make_server (in a thread) and open the page on it."""
+    servers: list[Any] = []
+    contexts: list[Any] = []
+    viewers: list[Viewer] = []
+
+    def open_(directory: Path) -> Viewer:
+        server, url = make_server(str(directory))
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        # Playwright's wait_for_function evaluates strings, which the page's CSP forbids;
+        # test_page_works_under_its_content_security_policy runs the page with the CSP on.
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
+        contexts.append(context)
+        viewer = Viewer(context.new_page(), url)
+        viewers.append(viewer)
+        return viewer
+
+    yield open_
+    for context in contexts:
+        context.close()
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    for viewer in viewers:
+        assert viewer.console_errors == [], viewer.console_errors
+
+
+def compat_case(name: str) -> Path:
+    path = COMPAT_DIR / name
+    if not path.is_dir():
+        pytest.skip(f"the compat recording {path} is missing")
+    return path
+
+
+def copy_case(name: str, tmp_path: Path) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(compat_case(name), dest)
+    return dest
+
+
+def read_ref(directory: Path, ref: dict[str, Any]) -> np.ndarray:
+    """Read an ndarray reference straight from its blob, as FORMAT.md §6.1 describes it."""
+    data = (directory / ref["npyfile"]).read_bytes()[ref["npyoff"] : ref["npyoff"] + ref["size"]]
+    return np.frombuffer(data, dtype=np.dtype(ref["dtype"]).newbyteorder("<")).reshape(ref["shape"])
+
+
+def assert_value(shown: str, expected: float) -> None:
+    """A data-value string (JavaScript's String(number)) equals a Python number exactly."""
+    got = float(shown)
+    if math.isnan(expected):
+        assert math.isnan(got), (shown, expected)
+    else:
+        assert got == expected, (shown, expected)
+
+
+# ------------------------------------------------------------------------------ compat cases
+
+
+def test_page_works_under_its_content_security_policy(browser: Any) -> None:
+    """With the server's CSP enforced, the page loads, reads and draws without violations."""
+    directory = compat_case("image")
+    server, url = make_server(str(directory))
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    context = browser.new_context()
+    messages: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("console", lambda msg: messages.append(f"{msg.type}: {msg.text}"))
+        page.on("pageerror", lambda exc: messages.append(f"pageerror: {exc}"))
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url)
+        page.wait_for_selector("[data-testid=episode-detail][data-status=ready]")
+        page.wait_for_selector("[data-testid=frame-canvas][data-step='0']")
+        assert page.inner_text("[data-testid=episode-count]") == "5"
+        assert len(page.query_selector_all("[data-testid=episode-row]")) == 5
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+    assert [m for m in messages if "error" in m.lower() or "violat" in m.lower()] == []
+
+
+def expected_rows(case: str) -> list[list[tuple[int, float]]]:
+    """Per writer, the (length, return) of its episodes in order, from <case>.expected.json."""
+    expected = json.loads((COMPAT_DIR / f"{case}.expected.json").read_text())
+    per_writer: dict[int, list[tuple[int, float]]] = {}
+    for ep in expected["episodes_in_writer_order"]:
+        per_writer.setdefault(ep["writer"], []).append((ep["steps"], sum(ep["rewards"])))
+    return sorted(per_writer.values())
+
+
+@pytest.mark.parametrize(
+    "case", ["cartpole", "image", "discrete", "tuple", "multiwriter", "empty_episode"]
+)
+def test_episode_table_matches_the_compat_recording(
+    open_viewer: Callable[[Path], Viewer], case: str
+) -> None:
+    """Episode count, and each episode's length and return, per writer and in order."""
+    viewer = open_viewer(compat_case(case))
+    expected = expected_rows(case)
+    viewer.wait_count(sum(len(w) for w in expected))
+    rows = sorted(viewer.rows(), key=lambda r: int(r["index"]))
+    per_writer: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        per_writer.setdefault(row["writer"], []).append((int(row["length"]), float(row["return"])))
+    got = sorted(per_writer.values())
+    assert [[n for n, _ in w] for w in got] == [[n for n, _ in w] for w in expected]
+    for got_writer, want_writer in zip(got, expected, strict=True):
+        for (_, got_return), (_, want_return) in zip(got_writer, want_writer, strict=True):
+            assert got_return == pytest.approx(want_return, rel=1e-12, abs=1e-12)
+    assert not viewer.error_visible()
+
+
+def test_image_frames_show_the_recorded_pixels(
+    open_viewer: Callable[[Path], Viewer], artifacts: Path
+) -> None:
+    """getImageData on the frame canvas returns the RGB bytes stored in the .bin (version 1)."""
+    directory = compat_case("image")
+    viewer = open_viewer(directory)
+    viewer.wait_count(5)
+    manifest = json.loads((directory / "openaigym.trace.1.4287.manifest.json").read_text())
+    for batch in manifest["batches"]:
+        episodes = json.loads((directory / batch["fn"]).read_text())["episodes"]
+        for k in (0, len(episodes) - 1):
+            index = batch["first"] + k
+            refs = episodes[k]["observations"]  # version 1: a list of per-step ndarray refs
+            viewer.select(index)
+            assert viewer.reward_points() == len(refs) - 1
+            for step in sorted({0, 1, len(refs) // 2, len(refs) - 1}):
+                viewer.set_step(step)
+                want = read_ref(directory, refs[step])
+                assert want.shape == (24, 32, 3)
+                got = viewer.frame(step=step)
+                assert got.shape == (24, 32, 4)
+                np.testing.assert_array_equal(got[:, :, :3], want)
+                assert (got[:, :, 3] == 255).all()
+    viewer.screenshot(artifacts / "viewer-image-compat.png")
+
+
+def test_keyboard_steps_and_plays(open_viewer: Callable[[Path], Viewer]) -> None:
+    """Arrows step, space plays to the end and stops, Home/End jump, up/down change episode."""
+    directory = compat_case("image")
+    viewer = open_viewer(directory)
+    viewer.wait_count(5)
+    viewer.select(0)
+    page = viewer.page
+    refs = json.loads((directory / "openaigym.trace.1.4287.ep000000000.json").read_text())[
+        "episodes"
+    ][0]["observations"]
+    steps = len(refs) - 1
+    page.keyboard.press("ArrowRight")
+    viewer.wait_step(1)
+    page.keyboard.press("ArrowRight")
+    viewer.wait_step(2)
+    np.testing.assert_array_equal(viewer.frame(step=2)[:, :, :3], read_ref(directory, refs[2]))
+    page.keyboard.press("ArrowLeft")
+    viewer.wait_step(1)
+    assert page.get_attribute("[data-testid=step-slider]", "max") == str(steps)
+    assert page.eval_on_selector("[data-testid=step-slider]", "el => el.value") == "1"
+    page.keyboard.press("End")
+    viewer.wait_step(steps)
+    page.keyboard.press("Home")
+    viewer.wait_step(0)
+    page.keyboard.press(" ")  # play: runs to the last step, then stops by itself
+    viewer.wait_step(steps)
+    np.testing.assert_array_equal(
+        viewer.frame(step=steps)[:, :, :3], read_ref(directory, refs[steps])
+    )
+    page.wait_for_selector("#play[aria-label=play]")
+    page.keyboard.press(" ")  # play again from the end restarts at 0 ...
+    page.keyboard.press(" ")  # ... and pauses
+    page.wait_for_selector("#play[aria-label=play]")
+    page.keyboard.press("ArrowDown")
+    viewer.wait_detail(1)
+    page.keyboard.press("ArrowUp")
+    viewer.wait_detail(0)
+
+
+def test_reward_plot_has_one_point_per_step(open_viewer: Callable[[Path], Viewer]) -> None:
+    """data-points of the reward plot equals the episode's length, zero-step episode included."""
+    for case in ("cartpole", "empty_episode"):
+        viewer = open_viewer(compat_case(case))
+        expected = expected_rows(case)
+        viewer.wait_count(sum(len(w) for w in expected))
+        for row in viewer.rows():
+            viewer.select(int(row["index"]))
+            assert viewer.reward_points() == int(row["length"])
+            rewards = viewer.page.eval_on_selector(
+                "[data-testid=reward-plot]", "el => el.querySelectorAll('path.series').length"
+            )
+            assert rewards == 2  # the rewards and the cumulative return
+    lengths = [int(r["length"]) for r in viewer.rows()]
+    assert 0 in lengths
+
+
+def test_sorting_by_clicking_headers(open_viewer: Callable[[Path], Viewer]) -> None:
+    """Clicking a header sorts by it, again reverses, and the header says so (aria-sort)."""
+    viewer = open_viewer(compat_case("cartpole"))
+    viewer.wait_count(12)
+    page = viewer.page
+
+    def column(key: str) -> list[float]:
+        return [float(r[key]) for r in viewer.rows()]
+
+    assert column("index") == sorted(column("index"))
+    page.click("th[data-sort=length]")
+    assert column("length") == sorted(column("length"))
+    assert page.get_attribute("th[data-sort=length]", "aria-sort") == "ascending"
+    page.click("th[data-sort=length]")
+    assert column("length") == sorted(column("length"), reverse=True)
+    assert page.get_attribute("th[data-sort=length]", "aria-sort") == "descending"
+    page.click("th[data-sort=return]")
+    assert column("return") == sorted(column("return"))
+    assert page.get_attribute("th[data-sort=length]", "aria-sort") is None
+    page.click("th[data-sort=return]")
+    assert column("return") == sorted(column("return"), reverse=True)
+    page.click("th[data-sort=index]")
+    page.click("th[data-sort=index]")
+    assert column("index") == sorted(column("index"), reverse=True)
+    assert len(viewer.rows()) == 12
+    # Arrow down follows the order shown.
+    shown = [int(r["index"]) for r in viewer.rows()]
+    viewer.select(shown[0])
+    page.keyboard.press("ArrowDown")
+    viewer.wait_detail(shown[1])
+
+
+# ------------------------------------------------------------------------------ damaged files
+
+
+def _edit_json(path: Path, edit: Callable[[Any], None]) -> None:
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+CARTPOLE_BATCH0 = "openaigym.trace.0.4287.ep000000000.json"
+CARTPOLE_MANIFEST = "openaigym.trace.0.4287.manifest.json"
+
+
+def _ep0(doc: Any) -> Any:
+    return doc["episodes"][0]
+
+
+DAMAGES: dict[str, tuple[str, Callable[[Path], object], str, int]] = {
+    # name: (file damaged, how, words the message must hold, episodes still shown)
+    "offset past the end": (
+        CARTPOLE_BATCH0,
+        lambda p: _edit_json(p, lambda d: _ep0(d)["observations"].update(npyoff=10**6)),
+        "past the end",
+        9,
+    ),
+    "negative offset": (
+        CARTPOLE_BATCH0,
+        lambda p: _edit_json(p, lambda d: _ep0(d)["actions"].update(npyoff=-8)),
+        "npyoff",
+        9,
+    ),
+    "size mismatch": (
+        CARTPOLE_BATCH0,
+        lambda p: _edit_json(p, lambda d: _ep0(d)["observations"].update(size=12)),
+        "size 12",
+        9,
+    ),
+    "unknown dtype": (
+        CARTPOLE_BATCH0,
+        lambda p: _edit_json(p, lambda d: _ep0(d)["rewards"].update(dtype="object")),
+        "dtype",
+        9,
+    ),
+    "negative shape": (
+        CARTPOLE_BATCH0,
+        lambda p: _edit_json(p, lambda d: _ep0(d)["observations"].update(shape=[-44, 4])),
+        "shape",
+        9,
+    ),
+    "blob outside the directory": (
+        CARTPOLE_BATCH0,
+        lambda p: _edit_json(p, lambda d: _ep0(d)["rewards"].update(npyfile="../x.bin")),
+        "plain file name",
+        9,
+    ),
+    "wrong number of observations": (
+        CARTPOLE_BATCH0,
+        lambda p: _edit_json(
+            p, lambda d: _ep0(d)["observations"].update(shape=[3, 4], size=3 * 4 * 4)
+        ),
+        "expected N+1 observations",
+        9,
+    ),
+    "truncated blob": (
+        "openaigym.trace.0.4287.ep000000000.bin",
+        lambda p: p.write_bytes(p.read_bytes()[:100]),
+        "past the end",
+        9,
+    ),
+    "batch is not JSON": (
+        CARTPOLE_BATCH0,
+        lambda p: p.write_text('{"episodes": [ {"observations": '),
+        "not valid JSON",
+        9,
+    ),
+    "batch name outside the directory": (
+        CARTPOLE_MANIFEST,
+        lambda p: _edit_json(p, lambda d: d["batches"][0].update(fn="../../etc/passwd")),
+        "plain file name",
+        0,
+    ),
+    "unknown major version": (
+        CARTPOLE_MANIFEST,
+        lambda p: _edit_json(p, lambda d: d.update(format_version="3.0")),
+        "format_version",
+        0,
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_damaged_recording_shows_an_error(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path, damage: str
+) -> None:
+    """A broken reference, blob, batch or manifest is named in the error box; the rest shows."""
+    file, how, words, still_shown = DAMAGES[damage]
+    directory = copy_case("cartpole", tmp_path)
+    how(directory / file)
+    viewer = open_viewer(directory)
+    message = viewer.error_text()
+    manifest_level = file == CARTPOLE_MANIFEST
+    assert (CARTPOLE_MANIFEST if manifest_level else CARTPOLE_BATCH0) in message
+    assert words in message
+    viewer.wait_count(still_shown)
+    if damage == "offset past the end":
+        viewer.screenshot(artifacts / "viewer-damaged.png")
+
+
+HOSTILE_DIR = ROOT / "tests" / "hostile"
+HOSTILE_CASES = (
+    sorted(
+        p.name for p in HOSTILE_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+    )
+    if HOSTILE_DIR.is_dir()
+    else []
+)
+
+
+@pytest.fixture(scope="module")
+def hostile_viewer(browser: Any) -> Iterator[Callable[[str], tuple[str, int]]]:
+    """Open hostile cases in one browser context; returns the error text and episode count."""
+    context = browser.new_context(bypass_csp=True)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+
+    def open_case(case: str) -> tuple[str, int]:
+        server, url = make_server(str(HOSTILE_DIR / case))
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        try:
+            page.goto(url)
+            page.wait_for_function("Number(document.body.dataset.polls || 0) >= 1")
+            page.locator("[data-testid=error]").wait_for(state="visible")
+            detail = page.get_attribute("[data-testid=episode-detail]", "data-status")
+            if detail == "loading":  # let the selected episode finish: it must not crash
+                page.wait_for_selector("[data-testid=episode-detail]:not([data-status=loading])")
+            text = str(page.inner_text("[data-testid=error]"))
+            count = int(page.inner_text("[data-testid=episode-count]"))
+        finally:
+            page.goto("about:blank")
+            server.shutdown()
+            server.server_close()
+        assert page_errors == [], page_errors
+        return text, count
+
+    yield open_case
+    context.close()
+
+
+@pytest.mark.skipif(not HOSTILE_CASES, reason="tests/hostile holds no cases")
+@pytest.mark.parametrize("case", HOSTILE_CASES)
+def test_hostile_recording_shows_an_error(
+    hostile_viewer: Callable[[str], tuple[str, int]], case: str
+) -> None:
+    """Every recording the Python reader refuses (tests/hostile) shows the page's error box."""
+    text, _ = hostile_viewer(case)
+    assert "openaigym.trace." in text  # the message names a file of the recording
+
+
+# ------------------------------------------------------------------------------ live recording
+
+
+def test_new_batches_appear_while_recording(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """The page polls the manifests and shows batches listed after it was opened."""
+    directory = copy_case("cartpole", tmp_path)
+    manifest = directory / CARTPOLE_MANIFEST
+    full = manifest.read_text()
+    doc = json.loads(full)
+    doc["batches"] = doc["batches"][:1]
+    manifest.write_text(json.dumps(doc))
+    viewer = open_viewer(directory)
+    viewer.wait_count(3)
+    temporary = directory / ".gymrec-tmp-manifest"
+    temporary.write_text(full)
+    temporary.replace(manifest)  # atomic, as writers do
+    viewer.wait_count(12)
+    assert not viewer.error_visible()
+
+
+# ------------------------------------------------------------------------------ version 2 files
+
+
+def _encode(value: Any, blob: bytearray, npyfile: str, align: int) -> Any:
+    """Encode a field or value as FORMAT.md §5/§6 JSON, appending arrays to ``blob``."""
+    if isinstance(value, np.ndarray):
+        while len(blob) % align:
+            blob.append(0)
+        offset = len(blob)
+        array = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+        blob.extend(array.tobytes())
+        return {
+            "__type": "ndarray",
+            "shape": list(value.shape),
+            "order": "C",
+            "dtype": value.dtype.name,
+            "npyfile": npyfile,
+            "npyoff": offset,
+            "size": array.nbytes,
+        }
+    if isinstance(value, dict):
+        return {
+            "__type": "dict",
+            "fields": {k: _encode(v, blob, npyfile, align) for k, v in value.items()},
+        }
+    if isinstance(value, tuple):
+        return {"__type": "tuple", "fields": [_encode(v, blob, npyfile, align) for v in value]}
+    return value
+
+
+def write_recording(
+    directory: Path,
+    writer: str,
+    batches: list[list[dict[str, Any]]],
+    *,
+    version: str | None = "2.0",
+    align: int = 8,
+    lead: int = 0,
+) -> None:
+    """Write one writer's batches by hand, following FORMAT.md (a test oracle, not the library).
+
+    Each episode is a dict with ``observations``, ``actions``, ``rewards`` (arrays, dicts, tuples
+    or lists) and any other episode keys (``terminated``, ``continues``, ``part`` ...).
+    ``align``/``lead`` place arrays off the 8-byte grid, as version 1 writers could.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    entries = []
+    first = 0
+    for episodes in batches:
+        stem = f"openaigym.trace.{writer}.ep{first:09d}"
+        blob = bytearray(lead)
+        objects = []
+        for ep in episodes:
+            obj = {k: _encode(v, blob, f"{stem}.bin", align) for k, v in ep.items()}
+            objects.append(obj)
+        (directory / f"{stem}.bin").write_bytes(bytes(blob))
+        (directory / f"{stem}.json").write_text(json.dumps({"episodes": objects}))
+        entry: dict[str, Any] = {"first": first, "len": len(episodes), "fn": f"{stem}.json"}
+        if version is not None:
+            entry.update(bin=f"{stem}.bin", continues=bool(episodes[-1].get("continues")))
+        entries.append(entry)
+        first += len(episodes)
+    manifest: dict[str, Any] = {"batches": entries}
+    if version is not None:
+        manifest.update(
+            format="gym-recording",
+            format_version=version,
+            writer=writer,
+            created="2024-01-01T00:00:00Z",
+            env_id="Synthetic-v0",
+        )
+    temporary = directory / f".gymrec-tmp-{writer}"
+    temporary.write_text(json.dumps(manifest))
+    temporary.replace(directory / f"openaigym.trace.{writer}.manifest.json")  # atomic (§2)
+
+
+def all_dtypes_observations() -> dict[str, np.ndarray]:
+    """Four steps of one component per dtype, with edge values, plus small images."""
+    rng = np.random.default_rng(3)
+    return {
+        "b": np.array([[True, False], [False, True], [True, True], [False, False]]),
+        "i8": np.array([-128, -1, 0, 127], np.int8),
+        "i16": np.array([-32768, -2, 3, 32767], np.int16),
+        "i32": np.array([-(2**31), -5, 6, 2**31 - 1], np.int32),
+        "i64": np.array([-(2**53) + 1, -7, 2**40 + 3, 2**53 - 1], np.int64),
+        "u8": np.array([0, 1, 200, 255], np.uint8),
+        "u16": np.array([0, 65535, 7, 8], np.uint16),
+        "u32": np.array([0, 2**32 - 1, 9, 10], np.uint32),
+        "u64": np.array([0, 2**53, 2**63, 12], np.uint64),
+        "f16": np.array([1.5, -(2**-14), 65504.0, 2**-24], np.float16),
+        "f32": np.array([0.1, -3.5, 1e30, np.nan], np.float32),
+        "f64": np.array([0.1, -1e-300, 1e300, np.inf], np.float64),
+        "c64": np.array([1 + 2j, -3.5 - 0.25j, 0, 1j], np.complex64),
+        "c128": np.array([0.1 + 0.2j, -1j, 3, -np.inf], np.complex128),
+        "grid": rng.normal(size=(4, 2, 3)).astype(np.float32),
+        "gray": rng.integers(0, 256, size=(4, 6, 5), dtype=np.uint8),
+        "mono": rng.integers(0, 256, size=(4, 5, 4, 1), dtype=np.uint8),
+        "rgba": rng.integers(0, 256, size=(4, 4, 6, 4), dtype=np.uint8),
+    }
+
+
+def expected_components(name: str, array: np.ndarray, step: int) -> dict[str, float]:
+    """What the page should show for ``array[step]``: one value per component label."""
+    row = np.asarray(array[step])
+    out: dict[str, float] = {}
+    for index in np.ndindex(row.shape):
+        label = name if not index else f"{name}[{','.join(map(str, index))}]"
+        value = row[index]
+        if np.iscomplexobj(value):
+            out[f"{label}.re"] = float(value.real)
+            out[f"{label}.im"] = float(value.imag)
+        else:
+            out[label] = float(value)
+    return out
+
+
+def test_all_dtypes_dicts_tuples_and_images_of_version_2(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path
+) -> None:
+    """Every §6.1 dtype decodes to the stored values; Dict/Tuple leaves plot; images draw."""
+    obs = all_dtypes_observations()
+    actions = (np.array([0, 2, 1], np.int64), np.arange(6, dtype=np.float32).reshape(3, 2) / 7)
+    rewards = np.array([1.0, -0.25, 2.5])
+    write_recording(
+        tmp_path / "rec",
+        "0.100.abc",
+        [
+            [
+                {
+                    "observations": obs,
+                    "actions": actions,
+                    "rewards": rewards,
+                    "terminated": True,
+                    "seed": 7,
+                },
+                {
+                    "observations": {k: v[:2] for k, v in obs.items()},
+                    "actions": tuple(a[:1] for a in actions),
+                    "rewards": rewards[:1],
+                    "truncated": True,
+                },
+            ]
+        ],
+    )
+    viewer = open_viewer(tmp_path / "rec")
+    viewer.wait_count(2)
+    rows = viewer.rows()
+    assert [(r["length"], r["terminated"], r["truncated"]) for r in rows] == [
+        ("3", "true", "false"),
+        ("1", "false", "true"),
+    ]
+    assert float(rows[0]["return"]) == rewards.sum()
+    viewer.select(0)
+    for step in range(4):
+        viewer.set_step(step)
+        shown = viewer.components()
+        for key, array in obs.items():
+            if key in ("gray", "mono", "rgba"):
+                continue
+            for label, value in expected_components(f"obs.{key}", array, step).items():
+                assert label in shown, (label, sorted(shown))
+                assert_value(shown[label], value)
+        if step < 3:
+            assert_value(shown["action[0]"], float(actions[0][step]))
+            assert_value(shown["action[1][1]"], float(actions[1][step, 1]))
+        else:
+            assert shown["action[0]"] == ""
+        gray = viewer.frame("obs.gray", step)
+        assert gray.shape == (6, 5, 4)
+        for channel in range(3):
+            np.testing.assert_array_equal(gray[:, :, channel], obs["gray"][step])
+        mono = viewer.frame("obs.mono", step)
+        np.testing.assert_array_equal(mono[:, :, 0], obs["mono"][step][:, :, 0])
+        rgba = viewer.frame("obs.rgba", step)
+        np.testing.assert_array_equal(rgba[:, :, :3], obs["rgba"][step][:, :, :3])
+    assert viewer.reward_points() == 3
+    assert len(viewer.page.query_selector_all("[data-testid=frame-canvas]")) == 3
+    viewer.screenshot(artifacts / "viewer-dtypes.png")
+
+
+def test_version_1_quirks_unaligned_offsets_and_nan_tokens(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """Arrays off the 8-byte grid are copied before decoding; NaN/Infinity tokens are read."""
+    directory = tmp_path / "rec"
+    obs = np.array([[0.5, -1.25], [2.0, 3.5], [np.pi, -np.e]])
+    actions = np.array([-(2**40), 3], np.int64)
+    rewards = np.array([0.125, -2.0])
+    write_recording(
+        directory,
+        "0.99",
+        [[{"observations": obs, "actions": actions, "rewards": rewards}]],
+        version=None,
+        align=1,
+        lead=3,
+    )
+    batch = json.loads((directory / "openaigym.trace.0.99.ep000000000.json").read_text())
+    assert batch["episodes"][0]["observations"]["npyoff"] % 8 != 0
+    # A second writer with a JSON-list observation holding NaN/Infinity tokens (version 1 style).
+    write_recording(
+        directory,
+        "1.99",
+        [[{"observations": [], "actions": np.array([1, 0]), "rewards": np.array([1.0, 1.0])}]],
+        version=None,
+    )
+    batch_path = directory / "openaigym.trace.1.99.ep000000000.json"
+    text = batch_path.read_text().replace(
+        '"observations": []', '"observations": [[1.0, NaN], [2.0, Infinity], [3.0, -Infinity]]'
+    )
+    batch_path.write_text(text)
+    viewer = open_viewer(directory)
+    viewer.wait_count(2)
+    assert not viewer.error_visible()
+    viewer.select(0)
+    for step in range(3):
+        viewer.set_step(step)
+        shown = viewer.components()
+        assert_value(shown["obs[0]"], obs[step, 0])
+        assert_value(shown["obs[1]"], obs[step, 1])
+        if step < 2:
+            assert_value(shown["action"], float(actions[step]))
+    viewer.select(1)
+    specials = [math.nan, math.inf, -math.inf]
+    for step in range(3):
+        viewer.set_step(step)
+        shown = viewer.components()
+        assert_value(shown["obs[0]"], step + 1.0)
+        assert_value(shown["obs[1]"], specials[step])
+
+
+def test_episode_parts_are_joined(open_viewer: Callable[[Path], Viewer], tmp_path: Path) -> None:
+    """An episode split over batches (continues/part) shows as one; the repeated obs is dropped."""
+    full_obs = np.arange(8 * 2, dtype=np.float32).reshape(8, 2)
+    rewards = np.arange(7, dtype=np.float64) / 4
+    actions = np.arange(7, dtype=np.int64)
+
+    def part(a: int, b: int, k: int, continues: bool) -> dict[str, Any]:
+        return {
+            "observations": full_obs[a : b + 1],
+            "actions": actions[a:b],
+            "rewards": rewards[a:b],
+            "part": k,
+            "continues": continues,
+            "terminated": not continues,
+        }
+
+    directory = tmp_path / "rec"
+    short = {
+        "observations": full_obs[:2],
+        "actions": actions[:1],
+        "rewards": rewards[:1],
+    }
+    # Batch 1 ends with part 0 of the long episode, batch 2 holds part 1, batch 3 parts 2.
+    write_recording(
+        directory,
+        "0.1.xyz",
+        [[short, part(0, 2, 0, True)], [part(2, 5, 1, True)], [part(5, 7, 2, False), short]],
+    )
+    viewer = open_viewer(directory)
+    viewer.wait_count(3)
+    rows = viewer.rows()
+    assert [int(r["length"]) for r in rows] == [1, 7, 1]
+    assert float(rows[1]["return"]) == rewards.sum()
+    assert rows[1]["terminated"] == "true"
+    viewer.select(1)
+    assert viewer.reward_points() == 7
+    assert viewer.page.get_attribute("[data-testid=step-slider]", "max") == "7"
+    for step in range(8):
+        viewer.set_step(step)
+        shown = viewer.components()
+        assert_value(shown["obs[0]"], float(full_obs[step, 0]))
+        assert_value(shown["obs[1]"], float(full_obs[step, 1]))
+        if step < 7:
+            assert_value(shown["action"], float(actions[step]))
+
+
+def test_unfinished_episode_is_hidden_until_its_last_part(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """Like the Python reader, an episode whose last part is not written yet is not listed."""
+    directory = tmp_path / "rec"
+    obs = np.zeros((4, 1), np.float32)
+    done = {"observations": obs, "actions": np.zeros(3, np.int64), "rewards": np.ones(3)}
+    started = {**done, "continues": True}
+    write_recording(directory, "0.1.live", [[done, started]])
+    viewer = open_viewer(directory)
+    viewer.wait_count(1)
+    assert "being recorded" in viewer.page.inner_text("#status")
+    write_recording(directory, "0.1.live", [[done, started], [{**done, "part": 1}]])
+    viewer.wait_count(2)
+    assert [r["length"] for r in viewer.rows()] == ["3", "6"]
+
+
+# ------------------------------------------------------------------------------ real recordings
+
+
+def _wrapper() -> Any:
+    """The library's recording wrapper, or a skip if it is not there yet."""
+    try:
+        from gym_recording.wrappers import TraceRecordingWrapper
+    except ImportError as exc:
+        pytest.skip(f"gym_recording.wrappers.TraceRecordingWrapper is not available: {exc}")
+    return TraceRecordingWrapper
+
+
+def _assert_page_matches_reader(viewer: Viewer, directory: Path) -> list[Any]:
+    """The page's episode count and every row's numbers equal gym_recording.load's."""
+    import gym_recording
+
+    with gym_recording.load(str(directory)) as rec:
+        episodes = list(rec)
+    viewer.wait_count(len(episodes))
+    rows = sorted(viewer.rows(), key=lambda r: int(r["index"]))
+    assert len(rows) == len(episodes)
+    for row, ep in zip(rows, episodes, strict=True):
+        assert int(row["length"]) == ep.length
+        assert float(row["return"]) == pytest.approx(ep.total_reward, rel=1e-12, abs=1e-12)
+        assert row["terminated"] == str(bool(ep.terminated)).lower()
+        assert row["truncated"] == str(bool(ep.truncated)).lower()
+        assert row["writer"] == ep.writer
+    return episodes
+
+
+def test_cartpole_recorded_by_the_library(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path
+) -> None:
+    """A real CartPole recording: the page's numbers equal gym_recording.load's."""
+    import gymnasium
+
+    wrapper = _wrapper()
+    directory = tmp_path / "rec"
+    # Small batches, so that episodes are split into parts across batches.
+    env = wrapper(gymnasium.make("CartPole-v1"), str(directory), batch_bytes=500)
+    env.action_space.seed(0)
+    for episode in range(6):
+        env.reset(seed=episode)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done = terminated or truncated
+    env.reset(seed=99)  # an episode cut by close
+    for _ in range(3):
+        env.step(env.action_space.sample())
+    env.close()
+    (manifest,) = directory.glob("openaigym.trace.*.manifest.json")
+    assert any(b.get("continues") for b in json.loads(manifest.read_text())["batches"])
+
+    viewer = open_viewer(directory)
+    episodes = _assert_page_matches_reader(viewer, directory)
+    assert viewer.count() == 7
+    for ep in (episodes[0], episodes[-1]):
+        viewer.select(ep.index)
+        assert viewer.reward_points() == ep.length
+        for step in (0, ep.length // 2, ep.length):
+            viewer.set_step(step)
+            shown = viewer.components()
+            for k in range(4):
+                assert_value(shown[f"obs[{k}]"], float(ep.observations[step, k]))
+    viewer.select(episodes[0].index)
+    viewer.set_step(episodes[0].length // 2)
+    assert not viewer.error_visible()
+    viewer.screenshot(artifacts / "viewer-cartpole.png")
+
+
+def test_image_env_recorded_by_the_library(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path
+) -> None:
+    """A Dict observation with an RGB image: the canvas shows load()'s pixels at each step."""
+    import gymnasium
+    from gymnasium import spaces
+
+    class PaintEnv(gymnasium.Env[Any, Any]):
+        """A tiny image env: random RGB frames and a position."""
+
+        observation_space = spaces.Dict(
+            {
+                "pixels": spaces.Box(0, 255, (12, 16, 3), np.uint8),
+                "pos": spaces.Box(-1.0, 1.0, (2,), np.float32),
+            }
+        )
+        action_space = spaces.Discrete(3)
+
+        def _obs(self) -> dict[str, np.ndarray]:
+            return {
+                "pixels": self.np_random.integers(0, 256, (12, 16, 3), dtype=np.uint8),
+                "pos": self.np_random.uniform(-1, 1, 2).astype(np.float32),
+            }
+
+        def reset(
+            self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+            super().reset(seed=seed)
+            self.t = 0
+            return self._obs(), {}
+
+        def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+            self.t += 1
+            return self._obs(), float(action) - 1.0, self.t >= 9, False, {}
+
+    wrapper = _wrapper()
+    directory = tmp_path / "rec"
+    env = wrapper(PaintEnv(), str(directory))
+    env.action_space.seed(1)
+    for episode in range(3):
+        env.reset(seed=episode)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done = terminated or truncated
+    env.close()
+
+    viewer = open_viewer(directory)
+    episodes = _assert_page_matches_reader(viewer, directory)
+    ep = episodes[1]
+    viewer.select(ep.index)
+    for step in range(ep.length + 1):
+        viewer.set_step(step)
+        got = viewer.frame("obs.pixels", step)
+        np.testing.assert_array_equal(got[:, :, :3], ep.observations["pixels"][step])
+        shown = viewer.components()
+        assert_value(shown["obs.pos[0]"], float(ep.observations["pos"][step, 0]))
+    viewer.set_step(4)
+    viewer.screenshot(artifacts / "viewer-image-env.png")

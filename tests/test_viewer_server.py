@@ -1,0 +1,479 @@
+"""The viewer's HTTP server: static page, listing, trace files, Range requests, and refusals.
+
+Everything here talks to a real server on 127.0.0.1 over a socket (``http.client``, which sends
+the request target exactly as given, so traversal attempts reach the server un-normalised).
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import pytest
+
+from gym_recording import TraceFormatError
+from gym_recording._viewer import make_server
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPAT_DIR = ROOT.parent / "shared" / "compat"
+MANIFEST = "openaigym.trace.0.4287.manifest.json"
+BLOB = "openaigym.trace.0.4287.ep000000000.bin"
+BATCH = "openaigym.trace.0.4287.ep000000000.json"
+SECRET = b"top secret: this must never be served"
+
+
+Response = tuple[int, dict[str, str], bytes]
+
+
+def fetch(
+    url: str, path: str, method: str = "GET", headers: dict[str, str] | None = None
+) -> Response:
+    """Send one request with ``path`` as the literal request target; return the response."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+    try:
+        conn.request(method, path, headers=headers or {})
+        response = conn.getresponse()
+        body = response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> Path:
+    """A copy of the cartpole compat case, plus files and links the server must not serve."""
+    if not (COMPAT_DIR / "cartpole").is_dir():
+        pytest.skip(f"the compat recordings are not at {COMPAT_DIR}")
+    rec = tmp_path / "rec"
+    shutil.copytree(COMPAT_DIR / "cartpole", rec)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "openaigym.trace.secret.json").write_bytes(SECRET)
+    (rec / "notes.txt").write_bytes(SECRET)
+    (rec / ".gymrec-tmp-abc123").write_bytes(SECRET)
+    (rec / "openaigym.trace.subdir").mkdir()
+    (rec / "openaigym.trace.subdir" / "x.json").write_bytes(SECRET)
+    # A link leading out of the directory, one to a non-trace file inside it, one inside it.
+    (rec / "openaigym.trace.outside.json").symlink_to(outside / "openaigym.trace.secret.json")
+    (rec / "openaigym.trace.notes.json").symlink_to(rec / "notes.txt")
+    (rec / "openaigym.trace.alias.json").symlink_to(rec / MANIFEST)
+    (rec / "openaigym.trace.dangling.json").symlink_to(rec / "does-not-exist")
+    return rec
+
+
+@pytest.fixture
+def server_url(recording: Path) -> Iterator[str]:
+    """The URL of a viewer server for ``recording``, serving in a thread."""
+    server, url = make_server(str(recording))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+# ------------------------------------------------------------------------------ make_server
+
+
+def test_make_server_binds_loopback_and_returns_its_url(recording: Path) -> None:
+    """make_server binds 127.0.0.1 on a free port and returns the page's URL, not yet serving."""
+    server, url = make_server(str(recording))
+    try:
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        assert port > 0
+        assert url == f"http://127.0.0.1:{port}/"
+    finally:
+        server.server_close()
+
+
+def test_make_server_refuses_a_missing_directory(tmp_path: Path) -> None:
+    """A directory that does not exist is an error naming it."""
+    with pytest.raises(TraceFormatError, match="nope"):
+        make_server(str(tmp_path / "nope"))
+
+
+def test_make_server_follows_a_symlinked_directory(recording: Path, tmp_path: Path) -> None:
+    """DIR given through a symlink serves the directory it points to."""
+    link = tmp_path / "link-to-rec"
+    link.symlink_to(recording)
+    server, url = make_server(str(link))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        status, _, body = fetch(url, f"/files/{MANIFEST}")
+        assert status == 200
+        assert body == (recording / MANIFEST).read_bytes()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ------------------------------------------------------------------------------ static page
+
+
+def test_page_is_served_at_root(server_url: str) -> None:
+    """/ is the viewer page, with a restrictive Content-Security-Policy and no caching."""
+    status, headers, body = fetch(server_url, "/")
+    assert status == 200
+    assert headers["content-type"].startswith("text/html")
+    assert b'data-testid="episode-count"' in body
+    assert "default-src 'none'" in headers["content-security-policy"]
+    assert headers["cache-control"] == "no-store"
+    assert fetch(server_url, "/index.html")[2] == body
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [("/static/viewer.js", "text/javascript"), ("/static/viewer.css", "text/css")],
+)
+def test_static_assets_are_served(server_url: str, path: str, content_type: str) -> None:
+    """The page's script and style sheet come from the package."""
+    status, headers, body = fetch(server_url, path)
+    assert status == 200
+    assert headers["content-type"].startswith(content_type)
+    assert len(body) > 100
+
+
+def test_page_needs_nothing_from_the_network(server_url: str) -> None:
+    """The page references no external URL (it must work offline, no CDN)."""
+    for path in ("/", "/static/viewer.js", "/static/viewer.css"):
+        body = fetch(server_url, path)[2].decode()
+        assert re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", body) is None, path
+        assert "@import" not in body
+
+
+@pytest.mark.parametrize(
+    "path", ["/static/", "/static/_viewer.py", "/static/../_viewer.py", "/nope", "/api/nope"]
+)
+def test_unknown_paths_are_not_found(server_url: str, path: str) -> None:
+    """Only the listed static assets exist."""
+    assert fetch(server_url, path)[0] == 404
+
+
+# ------------------------------------------------------------------------------ listing
+
+
+def test_listing_names_only_trace_files_inside_the_directory(
+    server_url: str, recording: Path
+) -> None:
+    """/api/files lists the regular openaigym.trace.* files, with sizes, and nothing else."""
+    status, headers, body = fetch(server_url, "/api/files")
+    assert status == 200
+    assert headers["content-type"].startswith("application/json")
+    assert headers["cache-control"] == "no-store"
+    listing = json.loads(body)
+    names = {f["name"]: f["size"] for f in listing["files"]}
+    expected = {p.name for p in (COMPAT_DIR / "cartpole").iterdir()} | {
+        "openaigym.trace.alias.json"
+    }
+    assert set(names) == expected
+    assert names[BLOB] == (recording / BLOB).stat().st_size
+    assert listing["directory"] == str(recording.resolve())
+    refused = {f["name"]: f["reason"] for f in listing["refused"]}
+    assert refused == {
+        "openaigym.trace.outside.json": "is a symbolic link leading outside the directory",
+        "openaigym.trace.notes.json": "is a symbolic link to a file that is not a trace file",
+        "openaigym.trace.dangling.json": "is a broken symbolic link",
+        "openaigym.trace.subdir": "is a directory, not a file",
+    }
+
+
+def test_a_fifo_is_refused_without_blocking(server_url: str, recording: Path) -> None:
+    """A FIFO named like a trace file is listed as refused and never opened (it would block)."""
+    os.mkfifo(recording / "openaigym.trace.fifo.bin")
+    listing = json.loads(fetch(server_url, "/api/files")[2])
+    assert {"name": "openaigym.trace.fifo.bin", "reason": "is not a regular file"} in listing[
+        "refused"
+    ]
+    assert fetch(server_url, "/files/openaigym.trace.fifo.bin")[0] == 404
+
+
+# ------------------------------------------------------------------------------ trace files
+
+
+@pytest.mark.parametrize(
+    ("name", "content_type"),
+    [
+        (MANIFEST, "application/json"),
+        (BATCH, "application/json"),
+        (BLOB, "application/octet-stream"),
+    ],
+)
+def test_trace_files_are_served_whole(
+    server_url: str, recording: Path, name: str, content_type: str
+) -> None:
+    """GET /files/<name> returns the file's bytes, uncached, advertising byte ranges."""
+    status, headers, body = fetch(server_url, f"/files/{name}")
+    assert status == 200
+    assert body == (recording / name).read_bytes()
+    assert headers["content-type"].startswith(content_type)
+    assert headers["content-length"] == str(len(body))
+    assert headers["cache-control"] == "no-store"
+    assert headers["accept-ranges"] == "bytes"
+
+
+def test_query_strings_are_ignored(server_url: str, recording: Path) -> None:
+    """A cache-busting query string does not change what is served."""
+    status, _, body = fetch(server_url, f"/files/{MANIFEST}?t=123")
+    assert status == 200
+    assert body == (recording / MANIFEST).read_bytes()
+
+
+def test_percent_encoded_names_are_decoded(server_url: str, recording: Path) -> None:
+    """The page encodes names with encodeURIComponent; the server decodes them."""
+    status, _, body = fetch(server_url, "/files/" + quote(MANIFEST, safe=""))
+    assert status == 200
+    assert body == (recording / MANIFEST).read_bytes()
+
+
+def test_symlink_inside_the_directory_is_served(server_url: str, recording: Path) -> None:
+    """A link to a trace file in the same directory is fine."""
+    status, _, body = fetch(server_url, "/files/openaigym.trace.alias.json")
+    assert status == 200
+    assert body == (recording / MANIFEST).read_bytes()
+
+
+def test_head_sends_headers_only(server_url: str, recording: Path) -> None:
+    """HEAD answers with the GET's headers (the page reads blob sizes this way) and no body."""
+    status, headers, body = fetch(server_url, f"/files/{BLOB}", method="HEAD")
+    assert status == 200
+    assert body == b""
+    assert headers["content-length"] == str((recording / BLOB).stat().st_size)
+
+
+# ------------------------------------------------------------------------------ ranges
+
+
+@pytest.mark.parametrize(
+    ("spec", "start", "stop"),
+    [
+        ("bytes=0-9", 0, 10),
+        ("bytes=5-5", 5, 6),
+        ("bytes=344-1047", 344, 1048),
+        ("bytes=100-", 100, None),
+        ("bytes=-7", -7, None),
+        ("bytes=0-99999999", 0, None),
+        ("bytes=-99999999", 0, None),
+        ("BYTES = 3 - 4", 3, 5),
+    ],
+)
+def test_single_ranges_are_partial_content(
+    server_url: str, recording: Path, spec: str, start: int, stop: int | None
+) -> None:
+    """bytes=a-b, bytes=a- and bytes=-n give 206 with the right bytes and Content-Range."""
+    data = (recording / BLOB).read_bytes()
+    status, headers, body = fetch(server_url, f"/files/{BLOB}", headers={"Range": spec})
+    assert status == 206
+    want = data[start:stop]
+    assert body == want
+    first = start % len(data) if start < 0 else start
+    assert headers["content-range"] == f"bytes {first}-{first + len(want) - 1}/{len(data)}"
+    assert headers["content-length"] == str(len(want))
+
+
+def test_head_with_a_range(server_url: str) -> None:
+    """HEAD with a Range answers 206 headers and no body."""
+    status, headers, body = fetch(
+        server_url, f"/files/{BLOB}", method="HEAD", headers={"Range": "bytes=0-3"}
+    )
+    assert (status, body, headers["content-length"]) == (206, b"", "4")
+
+
+@pytest.mark.parametrize("spec", ["bytes={size}-", "bytes={size}-{more}", "bytes=-0"])
+def test_unsatisfiable_ranges_are_416(server_url: str, recording: Path, spec: str) -> None:
+    """A range starting past the end (or empty) is 416 with Content-Range: bytes */size."""
+    size = (recording / BLOB).stat().st_size
+    header = spec.format(size=size, more=size + 10)
+    status, headers, _ = fetch(server_url, f"/files/{BLOB}", headers={"Range": header})
+    assert status == 416
+    assert headers["content-range"] == f"bytes */{size}"
+
+
+@pytest.mark.parametrize(
+    "spec", ["bytes=0-1,4-5", "bytes=9-2", "items=0-5", "bytes=-", "bytes=x-y"]
+)
+def test_unsupported_or_malformed_ranges_are_ignored(
+    server_url: str, recording: Path, spec: str
+) -> None:
+    """Several ranges, or a malformed header, get the whole file (RFC 9110 allows ignoring)."""
+    status, _, body = fetch(server_url, f"/files/{BLOB}", headers={"Range": spec})
+    assert status == 200
+    assert body == (recording / BLOB).read_bytes()
+
+
+def test_range_on_an_empty_file(server_url: str, recording: Path) -> None:
+    """An empty trace file has no satisfiable range, but can be read whole."""
+    (recording / "openaigym.trace.empty.bin").write_bytes(b"")
+    assert fetch(server_url, "/files/openaigym.trace.empty.bin")[:1] == (200,)
+    status, headers, _ = fetch(
+        server_url, "/files/openaigym.trace.empty.bin", headers={"Range": "bytes=0-"}
+    )
+    assert (status, headers["content-range"]) == (416, "bytes */0")
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+TRAVERSALS = [
+    "/files/..%2F..%2Fetc%2Fpasswd",
+    "/files/../../etc/passwd",
+    "/files/..%2Foutside%2Fopenaigym.trace.secret.json",
+    "/files/../outside/openaigym.trace.secret.json",
+    "/files/%2Fetc%2Fpasswd",
+    "/files//etc/passwd",
+    "/files/%2e%2e",
+    "/files/..",
+    "/files/.",
+    "/files/",
+    "/files/..%5C..%5Cetc%5Cpasswd",
+    "/files/openaigym.trace.x%5C..%5Cnotes.txt",
+    "/files/openaigym.trace.0.4287.manifest.json%00",
+    "/files/%ff%fe",
+    "/files/notes.txt",
+    "/files/.gymrec-tmp-abc123",
+    "/files/openaigym.trace.outside.json",
+    "/files/openaigym.trace.notes.json",
+    "/files/openaigym.trace.dangling.json",
+    "/files/openaigym.trace.subdir",
+    "/files/openaigym.trace.subdir/x.json",
+    "/files/openaigym.trace.subdir%2Fx.json",
+    "/files/openaigym.trace.missing.json",
+    "/../etc/passwd",
+    "/%2e%2e/%2e%2e/etc/passwd",
+    "//etc/passwd",
+]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS)
+def test_nothing_outside_the_trace_files_is_served(
+    server_url: str, recording: Path, path: str
+) -> None:
+    """Traversal, absolute paths, NUL, backslashes, links out, non-trace files: all 404."""
+    for method in ("GET", "HEAD"):
+        status, _, body = fetch(server_url, path, method=method)
+        assert status == 404, (method, path)
+        assert SECRET not in body
+        assert b"root:" not in body
+
+
+def test_absolute_path_of_a_file_is_not_served(server_url: str, tmp_path: Path) -> None:
+    """An absolute path, encoded as a name, is refused."""
+    secret = tmp_path / "outside" / "openaigym.trace.secret.json"
+    status, _, body = fetch(server_url, "/files/" + quote(str(secret), safe=""))
+    assert status == 404
+    assert SECRET not in body
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_only_get_and_head_are_allowed(server_url: str, recording: Path, method: str) -> None:
+    """Methods that could change something are 405, and change nothing."""
+    before = (recording / MANIFEST).read_bytes()
+    status, headers, _ = fetch(server_url, f"/files/{MANIFEST}", method=method)
+    assert status == 405
+    assert headers["allow"] == "GET, HEAD"
+    assert (recording / MANIFEST).read_bytes() == before
+
+
+def test_foreign_host_header_is_refused(server_url: str) -> None:
+    """A request naming another host (DNS rebinding) is refused; loopback names are fine."""
+    port = urlsplit(server_url).port
+    assert fetch(server_url, "/api/files", headers={"Host": f"evil.example:{port}"})[0] == 403
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
+        assert fetch(server_url, "/api/files", headers={"Host": host})[0] == 200
+
+
+# ------------------------------------------------------------------------------ serve and CLI
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def _read_url(proc: subprocess.Popen[str], deadline: float = 30.0) -> str:
+    """Read stdout lines until one is an http:// URL."""
+    assert proc.stdout is not None
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        match = re.search(r"http://\S+", line)
+        if match:
+            return match.group(0)
+    proc.kill()
+    _, err = proc.communicate(timeout=10)
+    pytest.fail(f"no URL printed; stderr: {err}")
+
+
+def _check_and_interrupt(proc: subprocess.Popen[str], url: str, recording: Path) -> None:
+    try:
+        status, _, body = fetch(url, f"/files/{MANIFEST}")
+        assert status == 200
+        assert body == (recording / MANIFEST).read_bytes()
+        assert fetch(url, "/")[0] == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail("the server did not stop on Ctrl+C")
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+
+
+def test_serve_prints_the_url_and_stops_on_ctrl_c(recording: Path) -> None:
+    """serve() prints its URL, serves, and returns cleanly on KeyboardInterrupt."""
+    code = (
+        "import sys; from gym_recording._viewer import serve; "
+        "serve(sys.argv[1], open_browser=False)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(recording)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=str(ROOT),
+    )
+    url = _read_url(proc)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url)
+    _check_and_interrupt(proc, url, recording)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gym_recording.__main__") is None,
+    reason="the command line (gym_recording.__main__) does not exist yet",
+)
+def test_cli_view_serves_the_directory(recording: Path) -> None:
+    """`python -m gym_recording view DIR --port 0 --no-browser` prints a URL and serves DIR."""
+    command = [sys.executable, "-m", "gym_recording", "view", str(recording)]
+    proc = subprocess.Popen(
+        [*command, "--port", "0", "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=str(ROOT),
+    )
+    url = _read_url(proc)
+    _check_and_interrupt(proc, url, recording)

@@ -17,6 +17,7 @@ from gym_recording._errors import (
 )
 from gym_recording._format import FORMAT_VERSION
 from gym_recording._reader import Episode, Recording, load
+from gym_recording._transitions import iter_transitions
 from gym_recording._version import __version__
 from gym_recording.playback import TraceRecordingReader, scan_recorded_traces
 from gym_recording.recording import TraceRecording
@@ -32,6 +33,7 @@ __all__ = [
     "TraceRecording",
     "TraceRecordingReader",
     "__version__",
+    "iter_transitions",
     "load",
     "scan_recorded_traces",
 ]

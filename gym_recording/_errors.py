@@ -1,4 +1,4 @@
-"""The exception hierarchy: every error gym-recording raises derives from :class:`RecordingError`."""
+"""The exception hierarchy: every error gym-recording raises is a :class:`RecordingError`."""
 
 from __future__ import annotations
 

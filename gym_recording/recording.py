@@ -602,6 +602,8 @@ class TraceRecording:
         job = self._job
         if job is None:
             return
+        if job.thread is None and job.done < len(job.files):
+            job.run()  # an earlier attempt failed and said so: try again, do not drop it
         try:
             job.wait()
         except RecordingError:

@@ -164,6 +164,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         if not self._closed:
             rec.end_episode()
         self.episode_id += 1
+        self._active = False  # until the env's reset succeeds (it may raise)
         if self._gymnasium_env:
             result = self.env.reset(seed=seed, options=options, **kwargs)
             obs, info = result

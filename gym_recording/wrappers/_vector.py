@@ -1,0 +1,354 @@
+"""The :class:`TraceRecordingVectorWrapper`: records each sub-env of a vector env.
+
+Each sub-environment gets its own :class:`~gym_recording.TraceRecording` (its own writer id) in
+the shared directory, so its episodes are ordinary episodes, equal to the ones it would record
+alone. The wrapper follows the vector env's autoreset mode (``metadata["autoreset_mode"]``,
+https://farama.org/Vector-Autoreset-Mode):
+
+- ``NEXT_STEP`` (the default): the step after an episode's end resets the sub-env, ignores its
+  action and returns the reset observation with reward 0. That step starts the next episode; it
+  is never recorded as a transition.
+- ``SAME_STEP``: the ending step resets the sub-env at once and returns the *reset*
+  observation; the episode's last observation is ``info["final_obs"][i]`` (and its info
+  ``info["final_info"]``). The step is recorded with the final observation, then the reset
+  observation starts the next episode.
+- ``DISABLED``: nothing resets by itself; the caller resets sub-envs with
+  ``reset(options={"reset_mask": mask})``, which starts new episodes for the masked sub-envs.
+
+Partial resets through ``reset_mask`` work in every mode. Gymnasium's vector envs ``pop`` the
+mask out of the options dict they are given (which confuses wrappers above them); this wrapper
+hands them a copy, so the caller's dict is left as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+from gymnasium.vector.utils import iterate
+
+from gym_recording.recording import TraceRecording
+from gym_recording.wrappers._trace_recording import _spec_json
+
+__all__ = ["TraceRecordingVectorWrapper"]
+
+logger = logging.getLogger(__name__)
+
+_FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
+
+
+def _autoreset_mode(env: VectorEnv) -> AutoresetMode:
+    """The autoreset mode the vector env declares, or NEXT_STEP (Gymnasium's default)."""
+    mode = getattr(env, "metadata", {}).get("autoreset_mode")
+    if mode is None:
+        mode = getattr(env.unwrapped, "autoreset_mode", None)
+    if mode is None:
+        logger.warning(
+            "%s does not declare metadata['autoreset_mode']; assuming NEXT_STEP, Gymnasium's "
+            "default. Set it so that the episodes are recorded correctly.",
+            env,
+        )
+        return AutoresetMode.NEXT_STEP
+    return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+
+
+def _per_env_seeds(seed: Any, n: int) -> list[int | None]:
+    """The seed each sub-env received, as Gymnasium's vector envs hand them out."""
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, (int, np.integer)):
+        return [int(seed) + i for i in range(n)]
+    seeds = list(seed)
+    return [None if s is None else int(s) for s in seeds]
+
+
+def _index(space: gymnasium.Space[Any], batch: Any, i: int) -> Any:
+    """Item ``i`` of a batch of ``space`` values, by indexing the leaves."""
+    if isinstance(space, gymnasium.spaces.Dict) and isinstance(batch, Mapping):
+        return {k: _index(sub, batch[k], i) for k, sub in space.spaces.items()}
+    if (
+        isinstance(space, gymnasium.spaces.Tuple)
+        and isinstance(batch, tuple)
+        and len(batch) == len(space.spaces)
+    ):
+        return tuple(_index(sub, b, i) for sub, b in zip(space.spaces, batch, strict=True))
+    return batch[i]
+
+
+def _unbatch(
+    single: gymnasium.Space[Any], batched: gymnasium.Space[Any], batch: Any, n: int
+) -> list[Any]:
+    """Split a batched value into the ``n`` sub-env values."""
+    try:
+        items = list(iterate(batched, batch))
+        if len(items) == n:
+            return items
+    except Exception:  # a custom space without `iterate`, or an unexpected layout
+        pass
+    return [_index(single, batch, i) for i in range(n)]
+
+
+def _sub_info(infos: Mapping[str, Any] | None, i: int, n: int) -> dict[str, Any]:
+    """Sub-env ``i``'s info out of a vector info dict (``key`` values with ``_key`` masks)."""
+    out: dict[str, Any] = {}
+    if not infos:
+        return out
+    for key, value in infos.items():
+        if key.startswith("_") and key[1:] in infos:
+            continue  # a mask
+        mask = infos.get(f"_{key}")
+        if mask is not None and not bool(mask[i]):
+            continue
+        if isinstance(value, Mapping):
+            out[key] = _sub_info(value, i, n)
+        elif isinstance(value, (np.ndarray, list, tuple)) and len(value) == n:
+            out[key] = value[i]
+        else:
+            out[key] = value
+    return out
+
+
+class TraceRecordingVectorWrapper(VectorWrapper):
+    """Records every sub-environment of a vector env as ordinary episodes in one directory.
+
+    Works with :class:`gymnasium.vector.SyncVectorEnv`, :class:`gymnasium.vector.AsyncVectorEnv`
+    and any :class:`gymnasium.vector.VectorEnv` that declares ``metadata["autoreset_mode"]``,
+    under each mode (``NEXT_STEP``, ``SAME_STEP``, ``DISABLED``): the reset observation an
+    autoreset returns starts the next episode and is never recorded as a transition, and no
+    episode loses its final observation. Each sub-env is one writer; its manifest's
+    ``metadata["vector_env"]`` holds its ``index``, the ``num_envs`` and the ``autoreset_mode``.
+    Seeds given to ``reset(seed=...)`` are recorded per sub-env (an int ``s`` gives sub-env
+    ``i`` the seed ``s + i``, as the vector env does); episodes begun by an autoreset have no
+    seed. Call :meth:`close` (or use ``with``) to write the last batches.
+
+    Args:
+        env: The vector environment to record.
+        directory: Where to write (a path or an fsspec URL); created if missing. ``None`` makes
+            a fresh directory under the system temporary directory.
+        batch_bytes: The size each sub-env's batch files aim at.
+        record_infos: Also record each sub-env's reset and step infos (unbatched).
+        episode_trigger: Called with a sub-env's episode index (0, 1, ... for each sub-env) at
+            each of its resets; the episode is recorded only if it returns true.
+        metadata: A JSON-able dict stored with each sub-env's recording.
+        storage_options: Options for the filesystem of an fsspec URL ``directory``.
+
+    Example:
+        >>> import tempfile, gymnasium as gym, gym_recording
+        >>> from gym_recording.wrappers import TraceRecordingVectorWrapper
+        >>> envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+        >>> with TraceRecordingVectorWrapper(envs, tempfile.mkdtemp()) as venv:
+        ...     obs, info = venv.reset(seed=[1, 2])
+        ...     for _ in range(3):
+        ...         obs, *_ = venv.step(venv.action_space.sample())
+        >>> with gym_recording.load(venv.directory) as rec:
+        ...     sorted((ep.seed, ep.length) for ep in rec)
+        [(1, 3), (2, 3)]
+
+    Change log:
+        2.0.0: added.
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        batch_bytes: int = 5_000_000,
+        record_infos: bool = False,
+        episode_trigger: Callable[[int], bool] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(env)
+        if episode_trigger is not None and not callable(episode_trigger):
+            msg = f"expected episode_trigger to be callable or None, got {episode_trigger!r}"
+            raise TypeError(msg)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
+            raise TypeError(msg)
+        n = int(env.num_envs)
+        #: The autoreset mode followed (read from the vector env's metadata).
+        self.autoreset_mode = _autoreset_mode(env)
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="gym-recording-")
+        specs = self._sub_specs(n)
+        self.recordings: list[TraceRecording] = []
+        try:
+            for i in range(n):
+                meta = dict(metadata or {})
+                meta["vector_env"] = {
+                    "index": i,
+                    "num_envs": n,
+                    "autoreset_mode": self.autoreset_mode.value,
+                }
+                self.recordings.append(
+                    TraceRecording(
+                        directory,
+                        batch_bytes=batch_bytes,
+                        metadata=meta,
+                        env_id=getattr(specs[i], "id", None),
+                        env_spec=_spec_json(specs[i]),
+                        observation_space=env.single_observation_space,
+                        action_space=env.single_action_space,
+                        record_infos=record_infos,
+                        storage_options=storage_options,
+                    )
+                )
+        except BaseException:
+            for rec in self.recordings:
+                rec.close()
+            raise
+        #: Where the traces are written.
+        self.directory: str = self.recordings[0].directory if n else os.fspath(directory)
+        self.record_infos = record_infos
+        self.episode_trigger = episode_trigger
+        #: Per sub-env, the index of its current episode (``-1`` before its first reset).
+        self.episode_ids: list[int] = [-1] * n
+        self._active = [False] * n  # recording the sub-env's current episode
+        self._pending_reset = [False] * n  # NEXT_STEP: the next step resets the sub-env
+        self._closed = False
+
+    def _sub_specs(self, n: int) -> list[Any]:
+        """Each sub-env's spec (for the manifest), or the vector env's own spec."""
+        get_attr = getattr(self.env, "get_attr", None)
+        try:
+            specs = list(get_attr("spec")) if callable(get_attr) else []
+            if len(specs) == n:
+                return specs
+        except Exception:  # a sub-env without a spec attribute, or an unpicklable spec
+            pass
+        return [getattr(self.env, "spec", None)] * n
+
+    # ---------------------------------------------------------------- env API
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the sub-envs (all, or those in ``options["reset_mask"]``); start their episodes."""
+        n = self.num_envs
+        mask = None
+        sub_options: Any = options
+        if options is not None:
+            options = dict(options)  # the vector env pops "reset_mask" from the dict it gets
+            if "reset_mask" in options:
+                mask = np.asarray(options["reset_mask"])
+                sub_options = {k: v for k, v in options.items() if k != "reset_mask"} or None
+        obs, infos = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
+        if self._closed:
+            return obs, infos
+        seeds = _per_env_seeds(seed, n)
+        targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
+        all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
+        for i in targets:
+            self._pending_reset[i] = False
+            info = _sub_info(infos, i, n) if self.record_infos else None
+            self._start(i, all_obs[i], seeds[i], sub_options, info)
+        return obs, infos
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every sub-env and record each sub-env's step (or the start of its next episode)."""
+        result = self.env.step(actions)
+        if self._closed:
+            return result
+        obs, rewards, terminations, truncations, infos = result
+        n = self.num_envs
+        all_acts = _unbatch(self.single_action_space, self.action_space, actions, n)
+        all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
+        mode = self.autoreset_mode
+        keep_infos = self.record_infos
+        for i in range(n):
+            rec = self.recordings[i]
+            if self._pending_reset[i]:
+                # NEXT_STEP: this step reset sub-env i (its action was ignored).
+                self._pending_reset[i] = False
+                self._start(
+                    i, all_obs[i], None, None, _sub_info(infos, i, n) if keep_infos else None
+                )
+                continue
+            terminated, truncated = bool(terminations[i]), bool(truncations[i])
+            done = terminated or truncated
+            if done and mode == AutoresetMode.SAME_STEP:
+                final_obs = self._final_obs(infos, i)
+                if self._active[i]:
+                    final_info = _sub_info(infos.get("final_info"), i, n) if keep_infos else None
+                    rec.add_step(
+                        all_acts[i], final_obs, rewards[i], terminated, truncated, final_info
+                    )
+                reset_info = None
+                if keep_infos:
+                    reset_info = _sub_info(
+                        {k: v for k, v in infos.items() if k not in _FINAL_KEYS}, i, n
+                    )
+                self._start(i, all_obs[i], None, None, reset_info)
+                continue
+            if self._active[i]:
+                info = _sub_info(infos, i, n) if keep_infos else None
+                rec.add_step(all_acts[i], all_obs[i], rewards[i], terminated, truncated, info)
+            if done:
+                rec.end_episode()
+                self._active[i] = False
+                if mode == AutoresetMode.NEXT_STEP:
+                    self._pending_reset[i] = True
+        return result
+
+    def _final_obs(self, infos: Mapping[str, Any], i: int) -> Any:
+        final = infos.get("final_obs")
+        mask = infos.get("_final_obs")
+        if final is None or (mask is not None and not bool(mask[i])):
+            msg = (
+                f"sub-env {i} ended an episode under the SAME_STEP autoreset mode, but the "
+                "step's info has no final_obs for it; the episode's last observation would be "
+                "lost. Is metadata['autoreset_mode'] right for this vector env?"
+            )
+            raise RuntimeError(msg)
+        return final[i]
+
+    def _start(self, i: int, obs: Any, seed: int | None, options: Any, info: Any) -> None:
+        """Begin sub-env ``i``'s next episode with its reset observation."""
+        rec = self.recordings[i]
+        rec.end_episode()
+        self.episode_ids[i] += 1
+        trigger = self.episode_trigger
+        self._active[i] = trigger is None or bool(trigger(self.episode_ids[i]))
+        if self._active[i]:
+            rec.add_reset(obs, seed=seed, options=options, info=info)
+
+    def close(self, **kwargs: Any) -> None:
+        """Write every sub-env's buffered episodes, then close the vector env. Safe to repeat.
+
+        Episodes still buffered are lost if the process is killed before this runs (it also
+        runs at interpreter exit).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._active = [False] * len(self._active)
+        try:
+            errors = []
+            for rec in self.recordings:
+                try:
+                    rec.close()
+                except Exception as exc:  # close the others, then report
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+        finally:
+            self.env.close(**kwargs)
+
+    def __enter__(self) -> TraceRecordingVectorWrapper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<TraceRecordingVectorWrapper {self.directory!r}, {self.env}>"

@@ -1,0 +1,337 @@
+"""Recording to and reading from object storage: a real S3 API (moto server) and ``memory://``.
+
+The S3 tests talk HTTP to moto's server on 127.0.0.1 through s3fs; nothing is mocked in-process.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from _moto_s3 import S3Server, moto_s3
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import gym_recording
+from gym_recording import DependencyNotInstalled, RecordingError, TraceFormatError
+from gym_recording._storage import LocalStorage, open_storage
+from gym_recording.wrappers import TraceRecordingVectorWrapper
+
+# The recording run, as source: the writer subprocesses run it too.
+RECORD_SRC = textwrap.dedent(
+    """
+    import numpy as np
+    import gymnasium
+    from gym_recording.wrappers import TraceRecordingWrapper
+
+    def record(directory, seed, episodes=3, storage_options=None, batch_bytes=600):
+        env = TraceRecordingWrapper(
+            gymnasium.make("CartPole-v1", max_episode_steps=40),
+            directory,
+            batch_bytes=batch_bytes,
+            storage_options=storage_options,
+            metadata={"seed": seed},
+        )
+        rng = np.random.default_rng(seed)
+        for e in range(episodes):
+            env.reset(seed=seed * 100 + e)
+            while True:
+                *_, terminated, truncated, _ = env.step(int(rng.integers(2)))
+                if terminated or truncated:
+                    break
+        env.close()
+    """
+)
+_ns: dict[str, Any] = {}
+exec(RECORD_SRC, _ns)
+record = _ns["record"]
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with moto_s3() as server:
+        yield server
+
+
+def assert_episodes_equal(got: gym_recording.Recording, want: gym_recording.Recording) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        for name in ("observations", "actions", "rewards"):
+            a, b = getattr(g, name), getattr(w, name)
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+        assert (g.terminated, g.truncated, g.seed) == (w.terminated, w.truncated, w.seed)
+
+
+def names_by_kind(names: list[str]) -> list[str]:
+    """File names with the writer id taken out, to compare the layouts of two recordings."""
+    return sorted(re.sub(r"openaigym\.trace\.[^.]+\.[^.]+\.[^.]+\.", "W.", n) for n in names)
+
+
+# --------------------------------------------------------------------------------------------
+# S3 (moto server)
+# --------------------------------------------------------------------------------------------
+
+
+def test_s3_recording_equals_local(s3: S3Server, tmp_path: Path) -> None:
+    """A seeded run recorded to s3://bucket/prefix reads back equal to the same run done locally."""
+    url = f"s3://{s3.new_bucket()}/runs/run1"
+    record(url, seed=1, storage_options=s3.storage_options)
+    record(str(tmp_path), seed=1)
+    opts = s3.storage_options
+    with gym_recording.load(url, storage_options=opts) as got, gym_recording.load(tmp_path) as want:
+        assert len(want) == 3 and len(want.writers[0].batches) > 3  # several batches
+        assert_episodes_equal(got, want)
+        assert got.writers[0].metadata == {"seed": 1}
+        assert got.env_id == "CartPole-v1"
+    remote = open_storage(url, create=False, storage_options=s3.storage_options)
+    assert names_by_kind(remote.list_names()) == names_by_kind(os.listdir(tmp_path))
+
+
+def test_s3_from_standard_configuration(s3: S3Server) -> None:
+    """Without storage_options, AWS_ENDPOINT_URL and the AWS_* credentials reach the server."""
+    url = f"s3://{s3.new_bucket()}/env-config"
+    record(url, seed=2, episodes=1)
+    with gym_recording.load(url) as rec:
+        assert len(rec) == 1 and rec[0].seed == 200
+
+
+def test_verify_s3_recording(s3: S3Server) -> None:
+    """gym_recording._verify.verify finds nothing wrong with a recording on S3."""
+    module = pytest.importorskip("gym_recording._verify")
+    verify = getattr(module, "verify", None)
+    if verify is None:
+        pytest.skip("gym_recording._verify.verify is not written yet")
+    url = f"s3://{s3.new_bucket()}/verify"
+    record(url, seed=3, storage_options=s3.storage_options)
+    kwargs = {}
+    if "storage_options" in inspect.signature(verify).parameters:
+        kwargs["storage_options"] = s3.storage_options
+    report = verify(url, **kwargs)  # without storage_options it uses AWS_ENDPOINT_URL
+    assert report.ok, report.problems
+    assert report.episodes == 3 and report.batches > 3
+
+
+def test_vector_wrapper_to_s3(s3: S3Server, tmp_path: Path) -> None:
+    """TraceRecordingVectorWrapper writes one writer per sub-env to S3, equal to a local run."""
+    url = f"s3://{s3.new_bucket()}/vector"
+
+    def run(directory: str, **kwargs: Any) -> None:
+        make = [lambda: gymnasium.make("CartPole-v1", max_episode_steps=20)] * 2
+        venv = TraceRecordingVectorWrapper(
+            SyncVectorEnv(make, autoreset_mode=AutoresetMode.SAME_STEP), directory, **kwargs
+        )
+        venv.reset(seed=4)
+        for t in range(50):
+            venv.step(np.array([t % 2, (t // 3) % 2]))
+        venv.close()
+
+    run(url, storage_options=s3.storage_options)
+    run(str(tmp_path))
+    opts = s3.storage_options
+    with gym_recording.load(url, storage_options=opts) as got, gym_recording.load(tmp_path) as want:
+        assert len(got.writers) == 2 and len(got) == len(want)
+        key = lambda ep: (ep.seed is None, ep.seed, ep.observations[0].tobytes())  # noqa: E731
+        for g, w in zip(sorted(got, key=key), sorted(want, key=key), strict=True):
+            np.testing.assert_array_equal(g.observations, w.observations)
+            np.testing.assert_array_equal(g.actions, w.actions)
+            assert (g.terminated, g.truncated) == (w.terminated, w.truncated)
+
+
+def test_several_writer_processes_one_prefix(s3: S3Server, tmp_path: Path) -> None:
+    """Three processes record into one bucket prefix at once; every episode of each reads back."""
+    url = f"s3://{s3.new_bucket()}/shared"
+    seeds = [11, 12, 13]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RECORD_SRC + f"\nrecord({url!r}, {seed}, episodes=4)\n"],
+            env={**os.environ, **s3.env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for seed in seeds
+    ]
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, out.decode(errors="replace")
+    with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+        assert len(rec.writers) == 3
+        assert len(rec) == 12
+        by_seed: dict[int, list[gym_recording.Episode]] = {}
+        for m in rec.writers:
+            by_seed[m.metadata["seed"]] = [ep for ep in rec if ep.writer == m.writer]
+    for seed in seeds:
+        local = tmp_path / str(seed)
+        record(str(local), seed, episodes=4)
+        with gym_recording.load(local) as want:
+            got = by_seed[seed]
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g.observations, w.observations)
+                np.testing.assert_array_equal(g.actions, w.actions)
+                np.testing.assert_array_equal(g.rewards, w.rewards)
+                assert (g.terminated, g.truncated, g.seed) == (w.terminated, w.truncated, w.seed)
+
+
+def test_reader_consistent_while_writer_writes(s3: S3Server) -> None:
+    """A reader polling the prefix during writing always finds every listed episode whole."""
+    url = f"s3://{s3.new_bucket()}/live"
+    opts = s3.storage_options
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            record(url, seed=5, episodes=8, storage_options=opts, batch_bytes=300)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    seen = []
+    finished = False
+    while not finished:
+        finished = done.is_set()  # one more full read after the writer is done
+        try:
+            rec = gym_recording.load(url, storage_options=opts)
+        except TraceFormatError:  # nothing written yet
+            if finished:
+                raise
+            continue
+        with rec:
+            for ep in rec:
+                assert ep.observations.shape == (ep.length + 1, 4)
+                assert ep.rewards.shape == (ep.length,)
+            seen.append(len(rec))
+    writer.join()
+    assert not errors
+    assert seen == sorted(seen) and seen[-1] == 8
+
+
+def test_upload_download_round_trip(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """upload_recording/download_recording keep the original helpers' signatures and layout."""
+    from gym_recording import storage_s3
+
+    monkeypatch.setattr(storage_s3, "CACHE_DIR", str(tmp_path / "cache"))
+    local = tmp_path / "local"
+    record(str(local), seed=6)
+    (local / ".gymrec-tmp-leftover").write_bytes(b"half a file")
+    bucket = s3.new_bucket()
+    url = storage_s3.upload_recording(str(local), "CartPole-v1", bucket)  # original signature
+    assert re.fullmatch(
+        rf"s3://{bucket}/recording/CartPole-v1/\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\w{{3}}", url
+    )
+    with gym_recording.load(url) as got, gym_recording.load(local) as want:
+        assert_episodes_equal(got, want)
+    directory = storage_s3.download_recording(url)
+    assert directory.startswith(str(tmp_path / "cache"))
+    assert sorted(os.listdir(directory)) == sorted(
+        n for n in os.listdir(local) if not n.startswith(".gymrec-tmp-")
+    )
+    with gym_recording.load(directory) as got, gym_recording.load(local) as want:
+        assert_episodes_equal(got, want)
+    assert storage_s3.download_recording(url + "/") == directory  # cached
+    with pytest.raises(ValueError, match="s3://bucket/prefix"):
+        storage_s3.download_recording("https://example.com/x")
+    with pytest.raises(ValueError, match="s3://bucket/prefix"):
+        storage_s3.download_recording(f"s3://{bucket}/a/../b")
+
+
+def test_missing_s3_location_is_a_format_error(s3: S3Server) -> None:
+    """load() of an empty prefix says that nothing is stored there."""
+    url = f"s3://{s3.new_bucket()}/nothing-here"
+    with pytest.raises(TraceFormatError, match="nothing is stored there"):
+        gym_recording.load(url, storage_options=s3.storage_options)
+
+
+# --------------------------------------------------------------------------------------------
+# memory:// and the storage choice
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def memory_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    fsspec = pytest.importorskip("fsspec")
+    root = f"/gymrec-test-{os.getpid()}-{request.node.name}"
+    yield f"memory://{root}"
+    fs = fsspec.filesystem("memory")
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+def test_memory_recording_equals_local(memory_url: str, tmp_path: Path) -> None:
+    """memory:// goes through FsspecStorage and reads back equal to a local recording."""
+    record(memory_url, seed=7)
+    record(str(tmp_path), seed=7)
+    with gym_recording.load(memory_url) as got, gym_recording.load(tmp_path) as want:
+        assert_episodes_equal(got, want)
+        ep = got[0]
+        assert not ep.observations.flags.writeable
+    st = open_storage(memory_url, create=False)
+    assert type(st).__name__ == "FsspecStorage"
+    assert names_by_kind(st.list_names()) == names_by_kind(os.listdir(tmp_path))
+
+
+def test_memory_refresh_sees_new_batches(memory_url: str) -> None:
+    """Recording.refresh() relists the prefix and finds batches written since load()."""
+    rec_w = gym_recording.TraceRecording(memory_url)
+    rec_w.add_reset(np.zeros(2, np.float32))
+    rec_w.add_step(0, np.ones(2, np.float32), 1.0, terminated=True)
+    rec_w.end_episode()
+    rec_w.save_complete()
+    with gym_recording.load(memory_url) as rec:
+        assert len(rec) == 1
+        rec_w.add_reset(np.zeros(2, np.float32))
+        rec_w.close()
+        rec.refresh()
+        assert len(rec) == 2
+
+
+def test_fsspec_storage_checks_names_and_sizes(memory_url: str) -> None:
+    """FsspecStorage refuses non-plain names and files over the size limit."""
+    st = open_storage(memory_url, create=True)
+    assert st.write_atomic("a.json", [b"x" * 10, memoryview(b"yz")]) == 12
+    assert st.read_bytes("a.json", 12) == b"x" * 10 + b"yz"
+    with pytest.raises(TraceFormatError, match="limit"):
+        st.read_bytes("a.json", 11)
+    with pytest.raises(TraceFormatError, match="does not exist"):
+        st.read_bytes("missing.json", 100)
+    with pytest.raises(TraceFormatError, match="plain file name"):
+        st.write_atomic("../escape", [b""])
+    view = st.map("a.json")
+    assert view.readonly and bytes(view[:2]) == b"xx"
+    st.remove("a.json")
+    assert st.list_names() == []
+
+
+def test_file_url_and_paths_use_local_storage(tmp_path: Path) -> None:
+    """A plain path and a file:// URL both get the local, fsync'ing storage."""
+    assert isinstance(open_storage(tmp_path / "a", create=True), LocalStorage)
+    st = open_storage(f"file://{tmp_path}/b", create=True)
+    assert isinstance(st, LocalStorage) and st.location == f"{tmp_path}/b"
+    record(f"file://{tmp_path}/c", seed=8, episodes=1)
+    with gym_recording.load(tmp_path / "c") as rec:
+        assert len(rec) == 1
+    with pytest.raises(RecordingError, match="this host"):
+        open_storage("file://otherhost/x", create=True)
+
+
+def test_missing_fsspec_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without fsspec, a URL raises DependencyNotInstalled naming the 'remote' extra."""
+    monkeypatch.setitem(sys.modules, "fsspec", None)
+    with pytest.raises(DependencyNotInstalled, match=r"gym-recording\[remote\]"):
+        gym_recording.load("s3://bucket/x")

@@ -1,0 +1,99 @@
+"""``iter_transitions``: minibatches of (obs, action, reward, next_obs, done) for offline RL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gym_recording
+from gym_recording import TraceRecording
+from gym_recording._transitions import iter_transitions
+
+
+def make_recording(directory: Path, lengths: list[int], *, batch_bytes: int = 5_000_000) -> None:
+    """Episodes whose observation is [episode, step]: each transition says where it came from."""
+    rec = TraceRecording(str(directory), batch_bytes=batch_bytes)
+    for e, n in enumerate(lengths):
+        rec.add_reset(np.array([e, 0], np.int64))
+        for t in range(1, n + 1):
+            rec.add_step(
+                np.array([e, t - 1], np.int32),
+                np.array([e, t], np.int64),
+                float(100 * e + t),
+                terminated=(t == n and e % 2 == 0),
+                truncated=(t == n and e % 2 == 1),
+            )
+    rec.close()
+
+
+@pytest.fixture
+def rec(tmp_path: Path) -> gym_recording.Recording:
+    make_recording(tmp_path, [3, 0, 5, 1, 4], batch_bytes=150)  # split over several batches
+    return gym_recording.load(tmp_path)
+
+
+def test_every_transition_once_and_consistent(rec: gym_recording.Recording) -> None:
+    """One pass yields each step of each episode once, with its own next_obs, reward and done."""
+    seen = set()
+    for batch in iter_transitions(rec, 4, seed=0):
+        assert set(batch) == {"obs", "action", "reward", "next_obs", "done"}
+        assert batch["obs"].dtype == np.int64 and batch["action"].dtype == np.int32
+        assert batch["reward"].dtype == np.float64 and batch["done"].dtype == np.bool_
+        for obs, act, rew, nxt, done in zip(
+            batch["obs"],
+            batch["action"],
+            batch["reward"],
+            batch["next_obs"],
+            batch["done"],
+            strict=True,
+        ):
+            e, t = obs.tolist()
+            assert act.tolist() == [e, t]
+            assert nxt.tolist() == [e, t + 1]
+            assert rew == 100 * e + t + 1
+            n = rec[e].length
+            assert done == (t + 1 == n and e % 2 == 0)  # terminated only, not truncated
+            seen.add((e, t))
+    assert seen == {(e, t) for e, ep in enumerate(rec) for t in range(ep.length)}
+    assert len(seen) == 13
+
+
+def test_shuffle_is_seeded_and_mixes_episodes(rec: gym_recording.Recording) -> None:
+    """The same seed gives the same order; batches mix episodes; shuffle=False keeps order."""
+
+    def order(**kw: object) -> list[tuple[int, int]]:
+        batches = iter_transitions(rec, 5, **kw)  # type: ignore[arg-type]
+        return [tuple(o) for b in batches for o in b["obs"].tolist()]
+
+    assert order(seed=1) == order(seed=1)
+    assert order(seed=1) != order(seed=2)
+    assert sorted(order(seed=1)) == order(shuffle=False)
+    assert order(shuffle=False) == sorted(order(shuffle=False))
+    first = next(iter_transitions(rec, 5, seed=3))
+    assert len(set(first["obs"][:, 0].tolist())) > 1
+
+
+def test_batch_sizes_and_drop_last(rec: gym_recording.Recording) -> None:
+    """13 transitions in batches of 5: 5, 5, 3, or 5, 5 with drop_last."""
+    assert [len(b["reward"]) for b in iter_transitions(rec, 5, seed=0)] == [5, 5, 3]
+    assert [len(b["reward"]) for b in iter_transitions(rec, 5, drop_last=True)] == [5, 5]
+    with pytest.raises(ValueError, match="positive"):
+        next(iter_transitions(rec, 0))
+    with pytest.raises(TypeError, match="positive int"):
+        next(iter_transitions(rec, 2.5))  # type: ignore[arg-type]
+
+
+def test_dict_observations_and_empty_input(tmp_path: Path) -> None:
+    """Dict observations come as dicts of arrays; no episodes means no batches."""
+    r = TraceRecording(str(tmp_path))
+    r.add_reset({"a": np.zeros(2, np.float32), "b": 0})
+    for t in range(1, 4):
+        r.add_step(t % 2, {"a": np.full(2, t, np.float32), "b": t}, 1.0, terminated=t == 3)
+    r.close()
+    with gym_recording.load(tmp_path) as rec:
+        (batch,) = list(iter_transitions(rec, 10, shuffle=False))
+    assert batch["obs"]["a"].shape == (3, 2) and batch["next_obs"]["b"].tolist() == [1, 2, 3]
+    assert batch["done"].tolist() == [False, False, True]
+    assert list(iter_transitions([], 4)) == []

@@ -1,0 +1,341 @@
+"""``TraceRecordingVectorWrapper``: each sub-env's episodes equal the ones it records alone.
+
+Every test drives a vector env and, beside it, one plain env per sub-env fed the same seeds and
+actions by the rules of the autoreset mode (https://farama.org/Vector-Autoreset-Mode): under
+NEXT_STEP the step after an episode's end only resets; under SAME_STEP the ending step also
+resets; under DISABLED only ``reset(options={"reset_mask": ...})`` resets. The plain envs are
+recorded with ``TraceRecordingWrapper``; the episodes must be equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import iterate
+
+import gym_recording
+from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
+
+MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
+
+
+class DictTupleEnv(gymnasium.Env[dict[str, Any], tuple[int, np.ndarray]]):
+    """Dict observations, Tuple actions, random episode ends, and an info per step."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Dict(
+            {
+                "pos": spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32),
+                "count": spaces.Discrete(100),
+            }
+        )
+        self.action_space = spaces.Tuple(
+            (spaces.Discrete(3), spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32))
+        )
+        self._pos = np.zeros(2, np.float32)
+        self._t = 0
+
+    def _obs(self) -> dict[str, Any]:
+        return {"pos": self._pos.copy(), "count": self._t}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        self._pos = self.np_random.normal(size=2).astype(np.float32)
+        self._t = 0
+        return self._obs(), {"t": 0, "tag": "reset"}
+
+    def step(
+        self, action: tuple[int, np.ndarray]
+    ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        self._t += 1
+        self._pos = (self._pos + np.asarray(action[1], np.float32) * (int(action[0]) - 1)).astype(
+            np.float32
+        )
+        reward = float(self.np_random.normal())
+        terminated = bool(self.np_random.random() < 0.2)
+        return self._obs(), reward, terminated, False, {"t": self._t, "tag": "step"}
+
+
+def make_cartpole() -> gymnasium.Env[Any, Any]:
+    return gymnasium.make("CartPole-v1", max_episode_steps=12)
+
+
+def make_dict_env() -> gymnasium.Env[Any, Any]:
+    return gymnasium.wrappers.TimeLimit(DictTupleEnv(), max_episode_steps=7)
+
+
+def drive(
+    venv: Any,
+    make_env: Callable[[], gymnasium.Env[Any, Any]],
+    ref_dirs: list[Path],
+    mode: AutoresetMode,
+    *,
+    steps: int,
+    seed: int,
+    cut_at: int | None = None,
+    record_infos: bool = False,
+) -> None:
+    """Run ``venv`` (already wrapped) and the plain sub-env replicas side by side."""
+    n = venv.num_envs
+    refs = [TraceRecordingWrapper(make_env(), str(d), record_infos=record_infos) for d in ref_dirs]
+    venv.reset(seed=seed)
+    for i, r in enumerate(refs):
+        r.reset(seed=seed + i)
+    ended = [False] * n  # the replica's last step ended its episode
+    venv.action_space.seed(seed)
+    next_seed = 1000
+    for t in range(steps):
+        actions = venv.action_space.sample()
+        _, _, terms, truncs, _ = venv.step(actions)
+        for i, (r, a) in enumerate(zip(refs, iterate(venv.action_space, actions), strict=True)):
+            if ended[i] and mode == AutoresetMode.NEXT_STEP:
+                r.reset()
+                ended[i] = False
+                continue
+            _, _, term, trunc, _ = r.step(a)
+            assert (term, trunc) == (bool(terms[i]), bool(truncs[i]))
+            ended[i] = term or trunc
+            if ended[i] and mode == AutoresetMode.SAME_STEP:
+                r.reset()
+                ended[i] = False
+        mask = np.array(ended, dtype=bool)
+        if cut_at is not None and t == cut_at:
+            mask[0] = True  # a partial reset in mid-episode: the episode is cut
+        if mode == AutoresetMode.DISABLED and mask.any():
+            seeds = [next_seed + i if mask[i] and i % 2 == 0 else None for i in range(n)]
+            next_seed += n
+            options = {"reset_mask": mask}
+            venv.reset(seed=seeds, options=options)
+            assert "reset_mask" in options  # the caller's dict is not emptied
+            for i in np.flatnonzero(mask):
+                refs[i].reset(seed=seeds[i])
+                ended[i] = False
+        elif cut_at is not None and t == cut_at:
+            only_first = np.arange(n) == 0
+            venv.reset(seed=[77] + [None] * (n - 1), options={"reset_mask": only_first})
+            refs[0].reset(seed=77)
+            ended[0] = False
+    venv.close()
+    for r in refs:
+        r.close()
+
+
+def assert_field_equal(a: Any, b: Any) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(a) == sorted(b)  # key order is not compared
+        for k in a:
+            assert_field_equal(a[k], b[k])
+    elif isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_field_equal(x, y)
+    else:
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+
+
+def episodes_by_subenv(directory: Path, n: int) -> list[list[gym_recording.Episode]]:
+    with gym_recording.load(directory) as rec:
+        index = {m.writer: m.metadata["vector_env"]["index"] for m in rec.writers}
+        assert sorted(index.values()) == list(range(n))
+        out: list[list[gym_recording.Episode]] = [[] for _ in range(n)]
+        for ep in rec:
+            out[index[ep.writer]].append(ep)
+    return out
+
+
+def assert_same_episodes(directory: Path, ref_dirs: list[Path], *, infos: bool = False) -> int:
+    """Each sub-env's episodes equal its replica's; returns the number of episodes."""
+    got = episodes_by_subenv(directory, len(ref_dirs))
+    total = 0
+    for i, ref_dir in enumerate(ref_dirs):
+        with gym_recording.load(ref_dir) as ref:
+            want = list(ref)
+        assert len(got[i]) == len(want), f"sub-env {i}"
+        for g, w in zip(got[i], want, strict=True):
+            assert_field_equal(g.observations, w.observations)
+            assert_field_equal(g.actions, w.actions)
+            assert_field_equal(g.rewards, w.rewards)
+            assert (g.terminated, g.truncated, g.seed) == (w.terminated, w.truncated, w.seed)
+            if infos:
+                assert g.infos is not None and w.infos is not None
+                assert [(d["t"], d["tag"]) for d in g.infos] == [
+                    (d["t"], d["tag"]) for d in w.infos
+                ]
+        total += len(want)
+    return total
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "make_env", [make_cartpole, make_dict_env], ids=["cartpole_box", "dict_tuple"]
+)
+def test_sync_vector_episodes_equal_subenvs_alone(
+    tmp_path: Path, mode: AutoresetMode, make_env: Callable[[], gymnasium.Env[Any, Any]]
+) -> None:
+    """Sync vector env: every sub-env's recorded episodes equal the same env recorded alone."""
+    n = 3
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([make_env] * n, autoreset_mode=mode), str(tmp_path / "vec")
+    )
+    assert venv.autoreset_mode == mode
+    refs = [tmp_path / f"ref{i}" for i in range(n)]
+    drive(venv, make_env, refs, mode, steps=60, seed=5, cut_at=17)
+    total = assert_same_episodes(tmp_path / "vec", refs)
+    assert total >= 3 * n  # several episodes per sub-env, ended in every way
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+def test_async_vector_episodes_equal_subenvs_alone(tmp_path: Path, mode: AutoresetMode) -> None:
+    """Async vector env (subprocesses): the same equality, with Dict/Tuple spaces and infos."""
+    n = 2
+    venv = TraceRecordingVectorWrapper(
+        AsyncVectorEnv([make_dict_env] * n, autoreset_mode=mode),
+        str(tmp_path / "vec"),
+        record_infos=True,
+    )
+    refs = [tmp_path / f"ref{i}" for i in range(n)]
+    drive(venv, make_dict_env, refs, mode, steps=40, seed=11, record_infos=True)
+    assert assert_same_episodes(tmp_path / "vec", refs, infos=True) >= 2 * n
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+def test_sync_infos_per_subenv(tmp_path: Path, mode: AutoresetMode) -> None:
+    """With record_infos, each episode has its reset info then one info per step, unbatched."""
+    n = 2
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([make_dict_env] * n, autoreset_mode=mode),
+        str(tmp_path / "vec"),
+        record_infos=True,
+    )
+    refs = [tmp_path / f"ref{i}" for i in range(n)]
+    drive(venv, make_dict_env, refs, mode, steps=30, seed=3, record_infos=True)
+    assert_same_episodes(tmp_path / "vec", refs, infos=True)
+
+
+def test_no_reset_observation_recorded_as_transition(tmp_path: Path) -> None:
+    """NEXT_STEP: the reset step's zero reward never appears; every step's obs follows its own."""
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([make_cartpole] * 2), str(tmp_path / "vec"), batch_bytes=500
+    )
+    venv.reset(seed=0)
+    for _ in range(80):
+        venv.step(np.array([1, 1]))  # pushing right ends episodes quickly
+    venv.close()
+    with gym_recording.load(tmp_path / "vec") as rec:
+        assert len(rec) >= 4
+        for ep in rec:
+            # CartPole pays 1.0 for every real step; a recorded reset step would pay 0.0
+            assert ep.rewards.tolist() == [1.0] * ep.length
+            assert ep.observations.shape == (ep.length + 1, 4)
+            # observations follow the dynamics: x moves by about tau * x_dot each step
+            x, x_dot = ep.observations[:, 0], ep.observations[:, 1]
+            np.testing.assert_allclose(x[1:], x[:-1] + 0.02 * x_dot[:-1], atol=1e-5)
+    for eps in episodes_by_subenv(tmp_path / "vec", 2):
+        assert all(ep.terminated or ep.truncated for ep in eps[:-1])
+        assert not (eps[-1].terminated or eps[-1].truncated)  # cut by close()
+
+
+def test_seeds_per_subenv_and_metadata(tmp_path: Path) -> None:
+    """reset(seed=s) records s + i for sub-env i, a list records its items, autoresets none."""
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([make_cartpole] * 3),
+        str(tmp_path),
+        metadata={"run": "seeds"},
+    )
+    venv.reset(seed=10)
+    venv.step(venv.action_space.sample())
+    venv.reset(seed=[1, None, 3], options={"level": 2})
+    venv.step(venv.action_space.sample())
+    venv.close()
+    got = episodes_by_subenv(tmp_path, 3)
+    assert [[ep.seed for ep in eps] for eps in got] == [[10, 1], [11, None], [12, 3]]
+    assert [eps[1].options for eps in got] == [{"level": 2}] * 3
+    with gym_recording.load(tmp_path) as rec:
+        assert rec.env_id == "CartPole-v1"
+        for m in rec.writers:
+            assert m.metadata["run"] == "seeds"
+            assert m.metadata["vector_env"]["num_envs"] == 3
+            assert m.metadata["vector_env"]["autoreset_mode"] == "NextStep"
+
+
+def test_partial_reset_leaves_caller_options_intact(tmp_path: Path) -> None:
+    """The reset_mask the caller passes stays in its dict, and only masked sub-envs restart."""
+    venv = TraceRecordingVectorWrapper(SyncVectorEnv([make_cartpole] * 2), str(tmp_path))
+    venv.reset(seed=0)
+    venv.step(np.array([0, 0]))
+    options = {"reset_mask": np.array([False, True])}
+    venv.reset(options=options)
+    assert options["reset_mask"].tolist() == [False, True]
+    venv.step(np.array([0, 0]))
+    venv.close()
+    got = episodes_by_subenv(tmp_path, 2)
+    assert [[ep.length for ep in eps] for eps in got] == [[2], [1, 1]]
+    assert got[1][1].options is None
+
+
+def test_episode_trigger_per_subenv(tmp_path: Path) -> None:
+    """episode_trigger is called with each sub-env's own episode index."""
+    calls: list[int] = []
+
+    def trigger(k: int) -> bool:
+        calls.append(k)
+        return k % 2 == 1
+
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([make_cartpole] * 2, autoreset_mode=AutoresetMode.SAME_STEP),
+        str(tmp_path),
+        episode_trigger=trigger,
+    )
+    venv.reset(seed=1)
+    for _ in range(60):
+        venv.step(np.array([1, 0]))
+    venv.close()
+    got = episodes_by_subenv(tmp_path, 2)
+    assert all(len(eps) >= 1 for eps in got)
+    assert sorted(set(calls)) == list(range(max(calls) + 1))
+    assert all(ep.seed is None for eps in got for ep in eps)  # episode 0 (seeded) skipped
+
+
+def test_default_directory_and_repr(tmp_path: Path) -> None:
+    """Without a directory the sub-envs share one fresh temporary directory."""
+    with TraceRecordingVectorWrapper(SyncVectorEnv([make_cartpole] * 2)) as venv:
+        venv.reset(seed=0)
+        venv.step(np.array([0, 1]))
+        assert "TraceRecordingVectorWrapper" in repr(venv)
+    assert {r.directory for r in venv.recordings} == {venv.directory}
+    with gym_recording.load(venv.directory) as rec:
+        assert len(rec) == 2
+
+
+def test_same_step_without_final_obs_is_an_error(tmp_path: Path) -> None:
+    """A vector env that claims SAME_STEP but drops final_obs is refused, not recorded wrong."""
+
+    class Broken(gymnasium.vector.VectorWrapper):  # type: ignore[type-arg]
+        def step(self, actions: Any) -> Any:
+            obs, rew, term, trunc, info = self.env.step(actions)
+            info.pop("final_obs", None)
+            info.pop("_final_obs", None)
+            return obs, rew, term, trunc, info
+
+    venv = TraceRecordingVectorWrapper(
+        Broken(SyncVectorEnv([make_cartpole], autoreset_mode=AutoresetMode.SAME_STEP)),
+        str(tmp_path),
+    )
+    venv.reset(seed=0)
+    with pytest.raises(RuntimeError, match="final_obs"):
+        for _ in range(100):
+            venv.step(np.array([1]))
+    venv.close()

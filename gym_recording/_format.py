@@ -8,13 +8,14 @@ callable that returns a blob's bytes.
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -27,7 +28,10 @@ __all__ = [
     "FORMAT_VERSION",
     "MANIFEST_RE",
     "MAX_BATCH_JSON_BYTES",
+    "MAX_DECODED_BYTES",
+    "MAX_JSON_DEPTH",
     "MAX_MANIFEST_BYTES",
+    "MAX_NDIM",
     "MAX_NESTING",
     "BatchEntry",
     "BlobBuilder",
@@ -38,6 +42,8 @@ __all__ = [
     "Manifest",
     "PerStep",
     "batch_names",
+    "check_batch_entry",
+    "check_json_depth",
     "decode_batch_episodes",
     "decode_episode",
     "decode_field",
@@ -49,6 +55,7 @@ __all__ = [
     "field_length",
     "manifest_name",
     "parse_json",
+    "parse_manifest",
     "snapshot",
 ]
 
@@ -57,18 +64,44 @@ FORMAT_VERSION = "2.0"
 _KNOWN_MAJOR = 2
 
 #: ``openaigym.trace.<writer-id>.manifest.json``; group 1 is the writer id.
-MANIFEST_RE = re.compile(r"^openaigym\.trace\.([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\.manifest\.json$")
+MANIFEST_RE = re.compile(
+    r"^openaigym\.trace\.([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\.manifest\.json$"
+)
 
 #: Array dtypes that may be stored in a blob (FORMAT.md §6.1), little-endian.
 ALLOWED_DTYPES: frozenset[str] = frozenset(
-    "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 "
-    "float16 float32 float64 complex64 complex128".split()
+    [
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    ]
 )
 
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_BATCH_JSON_BYTES = 512 * 1024 * 1024
 #: How deeply values may nest (JSON containers plus ``__type`` wrappers).
 MAX_NESTING = 100
+#: How deeply a manifest's JSON may nest (its metadata and spec reach users as they are).
+MAX_JSON_DEPTH = 512
+#: The most dimensions an array may have.
+MAX_NDIM = 32
+#: Bytes that decoding one episode object may allocate for arrays built from JSON values
+#: (``jsonarray``); arrays from blobs are zero-copy views and cost nothing here.
+MAX_DECODED_BYTES = 256 * 1024 * 1024
+_INTP_MAX = 2**63 - 1
+#: numpy kinds a ``jsonarray`` may have: numbers, strings, bytes, dates, and plain objects.
+_JSONARRAY_KINDS = frozenset("biufcUSMmO")
 
 
 def manifest_name(prefix: str) -> str:
@@ -92,15 +125,15 @@ def dumps(obj: Any) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 
-class PerStep(list):  # type: ignore[type-arg]
+class PerStep(list[Any]):
     """A field stored as a JSON list of per-step values (FORMAT.md §5)."""
 
 
-class FieldDict(dict):  # type: ignore[type-arg]
+class FieldDict(dict[str, Any]):
     """A Dict-space field: a mapping of key to field, stored leaf by leaf."""
 
 
-class FieldTuple(tuple):  # type: ignore[type-arg]
+class FieldTuple(tuple[Any, ...]):
     """A Tuple-space field: a tuple of fields, stored leaf by leaf."""
 
 
@@ -129,7 +162,7 @@ class BlobBuilder:
         if nbytes:
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
-            self.chunks.append(memoryview(arr).cast("B"))
+            self.chunks.append(memoryview(arr.data).cast("B"))
             self.size += nbytes
         return {
             "__type": "ndarray",
@@ -271,9 +304,7 @@ class EpisodeRecord:
     steps: int = 0
 
 
-def encode_batch(
-    episodes: list[EpisodeRecord], bin_name: str
-) -> tuple[bytes, list[Any], int]:
+def encode_batch(episodes: list[EpisodeRecord], bin_name: str) -> tuple[bytes, list[Any], int]:
     """Encode a batch: returns the batch JSON bytes, the blob's chunks and the blob's size.
 
     Per episode, the arrays are laid out actions, observations, rewards (the original's order).
@@ -309,19 +340,71 @@ def encode_batch(
 # --------------------------------------------------------------------------------------------
 
 
-def parse_json(data: bytes, path: str) -> Any:
-    """Parse a JSON file's bytes, turning every failure into a :class:`TraceFormatError`."""
+def _brief(x: Any) -> str:
+    """Describe an untrusted value for a message: short, never deep, never a huge number."""
+    if x is None or isinstance(x, (bool, float)):
+        return repr(x)
+    if isinstance(x, int):
+        return repr(x) if -(10**30) < x < 10**30 else f"an integer of {x.bit_length()} bits"
+    if isinstance(x, str):
+        return repr(x[:60]) + ("..." if len(x) > 60 else "")
+    if isinstance(x, list):
+        if len(x) <= 8 and not any(isinstance(i, (list, dict)) for i in x):
+            return "[" + ", ".join(_brief(i) for i in x) + "]"
+        return f"a list of {len(x)} items"
+    if isinstance(x, dict):
+        return f"an object of {len(x)} keys"
+    return type(x).__name__
+
+
+def _refuse_constant(token: str) -> Any:
+    msg = f"the token {token} is not strict JSON (version 2 files are strict, FORMAT.md §2)"
+    raise ValueError(msg)
+
+
+def parse_json(data: bytes, path: str, *, strict: bool = False) -> Any:
+    """Parse a JSON file's bytes, turning every failure into a :class:`TraceFormatError`.
+
+    JSON nested deeper than Python's recursion limit is refused (never a RecursionError);
+    callers bound the size with the storage's ``max_size`` before reading. With ``strict``,
+    the non-standard tokens ``NaN``/``Infinity`` are refused (version 2 files, §2).
+    """
     try:
+        if strict:
+            return json.loads(data, parse_constant=_refuse_constant)
         return json.loads(data)
     except RecursionError:
         msg = "JSON nests too deeply to be a trace file"
         raise TraceFormatError(msg, path) from None
+    except MemoryError:
+        msg = "JSON is too large to parse in memory"
+        raise TraceFormatError(msg, path) from None
     except (ValueError, UnicodeDecodeError) as exc:
-        msg = f"expected a JSON document, but it does not parse: {exc}"
+        msg = f"expected a JSON document, but it does not parse: {str(exc)[:200]}"
         raise TraceFormatError(msg, path) from None
 
 
-def _is_int(x: Any) -> bool:
+def check_json_depth(obj: Any, path: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse parsed JSON whose lists and objects nest deeper than ``limit`` (no recursion).
+
+    Raises:
+        TraceFormatError: ``obj`` nests too deeply.
+    """
+    if type(obj) is not list and type(obj) is not dict:
+        return
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v, d = pop()
+        if d > limit:
+            msg = f"JSON nests deeper than {limit} levels"
+            raise TraceFormatError(msg, path)
+        for c in v.values() if type(v) is dict else v:
+            if type(c) is list or type(c) is dict:
+                push((c, d + 1))
+
+
+def _is_int(x: Any) -> TypeGuard[int]:
     return type(x) is int
 
 
@@ -334,6 +417,8 @@ class BatchEntry:
     fn: str
     steps: int | None = None
     continues: bool = False
+    bin: str | None = None
+    bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -352,7 +437,13 @@ class Manifest:
     metadata: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
     record_infos: bool = False
+    segment: int = 0
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def sort_key(self) -> tuple[str, str, int, str]:
+        """Readers order writers by creation, writer id, segment, then file name (§8)."""
+        return (self.created or "", self.writer, self.segment, self.name)
 
     @property
     def legacy(self) -> bool:
@@ -369,9 +460,14 @@ def decode_manifest(obj: Any, name: str, path: str) -> Manifest:
     if not isinstance(obj, dict):
         msg = f"expected a JSON object at the top of a manifest, got {type(obj).__name__}"
         raise TraceFormatError(msg, path)
+    check_json_depth(obj, path)
     version = obj.get("format_version", "1")
-    if not isinstance(version, str) or not re.fullmatch(r"\d+(\.\d+)*", version):
-        msg = f"expected format_version to be a string like '2.0', got {version!r}"
+    if (
+        not isinstance(version, str)
+        or len(version) > 20
+        or not re.fullmatch(r"\d+(\.\d+)*", version)
+    ):
+        msg = f"expected format_version to be a string like '2.0', got {_brief(version)}"
         raise TraceFormatError(msg, path)
     major = int(version.split(".")[0])
     if major > _KNOWN_MAJOR:
@@ -385,42 +481,77 @@ def decode_manifest(obj: Any, name: str, path: str) -> Manifest:
         msg = f"expected 'batches' to be a list, got {type(batches).__name__}"
         raise TraceFormatError(msg, path)
     entries = []
-    expect_first = None
+    expect_first = 0
+    seen: set[str] = set()
     for i, b in enumerate(batches):
         if not isinstance(b, dict):
             msg = f"batches[{i}]: expected an object, got {type(b).__name__}"
             raise TraceFormatError(msg, path)
         first, n, fn = b.get("first"), b.get("len"), b.get("fn")
         if not (_is_int(first) and first >= 0 and _is_int(n) and n >= 0):
-            msg = f"batches[{i}]: expected non-negative integers first and len, got {first!r}, {n!r}"
-            raise TraceFormatError(msg, path)
-        if expect_first is not None and first != expect_first:
             msg = (
-                f"batches[{i}]: expected first == {expect_first} (previous first + len), "
-                f"got {first}"
+                f"batches[{i}]: expected non-negative integers first and len, "
+                f"got {_brief(first)}, {_brief(n)}"
+            )
+            raise TraceFormatError(msg, path)
+        if first != expect_first:
+            msg = (
+                f"batches[{i}]: expected first == {expect_first} "
+                f"({'the first batch starts at 0' if i == 0 else 'previous first + len'}), "
+                f"got {_brief(first)}"
             )
             raise TraceFormatError(msg, path)
         expect_first = first + n
         if not is_plain_name(fn):
-            msg = f"batches[{i}]: expected 'fn' to be a plain file name in the directory, got {fn!r}"
+            msg = (
+                f"batches[{i}]: expected 'fn' to be a plain file name in the directory, "
+                f"got {_brief(fn)}"
+            )
             raise TraceFormatError(msg, path)
-        steps = b.get("steps")
+        if fn in seen:
+            msg = f"batches[{i}]: batch file {fn!r} is listed twice"
+            raise TraceFormatError(msg, path)
+        seen.add(fn)
+        bin_ = b.get("bin")
+        if bin_ is not None and not is_plain_name(bin_):
+            msg = (
+                f"batches[{i}]: expected 'bin' to be a plain file name in the directory, "
+                f"got {_brief(bin_)}"
+            )
+            raise TraceFormatError(msg, path)
+        steps, nbytes, continues = b.get("steps"), b.get("bytes"), b.get("continues", False)
+        for key, val in (("steps", steps), ("bytes", nbytes)):
+            if val is not None and not (_is_int(val) and val >= 0):
+                msg = f"batches[{i}]: expected {key!r} to be a non-negative int, got {_brief(val)}"
+                raise TraceFormatError(msg, path)
+        if not isinstance(continues, bool):
+            msg = f"batches[{i}]: expected 'continues' to be true or false, got {_brief(continues)}"
+            raise TraceFormatError(msg, path)
         entries.append(
             BatchEntry(
                 first=first,
                 len=n,
                 fn=fn,
-                steps=steps if _is_int(steps) else None,
-                continues=b.get("continues") is True,
+                steps=steps,
+                continues=continues,
+                bin=bin_,
+                bytes=nbytes,
             )
         )
     metadata = obj.get("metadata")
     versions = obj.get("versions")
     created = obj.get("created")
     env_id = obj.get("env_id")
+    writer = obj.get("writer")
+    if not (
+        isinstance(writer, str) and MANIFEST_RE.match(f"openaigym.trace.{writer}.manifest.json")
+    ):
+        writer = m.group(1)
+    segment = obj.get("segment", 0)
     return Manifest(
         name=name,
-        writer=m.group(1),
+        writer=writer,
+        segment=segment if _is_int(segment) and segment >= 0 else 0,
         version=version,
         batches=tuple(entries),
         created=created if isinstance(created, str) else None,
@@ -435,6 +566,20 @@ def decode_manifest(obj: Any, name: str, path: str) -> Manifest:
     )
 
 
+def parse_manifest(data: bytes, name: str, path: str) -> Manifest:
+    """Parse and validate a manifest file's bytes (FORMAT.md §2, §3, §9).
+
+    Version 1 manifests may hold ``NaN``/``Infinity`` tokens; later versions are strict JSON.
+
+    Raises:
+        TraceFormatError: the manifest breaks the format; the message names the file.
+    """
+    m = decode_manifest(parse_json(data, path), name, path)
+    if not m.legacy and (b"NaN" in data or b"Infinity" in data):
+        parse_json(data, path, strict=True)  # refuses the tokens, not the words in strings
+    return m
+
+
 class DecodeContext:
     """What decoding needs: the file being decoded and a way to get a blob's bytes.
 
@@ -447,6 +592,41 @@ class DecodeContext:
         self.path = path
         self._get_blob = get_blob
         self._blobs: dict[str, memoryview] = {}
+        #: Array references validated so far (for ``gym-recording verify``'s counts).
+        self.arrays = 0
+        # Per episode object: the byte spans of its arrays in each blob (sorted, disjoint),
+        # and the bytes allocated for arrays built from JSON.
+        self.spans: dict[str, list[tuple[int, int]]] = {}
+        self._decoded_bytes = 0
+
+    def begin_episode(self) -> None:
+        """Start decoding a new episode object: forget its predecessor's spans and budget."""
+        self.spans = {}
+        self._decoded_bytes = 0
+
+    def charge(self, nbytes: int, where: str) -> None:
+        """Account for ``nbytes`` about to be allocated; refuse past :data:`MAX_DECODED_BYTES`."""
+        self._decoded_bytes += nbytes
+        if self._decoded_bytes > MAX_DECODED_BYTES:
+            raise self.fail(
+                where,
+                f"the episode's JSON-encoded arrays need more than {MAX_DECODED_BYTES} bytes",
+            )
+
+    def _claim(self, fn: str, off: int, nbytes: int, where: str) -> None:
+        """Record the span of an array; refuse one that shares bytes with another array."""
+        spans = self.spans.setdefault(fn, [])
+        end = off + nbytes
+        if not spans or off >= spans[-1][1]:  # arrays come in file order: the common case
+            spans.append((off, end))
+            return
+        i = bisect.bisect_left(spans, (off, end))
+        if (i > 0 and spans[i - 1][1] > off) or (i < len(spans) and spans[i][0] < end):
+            raise self.fail(
+                where,
+                f"array bytes {off}..{end} of {fn} overlap another array of the same episode",
+            )
+        spans.insert(i, (off, end))
 
     def fail(self, where: str, problem: str) -> TraceFormatError:
         """An error naming this file, the place in it and the problem."""
@@ -460,7 +640,12 @@ class DecodeContext:
         return b
 
     def array(self, ref: dict[str, Any], where: str) -> np.ndarray:
-        """Validate an ndarray reference and return a read-only view of its bytes."""
+        """Validate an ndarray reference and return a read-only view of its bytes.
+
+        The name, dtype, shape, size and offset are all checked before the blob is opened,
+        and the offset and size against the blob's length before any byte is read
+        (FORMAT.md §6.1, §8). Within one episode object no two arrays may share bytes.
+        """
         shape, dtype, off, size, fn = (
             ref.get("shape"),
             ref.get("dtype"),
@@ -468,40 +653,65 @@ class DecodeContext:
             ref.get("size"),
             ref.get("npyfile"),
         )
-        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-            raise self.fail(where, f"expected shape to be a list of non-negative ints, got {shape!r}")
-        if len(shape) > 32:
-            raise self.fail(where, f"expected at most 32 dimensions, got {len(shape)}")
+        if (
+            not isinstance(shape, list)
+            or len(shape) > MAX_NDIM
+            or not all(_is_int(d) and 0 <= d <= _INTP_MAX for d in shape)
+        ):
+            raise self.fail(
+                where,
+                f"expected shape to be a list of at most {MAX_NDIM} non-negative ints, "
+                f"got {_brief(shape)}",
+            )
         if not isinstance(dtype, str) or dtype not in ALLOWED_DTYPES:
             raise self.fail(
-                where, f"expected dtype to be one of {sorted(ALLOWED_DTYPES)}, got {dtype!r}"
+                where, f"expected dtype to be one of {sorted(ALLOWED_DTYPES)}, got {_brief(dtype)}"
             )
-        if ref.get("order", "C") != "C":
-            raise self.fail(where, f"expected order 'C', got {ref.get('order')!r}")
+        order = ref.get("order", "C")
+        if order != "C":
+            raise self.fail(where, f"expected order 'C', got {_brief(order)}")
         if not is_plain_name(fn):
-            raise self.fail(where, f"expected npyfile to be a plain file name, got {fn!r}")
+            raise self.fail(where, f"expected npyfile to be a plain file name, got {_brief(fn)}")
         if not (_is_int(off) and off >= 0):
-            raise self.fail(where, f"expected npyoff to be a non-negative int, got {off!r}")
+            raise self.fail(where, f"expected npyoff to be a non-negative int, got {_brief(off)}")
+        if not (_is_int(size) and size >= 0):
+            raise self.fail(where, f"expected size to be a non-negative int, got {_brief(size)}")
         dt = np.dtype(dtype).newbyteorder("<")
-        count = math.prod(shape)
+        # The byte size, computed without ever forming a product beyond 2**63.
+        nonzero = 1
+        for d in shape:
+            if d:
+                nonzero *= d
+                if nonzero * dt.itemsize > _INTP_MAX:
+                    raise self.fail(
+                        where, f"shape {_brief(shape)} of {dtype} overflows: more than 2**63 bytes"
+                    )
+        count = 0 if 0 in shape else nonzero
         nbytes = count * dt.itemsize
         if size != nbytes:
             raise self.fail(
                 where,
-                f"size {size!r} does not equal prod(shape {shape}) * itemsize {dt.itemsize} "
-                f"= {nbytes}",
+                f"size {size} does not equal prod(shape {_brief(shape)}) * itemsize "
+                f"{dt.itemsize} = {nbytes}",
             )
         blob = self.blob(fn)
-        if off + nbytes > len(blob):
+        if off > len(blob) or off + nbytes > len(blob):
             raise self.fail(
                 where,
-                f"array bytes {off}..{off + nbytes} run past the end of {fn} "
+                f"array bytes {_brief(off)}..+{nbytes} run past the end of {fn} "
                 f"({len(blob)} bytes)",
             )
+        self.arrays += 1
         if count == 0:
-            arr = np.empty(shape, dtype=dt)
+            try:
+                arr = np.empty(shape, dtype=dt)
+            except (ValueError, OverflowError, MemoryError):
+                raise self.fail(
+                    where, f"cannot make an empty array of shape {_brief(shape)}"
+                ) from None
             arr.flags.writeable = False
             return arr
+        self._claim(fn, off, nbytes, where)
         arr = np.frombuffer(blob, dtype=dt, count=count, offset=off).reshape(shape)
         if arr.flags.writeable:  # a bytes-backed blob; keep the promise of read-only views
             arr.flags.writeable = False
@@ -524,27 +734,34 @@ def decode_value(v: Any, ctx: DecodeContext, where: str, _depth: int = 0) -> Any
     if t == "float":
         val = v.get("value")
         if val not in ("nan", "inf", "-inf"):
-            raise ctx.fail(where, f"expected a non-finite float 'nan', 'inf' or '-inf', got {val!r}")
+            raise ctx.fail(
+                where, f"expected a non-finite float 'nan', 'inf' or '-inf', got {_brief(val)}"
+            )
         return float(val)
     if t == "scalar":
         dt = v.get("dtype")
         if not isinstance(dt, str) or dt not in ALLOWED_DTYPES:
-            raise ctx.fail(where, f"expected a scalar dtype from the allow-list, got {dt!r}")
+            raise ctx.fail(where, f"expected a scalar dtype from the allow-list, got {_brief(dt)}")
         inner = decode_value(v.get("value"), ctx, where, _depth + 1)
+        if not isinstance(inner, (bool, int, float, complex)):
+            raise ctx.fail(where, f"expected a number for a {dt} scalar, got {_brief(inner)}")
         try:
             return np.dtype(dt).type(inner)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise ctx.fail(where, f"scalar {inner!r} is not a valid {dt}: {exc}") from None
+            raise ctx.fail(where, f"scalar {_brief(inner)} is not a valid {dt}: {exc}") from None
     if t == "complex":
         re_ = decode_value(v.get("real"), ctx, where, _depth + 1)
         im = decode_value(v.get("imag"), ctx, where, _depth + 1)
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (re_, im)):
             raise ctx.fail(where, "expected numbers for a complex value's real and imag")
-        return complex(re_, im)
+        try:
+            return complex(re_, im)
+        except OverflowError:
+            raise ctx.fail(where, "a complex value's real or imag is out of range") from None
     if t == "tuple":
         items = v.get("items")
         if not isinstance(items, list):
-            raise ctx.fail(where, f"expected a tuple's items to be a list, got {items!r:.60}")
+            raise ctx.fail(where, f"expected a tuple's items to be a list, got {_brief(items)}")
         return tuple(decode_value(x, ctx, where, _depth + 1) for x in items)
     if t == "mapping":
         items = v.get("items")
@@ -560,7 +777,7 @@ def decode_value(v: Any, ctx: DecodeContext, where: str, _depth: int = 0) -> Any
             try:
                 out[key] = decode_value(x, ctx, where, _depth + 1)
             except TypeError:
-                raise ctx.fail(where, f"mapping key {key!r:.60} is not hashable") from None
+                raise ctx.fail(where, f"mapping key {_brief(key)} is not hashable") from None
         return out
     if t == "bytes":
         data = v.get("base64")
@@ -569,25 +786,67 @@ def decode_value(v: Any, ctx: DecodeContext, where: str, _depth: int = 0) -> Any
         except ValueError:
             raise ctx.fail(where, "expected base64 data for bytes") from None
     if t == "jsonarray":
-        data = decode_value(v.get("data"), ctx, where, _depth + 1)
-        dt, shape = v.get("dtype"), v.get("shape")
-        if not isinstance(dt, str) or not isinstance(shape, list):
-            raise ctx.fail(where, "expected a jsonarray to have a dtype string and a shape list")
-        try:
-            npdt = np.dtype(dt)
-            if npdt.hasobject or npdt.kind in "USb?iufc":
-                arr = np.array(data, dtype=npdt)
-            else:
-                raise ValueError(f"dtype {dt!r} is not allowed")
-            return arr.reshape(shape)
-        except (TypeError, ValueError) as exc:
-            raise ctx.fail(where, f"bad jsonarray: {exc}") from None
+        return _decode_jsonarray(v, ctx, where, _depth)
     if t == "repr":
         r = v.get("repr")
         if not isinstance(r, str):
             raise ctx.fail(where, "expected a string in a repr value")
         return r
-    raise ctx.fail(where, f"unknown value type {t!r:.60}")
+    raise ctx.fail(where, f"unknown value type {_brief(t)}")
+
+
+def _decode_jsonarray(v: dict[str, Any], ctx: DecodeContext, where: str, depth: int) -> Any:
+    """Decode ``{"__type": "jsonarray"}``: an array of a dtype that has no blob form.
+
+    The dtype must be a plain numeric, string, bytes, date or object dtype (no structured or
+    void dtypes); the nested lists must match the shape exactly; the array's byte size is
+    charged to the episode's budget before it is allocated. An object array holds decoded
+    values (§6) only, placed element by element: nothing but JSON data reaches it.
+    """
+    dt, shape = v.get("dtype"), v.get("shape")
+    if not isinstance(dt, str) or len(dt) > 32:
+        raise ctx.fail(where, f"expected a jsonarray dtype string, got {_brief(dt)}")
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_NDIM
+        or not all(_is_int(d) and 0 <= d <= _INTP_MAX for d in shape)
+    ):
+        raise ctx.fail(
+            where,
+            f"expected a jsonarray shape of at most {MAX_NDIM} non-negative ints, "
+            f"got {_brief(shape)}",
+        )
+    try:
+        npdt = np.dtype(dt)
+    except Exception:  # numpy's dtype parser raises TypeError, ValueError, ...
+        raise ctx.fail(where, f"jsonarray dtype {_brief(dt)} is not a numpy dtype") from None
+    if npdt.kind not in _JSONARRAY_KINDS or npdt.fields is not None or npdt.subdtype is not None:
+        raise ctx.fail(where, f"jsonarray dtype {_brief(dt)} is not allowed")
+    # Walk the nested lists along the shape: exact lengths, no guessing by numpy.
+    level = [v.get("data")]
+    for n in shape:
+        nxt: list[Any] = []
+        for item in level:
+            if not isinstance(item, list) or len(item) != n:
+                raise ctx.fail(
+                    where, f"jsonarray data does not have the shape {_brief(shape)} it declares"
+                )
+            nxt.extend(item)
+        level = nxt
+    ctx.charge(len(level) * max(npdt.itemsize, 8), where)
+    values = [decode_value(x, ctx, where, depth + 1) for x in level]
+    try:
+        if npdt.kind == "O":
+            arr = np.empty(len(values), dtype=object)
+            for i, x in enumerate(values):
+                arr[i] = x
+        else:
+            if any(isinstance(x, (list, dict, tuple, np.ndarray)) for x in values):
+                raise ValueError("expected a scalar for every element")
+            arr = np.array(values, dtype=npdt)
+        return arr.reshape(shape)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ctx.fail(where, f"bad jsonarray of {_brief(dt)}: {str(exc)[:120]}") from None
 
 
 def _stack_if_uniform(values: list[Any]) -> Any:
@@ -618,9 +877,7 @@ def decode_field(v: Any, ctx: DecodeContext, where: str, _depth: int = 0) -> Any
             fields = v.get("fields")
             if not isinstance(fields, dict):
                 raise ctx.fail(where, "expected a dict field's 'fields' to be an object")
-            return {
-                k: decode_field(x, ctx, f"{where}.{k}", _depth + 1) for k, x in fields.items()
-            }
+            return {k: decode_field(x, ctx, f"{where}.{k}", _depth + 1) for k, x in fields.items()}
         if t == "tuple":
             fields = v.get("fields")
             if not isinstance(fields, list):
@@ -658,6 +915,7 @@ def decode_episode(obj: Any, ctx: DecodeContext, where: str) -> dict[str, Any]:
     """Decode and check one episode object; returns a dict of its decoded keys."""
     if not isinstance(obj, dict):
         raise ctx.fail(where, f"expected an episode object, got {type(obj).__name__}")
+    ctx.begin_episode()
     for key in ("observations", "actions", "rewards"):
         if key not in obj:
             raise ctx.fail(where, f"expected key {key!r} in the episode object")
@@ -667,7 +925,7 @@ def decode_episode(obj: Any, ctx: DecodeContext, where: str) -> dict[str, Any]:
     if isinstance(rew, list):
         try:
             rew = np.asarray(rew, dtype=np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ctx.fail(where, "expected rewards to be numbers") from None
     if not isinstance(rew, np.ndarray) or rew.ndim != 1 or rew.dtype.kind not in "biuf":
         raise ctx.fail(where, "expected rewards to be a 1-D numeric array")
@@ -683,15 +941,15 @@ def decode_episode(obj: Any, ctx: DecodeContext, where: str) -> dict[str, Any]:
     for key in ("terminated", "truncated", "continues"):
         val = obj.get(key, False)
         if not isinstance(val, bool):
-            raise ctx.fail(where, f"expected {key!r} to be true or false, got {val!r:.60}")
+            raise ctx.fail(where, f"expected {key!r} to be true or false, got {_brief(val)}")
         out[key] = val
     part = obj.get("part", 0)
     if not (_is_int(part) and part >= 0):
-        raise ctx.fail(where, f"expected 'part' to be a non-negative int, got {part!r:.60}")
+        raise ctx.fail(where, f"expected 'part' to be a non-negative int, got {_brief(part)}")
     out["part"] = part
     seed = obj.get("seed")
     if seed is not None and not _is_int(seed):
-        raise ctx.fail(where, f"expected 'seed' to be an int or null, got {seed!r:.60}")
+        raise ctx.fail(where, f"expected 'seed' to be an int or null, got {_brief(seed)}")
     out["seed"] = seed
     out["options"] = decode_value(obj.get("options"), ctx, f"{where}.options")
     infos = obj.get("infos")
@@ -702,7 +960,10 @@ def decode_episode(obj: Any, ctx: DecodeContext, where: str) -> dict[str, Any]:
     out["infos"] = infos
     for key in ("started_at", "ended_at"):
         t = obj.get(key)
-        out[key] = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+        try:
+            out[key] = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+        except OverflowError:
+            raise ctx.fail(where, f"expected {key!r} to be a unix time, got {_brief(t)}") from None
     return out
 
 
@@ -716,3 +977,51 @@ def decode_batch_episodes(obj: Any, entry: BatchEntry, path: str) -> list[Any]:
         msg = f"the manifest lists {entry.len} episodes for this batch, but it holds {len(eps)}"
         raise TraceFormatError(msg, path)
     return eps
+
+
+def _batch_steps(objs: list[Any]) -> int | None:
+    """The steps of a batch's episode objects, from their rewards' shapes (None if unclear)."""
+    total = 0
+    for o in objs:
+        r = o.get("rewards") if isinstance(o, dict) else None
+        if isinstance(r, list):
+            total += len(r)
+            continue
+        shape = r.get("shape") if isinstance(r, dict) and r.get("__type") == "ndarray" else None
+        if shape == [1, 0]:  # version 1's zero-step episode
+            continue
+        if isinstance(shape, list) and len(shape) == 1 and _is_int(shape[0]):
+            total += shape[0]
+            continue
+        return None
+    return total
+
+
+def check_batch_entry(
+    entry: BatchEntry, objs: list[Any], json_size: int, ctx: DecodeContext
+) -> None:
+    """Check a batch against its manifest entry's ``steps`` and ``bytes``, when present.
+
+    Args:
+        entry: The manifest's entry for the batch.
+        objs: The batch's episode objects (from :func:`decode_batch_episodes`).
+        json_size: The size of the batch JSON file in bytes.
+        ctx: The batch's decoding context, to reach the blob named by ``entry.bin``.
+
+    Raises:
+        TraceFormatError: the batch holds another number of steps, or the batch JSON and
+            its blob another number of bytes, than the manifest says.
+    """
+    if entry.steps is not None:
+        steps = _batch_steps(objs)
+        if steps is not None and steps != entry.steps:
+            msg = f"the manifest lists {entry.steps} steps for this batch, but it holds {steps}"
+            raise TraceFormatError(msg, ctx.path)
+    if entry.bytes is not None and entry.bin is not None:
+        size = json_size + len(ctx.blob(entry.bin))
+        if size != entry.bytes:
+            msg = (
+                f"the manifest gives {entry.bytes} bytes for this batch and its blob "
+                f"{entry.bin}, but they hold {size} bytes (a truncated or altered file)"
+            )
+            raise TraceFormatError(msg, ctx.path)

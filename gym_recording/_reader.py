@@ -45,6 +45,8 @@ class Episode:
         writer: The id of the writer that recorded it.
         started_at: Unix time of the reset, if recorded.
         ended_at: Unix time the episode ended, if recorded.
+        env_id: The id of the environment its writer recorded, if known (used by
+            :meth:`replay`).
 
     Example:
         >>> import numpy as np
@@ -65,6 +67,7 @@ class Episode:
     writer: str = ""
     started_at: float | None = None
     ended_at: float | None = None
+    env_id: str | None = None
 
     @property
     def length(self) -> int:
@@ -81,6 +84,180 @@ class Episode:
         return (
             f"<Episode {self.index} writer={self.writer} length={self.length} "
             f"return={self.total_reward:g} {flags}>"
+        )
+
+    # ---------------------------------------------------------------- notebook helpers
+
+    def _repr_html_(self) -> str:
+        """A compact HTML table for Jupyter: the episode's facts and its first steps."""
+        from gym_recording import _notebook
+
+        return _notebook.episode_html(self)
+
+    def to_pandas(self, *, next_obs: bool = False, max_columns: int = 16) -> Any:
+        """The episode as a pandas DataFrame, one row per step (needs the ``notebook`` extra).
+
+        Columns: ``step``, the observation before the step (``obs``), the ``action``, the
+        ``reward``, ``terminated`` and ``truncated`` (true only on the last step), and with
+        ``next_obs=True`` the observation after the step. A scalar becomes one column; an
+        array of at most ``max_columns`` components one column per component (``obs_0``,
+        ``obs_1``...); a larger array (an image) an object column of per-step arrays. Dict and
+        tuple observations are named by key: ``obs.position_0``, ``obs.1``.
+
+        Args:
+            next_obs: Also add the observation each step led to.
+            max_columns: The most components an array may have to be split into columns.
+
+        Returns:
+            A ``pandas.DataFrame`` of ``length`` rows.
+
+        Example:
+            >>> import numpy as np
+            >>> ep = Episode(np.arange(6.0).reshape(3, 2), np.array([0, 1]), np.array([1.0, 2.0]))
+            >>> ep.to_pandas().columns.tolist()
+            ['step', 'obs_0', 'obs_1', 'action', 'reward', 'terminated', 'truncated']
+        """
+        from gym_recording import _notebook
+
+        return _notebook.episode_to_pandas(self, next_obs=next_obs, max_columns=max_columns)
+
+    def plot(self, *, max_dims: int = 8) -> Any:
+        """Plot rewards, actions and low-dimensional observations against the step.
+
+        Needs the ``notebook`` extra (matplotlib). One panel for the rewards (and the return so
+        far), one for the actions, and one per numeric observation leaf, showing at most
+        ``max_dims`` components each. Image observations are left to :meth:`show`.
+
+        Args:
+            max_dims: The most components of one array to draw.
+
+        Returns:
+            A numpy array of the matplotlib ``Axes``, top to bottom (``axes[0].figure`` is
+            the figure).
+
+        Example:
+            >>> axes = rec[0].plot()  # doctest: +SKIP
+        """
+        from gym_recording import _notebook
+
+        return _notebook.episode_plot(self, max_dims=max_dims)
+
+    def frames(self, key: str | None = None) -> np.ndarray:
+        """The image observations as one uint8 array ``[length + 1, H, W, C]``.
+
+        Images are uint8 observations of shape ``[H, W, C]`` (C is 1, 3 or 4) or ``[H, W]``
+        (returned with ``C = 1``). For Dict/Tuple observations the image leaf is chosen by
+        ``key`` (``"pixels"``, or ``"1"`` for a tuple's second member), else one named pixels,
+        image, rgb, frame or render, else the first.
+
+        Args:
+            key: The dotted name of the image leaf of a Dict/Tuple observation.
+
+        Returns:
+            The frames, reset observation first.
+
+        Raises:
+            NoFramesError: The observations hold no image (use :meth:`replay`).
+
+        Example:
+            >>> import numpy as np
+            >>> ep = Episode(np.zeros((3, 8, 8, 3), np.uint8), np.array([0, 1]), np.zeros(2))
+            >>> ep.frames().shape
+            (3, 8, 8, 3)
+        """
+        from gym_recording import _notebook
+
+        return _notebook.episode_frames(self, key)
+
+    def show(
+        self,
+        *,
+        fps: float = 30,
+        max_frames: int = 300,
+        key: str | None = None,
+        replay: bool = False,
+        env_id: str | None = None,
+    ) -> Any:
+        """An inline animation of the episode's frames, with a step slider and play buttons.
+
+        Needs the ``notebook`` extra (matplotlib). The frames are :meth:`frames`; for
+        observations that are not images, ``replay=True`` renders them by :meth:`replay`.
+        The returned object displays itself in Jupyter (it has ``_repr_html_``) and can be
+        saved as an HTML page with ``.save(path)``.
+
+        Args:
+            fps: Frames per second when playing.
+            max_frames: Longer episodes are shown at this many evenly spaced steps.
+            key: The image leaf of a Dict/Tuple observation (see :meth:`frames`).
+            replay: Replay the episode through its environment if it has no image observations.
+            env_id: The environment to replay (default: the recorded one).
+
+        Returns:
+            An ``Animation`` holding self-contained HTML and JavaScript.
+
+        Raises:
+            NoFramesError: No image observations and ``replay`` is false.
+
+        Example:
+            >>> rec[0].show(fps=15)  # doctest: +SKIP
+        """
+        from gym_recording import _notebook
+
+        return _notebook.episode_show(
+            self, fps=fps, max_frames=max_frames, key=key, replay=replay, env_id=env_id
+        )
+
+    def replay(
+        self,
+        env_id: str | None = None,
+        *,
+        env_kwargs: dict[str, Any] | None = None,
+        render: bool = True,
+        rtol: float = 1e-5,
+        atol: float = 1e-6,
+    ) -> Any:
+        """Replay the recorded actions through the environment, render it, and compare.
+
+        Makes ``env_id`` (default: the recorded env) with ``render_mode="rgb_array"``, resets
+        it with the recorded seed and options, steps it with the recorded actions and collects
+        a rendered frame after the reset and after each step. Every replayed observation and
+        reward is compared with the recorded one (numbers within ``rtol``/``atol``); if they
+        differ, or the replay ends early, the result says at which step and a
+        ``ReplayMismatchWarning`` is issued. Episodes recorded without a seed rarely reproduce.
+
+        Args:
+            env_id: The environment to make; default the one recorded with the episode.
+            env_kwargs: Extra keyword arguments for ``gymnasium.make``.
+            render: Render frames (needs the env's rgb_array support, e.g. pygame for the
+                classic-control envs); ``False`` only checks the observations.
+            rtol: Relative tolerance for numeric observations.
+            atol: Absolute tolerance for numeric observations.
+
+        Returns:
+            A ``ReplayResult`` with ``frames`` (``[length + 1, H, W, C]`` uint8 or ``None``),
+            ``reproduced``, ``first_mismatch``, ``message`` and ``show()``.
+
+        Raises:
+            RecordingError: The environment is unknown, cannot be made or cannot render.
+
+        Example:
+            >>> import tempfile, gymnasium as gym, gym_recording
+            >>> from gym_recording.wrappers import TraceRecordingWrapper
+            >>> d = tempfile.mkdtemp()
+            >>> with TraceRecordingWrapper(gym.make("CartPole-v1"), d) as env:
+            ...     _ = env.reset(seed=3)
+            ...     _ = env.step(1)
+            >>> result = gym_recording.load(d)[0].replay(render=False)
+            >>> result.reproduced, result.first_mismatch
+            (True, None)
+
+            With ``render=True`` (the default), ``result.frames`` holds the rendered frames
+            and ``result.show()`` animates them.
+        """
+        from gym_recording import _notebook
+
+        return _notebook.episode_replay(
+            self, env_id, env_kwargs=env_kwargs, render=render, rtol=rtol, atol=atol
         )
 
 
@@ -105,9 +282,7 @@ def _concat(parts: list[Any], drop_first: bool) -> Any:
         isinstance(p, dict) and p.keys() == head.keys() for p in rest
     ):
         return {k: _concat([head[k]] + [p[k] for p in rest], False) for k in head}
-    if isinstance(head, tuple) and all(
-        isinstance(p, tuple) and len(p) == len(head) for p in rest
-    ):
+    if isinstance(head, tuple) and all(isinstance(p, tuple) and len(p) == len(head) for p in rest):
         return tuple(_concat([head[i]] + [p[i] for p in rest], False) for i in range(len(head)))
     out_list: list[Any] = []
     for p in [head, *rest]:
@@ -125,12 +300,14 @@ def _drop_first(f: Any) -> Any:
 
 def _steps(f: Any) -> list[Any]:
     """A field as a list of per-step values."""
-    if isinstance(f, np.ndarray) or isinstance(f, list):
+    if isinstance(f, (np.ndarray, list)):
         return list(f)
     n = _format.field_length(f) or 0
     if isinstance(f, dict):
-        return [{k: _steps(v)[i] for k, v in f.items()} for i in range(n)]
-    return [tuple(_steps(v)[i] for v in f) for i in range(n)]
+        cols = {k: _steps(v) for k, v in f.items()}
+        return [{k: c[i] for k, c in cols.items()} for i in range(n)]
+    tcols = [_steps(v) for v in f]
+    return [tuple(c[i] for c in tcols) for i in range(n)]
 
 
 class Recording(Sequence[Episode]):
@@ -140,7 +317,9 @@ class Recording(Sequence[Episode]):
     valid after :meth:`close`.
 
     Args:
-        directory: The recording directory.
+        directory: The recording directory, or an fsspec URL (``"s3://bucket/run1"``).
+        storage_options: For a URL, options for its filesystem (``{"endpoint_url": ...}``);
+            by default the standard configuration applies. Ignored for local paths.
 
     Raises:
         TraceFormatError: a manifest is damaged or the directory is missing.
@@ -157,9 +336,13 @@ class Recording(Sequence[Episode]):
         (1, (2, 4), 1)
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None
+    ) -> None:
         self.directory = os.fspath(directory)
-        self._storage: Storage = open_storage(self.directory, create=False)
+        self._storage: Storage = open_storage(
+            self.directory, create=False, storage_options=storage_options
+        )
         self._cache: OrderedDict[tuple[int, int], tuple[list[Any], _format.DecodeContext]] = (
             OrderedDict()
         )
@@ -177,15 +360,18 @@ class Recording(Sequence[Episode]):
                 continue
             path = os.path.join(self.directory, name)
             data = self._storage.read_bytes(name, _format.MAX_MANIFEST_BYTES)
-            manifests.append(
-                _format.decode_manifest(_format.parse_json(data, path), name, path)
-            )
-        manifests.sort(key=lambda m: (m.created or "", m.name))
+            manifests.append(_format.parse_manifest(data, name, path))
+        manifests.sort(key=lambda m: m.sort_key)
         writers, cum = [], [0]
+        listed_by: dict[str, str] = {}
         for m in manifests:
             starts, first_obj = [], []
             prev_continues = False
             for b in m.batches:
+                other = listed_by.setdefault(b.fn, m.name)
+                if other != m.name:  # its episodes would be read twice
+                    msg = f"batch {b.fn} is also listed by {other}"
+                    raise TraceFormatError(msg, os.path.join(self.directory, m.name))
                 skip = 1 if prev_continues else 0
                 if b.len < skip or (b.continues and b.len < 1):
                     msg = f"batch {b.fn} is listed as continuing an episode but holds no episode"
@@ -194,8 +380,12 @@ class Recording(Sequence[Episode]):
                 first_obj.append(skip)
                 prev_continues = b.continues
             if prev_continues and m.batches:
-                # The last part of an episode is not written yet: hide the unfinished episode.
-                starts[-1] -= 1
+                # The last part of an episode is not written yet: hide the unfinished episode,
+                # which starts in the last batch where any episode starts.
+                k = len(starts) - 1
+                while k > 0 and starts[k] == 0:
+                    k -= 1
+                starts[k] -= 1
             writers.append(_Writer(m, tuple(starts), tuple(first_obj)))
             cum.append(cum[-1] + sum(starts))
         self._writers, self._cum = writers, cum
@@ -285,8 +475,10 @@ class Recording(Sequence[Episode]):
         entry = writer.manifest.batches[b]
         path = os.path.join(self.directory, entry.fn)
         data = self._storage.read_bytes(entry.fn, _format.MAX_BATCH_JSON_BYTES)
-        objs = _format.decode_batch_episodes(_format.parse_json(data, path), entry, path)
+        parsed = _format.parse_json(data, path, strict=not writer.manifest.legacy)
+        objs = _format.decode_batch_episodes(parsed, entry, path)
         ctx = _format.DecodeContext(path, self._storage.map)
+        _format.check_batch_entry(entry, objs, len(data), ctx)
         self._cache[key] = (objs, ctx)
         while len(self._cache) > _BATCH_CACHE:
             self._cache.popitem(last=False)
@@ -294,7 +486,25 @@ class Recording(Sequence[Episode]):
 
     def _decoded(self, w: int, b: int, j: int) -> dict[str, Any]:
         objs, ctx = self._batch(w, b)
-        return _format.decode_episode(objs[j], ctx, f"episodes[{j}]")
+        ep = _format.decode_episode(objs[j], ctx, f"episodes[{j}]")
+        # Only a batch's last episode object may continue, exactly when the manifest says so:
+        # otherwise parts would be joined wrongly, read twice or skipped.
+        last = j == len(objs) - 1
+        if ep["continues"] != (last and self._writers[w].manifest.batches[b].continues):
+            if not ep["continues"]:
+                msg = (
+                    f"episodes[{j}] does not continue, but the manifest lists this batch as "
+                    "continuing an episode in the next batch"
+                )
+            elif not last:
+                msg = f"episodes[{j}] continues, but only a batch's last episode may continue"
+            else:
+                msg = (
+                    f"episodes[{j}] continues, but the manifest does not list this batch as "
+                    "continuing"
+                )
+            raise TraceFormatError(msg, ctx.path)
+        return ep
 
     def _episode(self, idx: int, w: int, b: int, j: int) -> Episode:
         writer = self._writers[w]
@@ -326,14 +536,19 @@ class Recording(Sequence[Episode]):
                 first["infos"],
             )
         else:
-            obs = _concat([p["observations"] for p in parts], drop_first=True)
-            acts = _concat([p["actions"] for p in parts], drop_first=False)
-            rew = _concat([p["rewards"] for p in parts], drop_first=False)
-            infos = (
-                None
-                if any(p["infos"] is None for p in parts)
-                else _concat([p["infos"] for p in parts], drop_first=True)
-            )
+            try:
+                obs = _concat([p["observations"] for p in parts], drop_first=True)
+                acts = _concat([p["actions"] for p in parts], drop_first=False)
+                rew = _concat([p["rewards"] for p in parts], drop_first=False)
+                infos = (
+                    None
+                    if any(p["infos"] is None for p in parts)
+                    else _concat([p["infos"] for p in parts], drop_first=True)
+                )
+            except (ValueError, TypeError) as exc:  # e.g. parts of different array shapes
+                path = os.path.join(self.directory, writer.manifest.name)
+                msg = f"the {len(parts)} parts of episode {idx} do not join: {exc}"
+                raise TraceFormatError(msg, path) from None
         return Episode(
             observations=obs,
             actions=acts,
@@ -347,6 +562,7 @@ class Recording(Sequence[Episode]):
             writer=writer.manifest.writer,
             started_at=first["started_at"],
             ended_at=last["ended_at"],
+            env_id=writer.manifest.env_id,
         )
 
     # ---------------------------------------------------------------- lifetime
@@ -373,13 +589,101 @@ class Recording(Sequence[Episode]):
             f"{len(self._writers)} writer(s)>"
         )
 
+    # ---------------------------------------------------------------- notebook helpers
 
-def load(directory: str | os.PathLike[str]) -> Recording:
+    def _repr_html_(self) -> str:
+        """A compact HTML summary for Jupyter: counts from the manifests, the first episodes.
+
+        Cheap on any size of recording: it reads the manifests (already loaded) and only the
+        batches holding the first 10 episodes.
+        """
+        from gym_recording import _notebook
+
+        return _notebook.recording_html(self)
+
+    def summary(self) -> Any:
+        """One row per episode as a pandas DataFrame (needs the ``notebook`` extra).
+
+        Indexed by episode ``index``, with columns ``writer``, ``length``, ``total_reward``,
+        ``terminated``, ``truncated``, ``seed`` (nullable int) and, when the writer recorded
+        wall-clock times, ``started_at``/``ended_at`` (UTC timestamps) and ``duration``
+        (seconds). Reads every batch once.
+
+        Returns:
+            A ``pandas.DataFrame``.
+
+        Example:
+            >>> import tempfile, numpy as np, gym_recording
+            >>> d = tempfile.mkdtemp()
+            >>> with gym_recording.TraceRecording(d) as w:
+            ...     w.add_reset(np.zeros(2), seed=3)
+            ...     w.add_step(0, np.ones(2), 1.5, terminated=True)
+            >>> gym_recording.load(d).summary()[["length", "total_reward", "seed"]]
+                   length  total_reward  seed
+            index
+            0           1           1.5     3
+        """
+        from gym_recording import _notebook
+
+        return _notebook.recording_summary(self)
+
+    def steps(self, episodes: Any = None, *, next_obs: bool = False, max_columns: int = 16) -> Any:
+        """Every step of the chosen episodes as one pandas DataFrame (``notebook`` extra).
+
+        The columns of :meth:`Episode.to_pandas`, preceded by ``episode``. Reads every chosen
+        episode: choose a few with ``episodes`` on a large recording.
+
+        Args:
+            episodes: An episode index, a slice, or indices; ``None`` for all.
+            next_obs: Also add the observation each step led to.
+            max_columns: The most components an array may have to be split into columns.
+
+        Returns:
+            A ``pandas.DataFrame``, one row per step.
+
+        Example:
+            >>> import tempfile, numpy as np, gym_recording
+            >>> d = tempfile.mkdtemp()
+            >>> with gym_recording.TraceRecording(d) as w:
+            ...     w.add_reset(np.zeros(2, np.float32))
+            ...     w.add_step(1, np.ones(2, np.float32), 0.5, terminated=True)
+            >>> gym_recording.load(d).steps().columns.tolist()
+            ['episode', 'step', 'obs_0', 'obs_1', 'action', 'reward', 'terminated', 'truncated']
+        """
+        from gym_recording import _notebook
+
+        return _notebook.recording_steps(self, episodes, next_obs=next_obs, max_columns=max_columns)
+
+    def plot_returns(self, window: int = 10, ax: Any = None) -> Any:
+        """Plot each episode's return and their rolling mean (needs the ``notebook`` extra).
+
+        Args:
+            window: The episodes averaged by the rolling mean.
+            ax: A matplotlib ``Axes`` to draw on; default a new figure.
+
+        Returns:
+            The matplotlib ``Axes`` (``ax.figure`` is the figure).
+
+        Example:
+            >>> ax = rec.plot_returns(window=20)  # doctest: +SKIP
+        """
+        from gym_recording import _notebook
+
+        return _notebook.recording_plot_returns(self, window=window, ax=ax)
+
+
+def load(
+    directory: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None
+) -> Recording:
     """Open the recording in ``directory`` for reading.
 
     Args:
         directory: A directory written by :class:`~gym_recording.wrappers.TraceRecordingWrapper`,
-            :class:`~gym_recording.TraceRecording` or the original gym-recording.
+            :class:`~gym_recording.TraceRecording` or the original gym-recording; or an fsspec
+            URL such as ``"s3://bucket/run1"`` (needs the ``remote`` extra).
+        storage_options: For a URL, options for its filesystem (``{"endpoint_url": ...}``);
+            by default the standard configuration applies (``AWS_ENDPOINT_URL``, fsspec's
+            config). Ignored for local paths.
 
     Returns:
         A :class:`Recording`: a sequence of :class:`Episode`, usable as a context manager.
@@ -388,4 +692,4 @@ def load(directory: str | os.PathLike[str]) -> Recording:
         TraceFormatError: the directory is missing or a manifest is damaged. Damaged batches
             raise when their episodes are read.
     """
-    return Recording(directory)
+    return Recording(directory, storage_options=storage_options)

@@ -85,7 +85,7 @@ class TraceRecordingReader:
                 continue
             path = os.path.join(self.directory, name)
             data = self._storage.read_bytes(name, _format.MAX_MANIFEST_BYTES)
-            m = _format.decode_manifest(_format.parse_json(data, path), name, path)
+            m = _format.parse_manifest(data, name, path)
             ret.extend(
                 {"first": b.first, "len": b.len, "fn": b.fn, "continues": b.continues}
                 for b in m.batches
@@ -111,4 +111,3 @@ class TraceRecordingReader:
 
     def close(self) -> None:
         """Nothing to release: arrays keep their files mapped for as long as they live."""
-

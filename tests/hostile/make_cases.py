@@ -1,0 +1,893 @@
+"""Build the hostile recordings in this folder: ``python tests/hostile/make_cases.py``.
+
+Every case starts from the same small, valid recording (one writer, hand-fixed ids and times)
+and breaks one thing, as an attacker or a damaged disk would. The result is committed, so that
+the files can be read, diffed and fed to other readers (the browser viewer, other languages);
+this script only documents and reproduces them. ``README.md`` gets one line per case saying
+what it attacks.
+
+The ``_outside`` folder is a valid recording that cases try to reach from inside theirs (by
+``..``, absolute paths or symbolic links): a reader that follows them would read it happily.
+
+Cases that git cannot hold (a FIFO, files of hundreds of megabytes) are made at test time by
+``tests/test_hostile.py`` from :func:`base_files`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+PREFIX = "openaigym.trace.0.1.hostile"
+MANIFEST = f"{PREFIX}.manifest.json"
+BATCH0 = f"{PREFIX}.ep000000000.json"
+BIN0 = f"{PREFIX}.ep000000000.bin"
+BATCH1 = f"{PREFIX}.ep000000002.json"
+BIN1 = f"{PREFIX}.ep000000002.bin"
+
+
+# --------------------------------------------------------------------------------------------
+# The valid base recording
+# --------------------------------------------------------------------------------------------
+
+
+class Blob:
+    """Arrays at 8-aligned offsets, as the writer lays them out (FORMAT.md §6.1)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.data = bytearray()
+
+    def add(self, arr: np.ndarray) -> dict[str, Any]:
+        self.data += b"\0" * (-len(self.data) % 8)
+        off = len(self.data)
+        arr = np.ascontiguousarray(arr)
+        self.data += arr.tobytes()
+        return {
+            "__type": "ndarray",
+            "shape": list(arr.shape),
+            "order": "C",
+            "dtype": arr.dtype.name,
+            "npyfile": self.name,
+            "npyoff": off,
+            "size": arr.nbytes,
+        }
+
+
+def _episode(blob: Blob, steps: int, k: int, **flags: Any) -> dict[str, Any]:
+    obs = (np.arange((steps + 1) * 2, dtype=np.float32) + k).reshape(steps + 1, 2)
+    ep = {
+        "actions": blob.add(np.arange(steps, dtype=np.int64) % 2),
+        "observations": blob.add(obs),
+        "rewards": blob.add(np.ones(steps, dtype=np.float64)),
+        "terminated": False,
+        "truncated": False,
+        "seed": k,
+        "options": None,
+    }
+    ep.update(flags)
+    return ep
+
+
+def _manifest(entries: list[dict[str, Any]], writer: str = "0.1.hostile") -> dict[str, Any]:
+    return {
+        "batches": entries,
+        "format": "gym-recording",
+        "format_version": "2.0",
+        "writer": writer,
+        "created": "2024-01-01T00:00:00+00:00",
+        "env_id": None,
+        "env_spec": None,
+        "observation_space": None,
+        "action_space": None,
+        "versions": {},
+        "metadata": {},
+        "record_infos": False,
+        "segment": 0,
+    }
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _steps(episodes: list[Any]) -> int | None:
+    total = 0
+    for e in episodes:
+        r = e.get("rewards") if isinstance(e, dict) else None
+        if isinstance(r, list):
+            total += len(r)
+        elif isinstance(r, dict) and isinstance(r.get("shape"), list) and r["shape"]:
+            if not isinstance(r["shape"][0], int):
+                return None
+            total += r["shape"][0]
+        else:
+            return None
+    return total
+
+
+class Rec:
+    """A recording being built: JSON documents (editable) and raw files, by name."""
+
+    def __init__(self) -> None:
+        self.json: dict[str, Any] = {}
+        self.raw: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}  # name -> symlink target
+        self.dirs: list[str] = []  # subdirectories (each gets a README so that git keeps it)
+
+    def finish_entries(self) -> None:
+        """Recompute ``steps`` and ``bytes`` of the manifest's entries from the files, so that
+        a case is refused for what it breaks, not for sizes that no longer match."""
+        m = self.json.get(MANIFEST)
+        if not isinstance(m, dict) or not isinstance(m.get("batches"), list):
+            return
+        for entry in m["batches"]:
+            fn = entry.get("fn") if isinstance(entry, dict) else None
+            batch = self.json.get(fn) if isinstance(fn, str) else None
+            if not isinstance(batch, dict) or not isinstance(batch.get("episodes"), list):
+                continue
+            steps = _steps(batch["episodes"])
+            if steps is not None:
+                entry["steps"] = steps
+            if entry.get("bin") in self.raw:
+                entry["bytes"] = len(dumps(batch)) + len(self.raw[entry["bin"]])
+
+    def files(self) -> dict[str, bytes]:
+        out = dict(self.raw)
+        out.update({k: dumps(v) for k, v in self.json.items()})
+        return out
+
+    def write(self, directory: Path) -> None:
+        directory.mkdir(parents=True)
+        for name, data in self.files().items():
+            (directory / name).write_bytes(data)
+        for name, target in self.links.items():
+            os.symlink(target, directory / name)
+        for name in self.dirs:
+            (directory / name).mkdir(exist_ok=True)
+            (directory / name / "README").write_text("a directory where a file is expected\n")
+
+
+def base() -> Rec:
+    """One batch of two episodes: 2 steps terminated, 1 step truncated."""
+    rec = Rec()
+    blob = Blob(BIN0)
+    eps = [_episode(blob, 2, 0, terminated=True), _episode(blob, 1, 1, truncated=True)]
+    rec.json[BATCH0] = {"episodes": eps}
+    rec.raw[BIN0] = bytes(blob.data)
+    rec.json[MANIFEST] = _manifest([{"first": 0, "len": 2, "fn": BATCH0, "bin": BIN0}])
+    rec.finish_entries()
+    return rec
+
+
+def base_split() -> Rec:
+    """Two batches: one episode, then an episode of 3 steps split 2 + 1 across the batches."""
+    rec = Rec()
+    b0, b1 = Blob(BIN0), Blob(BIN1)
+    first = _episode(b0, 2, 5, continues=True)
+    second = _episode(b1, 1, 5, part=1, terminated=True, seed=None)
+    rec.json[BATCH0] = {"episodes": [_episode(b0, 1, 4, terminated=True), first]}
+    rec.json[BATCH1] = {"episodes": [second]}
+    rec.raw[BIN0], rec.raw[BIN1] = bytes(b0.data), bytes(b1.data)
+    rec.json[MANIFEST] = _manifest(
+        [
+            {"first": 0, "len": 2, "fn": BATCH0, "bin": BIN0, "continues": True},
+            {"first": 2, "len": 1, "fn": BATCH1, "bin": BIN1},
+        ]
+    )
+    rec.finish_entries()
+    return rec
+
+
+def base_files() -> dict[str, bytes]:
+    """The files of the valid base recording, by name."""
+    return base().files()
+
+
+# --------------------------------------------------------------------------------------------
+# The cases
+# --------------------------------------------------------------------------------------------
+
+CASES: dict[str, tuple[str, Callable[[], Rec]]] = {}
+
+
+def case(
+    name: str, what: str, split: bool = False, totals: bool = True
+) -> Callable[[Callable[[Rec], Any]], Any]:
+    """Register a case: ``what`` it attacks; ``totals=False`` keeps the manifest's steps and
+    bytes as the mutation left them."""
+
+    def deco(fn: Callable[[Rec], Any]) -> Callable[[Rec], Any]:
+        def build() -> Rec:
+            rec = base_split() if split else base()
+            fn(rec)
+            if totals:
+                rec.finish_entries()
+            return rec
+
+        CASES[name] = (what, build)
+        return fn
+
+    return deco
+
+
+def entry(rec: Rec, i: int = 0) -> dict[str, Any]:
+    return rec.json[MANIFEST]["batches"][i]
+
+
+def ep(rec: Rec, j: int = 0, batch: str = BATCH0) -> dict[str, Any]:
+    return rec.json[batch]["episodes"][j]
+
+
+def ref(rec: Rec, key: str = "observations", j: int = 0) -> dict[str, Any]:
+    return ep(rec, j)[key]
+
+
+# ---- names: every name taken from a file must be a plain name inside the directory
+
+
+@case("fn-dotdot", "batch `fn` climbs out of the directory with `../`")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = f"../_outside/{BATCH0}"
+
+
+@case("fn-absolute", "batch `fn` is an absolute path (`/etc/passwd`)")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = "/etc/passwd"
+
+
+@case("fn-subdir", "batch `fn` names a file in a subdirectory (`sub/...`)")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = f"sub/{BATCH0}"
+    rec.dirs.append("sub")
+
+
+@case("fn-backslash", "batch `fn` uses a Windows separator (`..\\\\x`)")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = f"..\\{BATCH0}"
+
+
+@case("fn-dot", "batch `fn` is `.` (the directory itself)")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = "."
+
+
+@case("fn-nul", "batch `fn` holds a NUL byte (C readers would cut the name there)")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = BATCH0 + "\u0000../../etc/passwd"
+
+
+@case("fn-surrogate", "batch `fn` holds a lone UTF-16 surrogate, which no filesystem can encode")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = "\ud800" + BATCH0
+
+
+@case("fn-too-long", "batch `fn` is 300 bytes long (more than a file name may be)")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = "a" * 300
+
+
+@case("fn-not-string", "batch `fn` is a number")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = 42
+
+
+@case("bin-dotdot", "the manifest's `bin` name climbs out of the directory")
+def _(rec: Rec) -> None:
+    entry(rec)["bin"] = f"../_outside/{BIN0}"
+
+
+@case("npyfile-dotdot", "an array's `npyfile` climbs out of the directory with `../`")
+def _(rec: Rec) -> None:
+    ref(rec)["npyfile"] = f"../_outside/{BIN0}"
+
+
+@case("npyfile-absolute", "an array's `npyfile` is an absolute path (`/dev/zero`)")
+def _(rec: Rec) -> None:
+    ref(rec)["npyfile"] = "/dev/zero"
+
+
+@case("npyfile-symlink-out", "an array's `npyfile` is a symbolic link to a blob outside")
+def _(rec: Rec) -> None:
+    ref(rec)["npyfile"] = "link.bin"
+    rec.links["link.bin"] = f"../_outside/{BIN0}"
+
+
+@case("npyfile-symlink-passwd", "the blob itself is a symbolic link to `/etc/passwd`")
+def _(rec: Rec) -> None:
+    del rec.raw[BIN0]
+    rec.links[BIN0] = "/etc/passwd"
+
+
+@case("batch-symlink-out", "the batch JSON is a symbolic link to a batch outside")
+def _(rec: Rec) -> None:
+    del rec.json[BATCH0]
+    rec.links[BATCH0] = f"../_outside/{BATCH0}"
+
+
+@case("manifest-symlink-out", "the manifest is a symbolic link to a manifest outside")
+def _(rec: Rec) -> None:
+    del rec.json[MANIFEST]
+    rec.links[MANIFEST] = f"../_outside/{MANIFEST}"
+
+
+@case("batch-is-directory", "the batch JSON named by the manifest is a directory")
+def _(rec: Rec) -> None:
+    del rec.json[BATCH0]
+    rec.dirs.append(BATCH0)
+
+
+@case("blob-is-directory", "the blob named by `npyfile` is a directory")
+def _(rec: Rec) -> None:
+    del rec.raw[BIN0]
+    rec.dirs.append(BIN0)
+
+
+@case("manifest-is-directory", "a directory is named like a manifest")
+def _(rec: Rec) -> None:
+    rec.dirs.append("openaigym.trace.9.9.manifest.json")
+
+
+# ---- dtypes: only the allow-list, never object
+
+
+@case("dtype-object", "an array reference asks for `object` dtype (pickles, pointers)")
+def _(rec: Rec) -> None:
+    ref(rec)["dtype"] = "object"
+
+
+@case("dtype-O", "an array reference asks for numpy's `|O` object dtype")
+def _(rec: Rec) -> None:
+    ref(rec)["dtype"] = "|O"
+
+
+@case("dtype-big-endian", "an array reference asks for `>f4` (byte order is fixed little-endian)")
+def _(rec: Rec) -> None:
+    ref(rec)["dtype"] = ">f4"
+
+
+@case("dtype-structured", "an array reference asks for a structured dtype `f4,f4`")
+def _(rec: Rec) -> None:
+    ref(rec)["dtype"] = "f4,f4"
+
+
+@case("dtype-datetime", "an array reference asks for `datetime64` (not on the allow-list)")
+def _(rec: Rec) -> None:
+    ref(rec)["dtype"] = "datetime64[s]"
+    ref(rec)["size"] = 48
+
+
+@case("dtype-not-string", "an array's dtype is a number")
+def _(rec: Rec) -> None:
+    ref(rec)["dtype"] = 4
+
+
+# ---- shapes: lists of non-negative ints whose byte size does not overflow
+
+
+@case("shape-negative", "a shape holds -1 (numpy would infer it)")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [-1, 2]
+
+
+@case("shape-bool", "a shape holds `true` (a bool is not an int)")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [3, True, 2]
+
+
+@case("shape-float", "a shape holds `3.0`")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [3.0, 2]
+
+
+@case("shape-wraps-64bit", "shape `[2**62+6]` float32: its byte size wraps to `size` 24 mod 2**64")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [2**62 + 6]
+
+
+@case("shape-huge", "shape `[2**40, 2**40]` with the exact (huge) `size`")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [2**40, 2**40]
+    ref(rec)["size"] = 2**80 * 4
+
+
+@case("shape-huge-digits", "a shape dimension of 4000 decimal digits")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [10**3999, 0]
+    ref(rec)["size"] = 0
+
+
+@case("shape-zero-huge", "shape `[0, 2**63]`: empty, but no array of it can exist")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {
+        "__type": "ndarray",
+        "shape": [0, 2**63],
+        "order": "C",
+        "dtype": "float64",
+        "npyfile": BIN0,
+        "npyoff": 0,
+        "size": 0,
+    }
+
+
+@case("shape-33-dims", "a shape of 33 dimensions")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [3, 2] + [1] * 31
+
+
+@case("shape-not-list", "a shape given as the string `3x2`")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = "3x2"
+
+
+@case("shape-nan", "a shape holds the non-standard JSON token `NaN`")
+def _(rec: Rec) -> None:
+    ref(rec)["shape"] = [float("nan"), 2]
+
+
+# ---- size and offset
+
+
+@case("size-mismatch", "`size` is not `prod(shape) * itemsize`")
+def _(rec: Rec) -> None:
+    ref(rec)["size"] = 23
+
+
+@case("size-bool", "`size` is `true` for a one-byte array (true == 1 in Python)")
+def _(rec: Rec) -> None:
+    r = ref(rec, "actions", 1)
+    r.update(dtype="bool", shape=[1], size=True)
+
+
+@case("size-float", "`size` is `24.0`")
+def _(rec: Rec) -> None:
+    ref(rec)["size"] = 24.0
+
+
+@case("npyoff-negative", "`npyoff` is -8 (before the start of the blob)")
+def _(rec: Rec) -> None:
+    ref(rec)["npyoff"] = -8
+
+
+@case("npyoff-past-end", "`npyoff + size` runs past the end of the blob")
+def _(rec: Rec) -> None:
+    ref(rec)["npyoff"] = len(rec.raw[BIN0]) - 8
+
+
+@case("npyoff-bool", "`npyoff` is `false` (false == 0 in Python)")
+def _(rec: Rec) -> None:
+    ref(rec, "actions")["npyoff"] = False
+
+
+@case("npyoff-float", "`npyoff` is `16.0`")
+def _(rec: Rec) -> None:
+    ref(rec)["npyoff"] = float(ref(rec)["npyoff"])
+
+
+@case("npyoff-wraps-64bit", "`npyoff` is 2**64 + 16, which wraps to a valid offset in C")
+def _(rec: Rec) -> None:
+    ref(rec)["npyoff"] = 2**64 + ref(rec)["npyoff"]
+
+
+@case("blob-truncated", "the blob is 4 bytes shorter than its arrays need")
+def _(rec: Rec) -> None:
+    rec.raw[BIN0] = rec.raw[BIN0][:-4]
+
+
+@case("blob-missing", "the blob does not exist")
+def _(rec: Rec) -> None:
+    del rec.raw[BIN0]
+
+
+@case(
+    "blob-extended",
+    "bytes appended to the blob: the manifest's `bytes` no longer match",
+    totals=False,
+)
+def _(rec: Rec) -> None:
+    rec.raw[BIN0] += b"\0" * 8
+
+
+@case("overlap-fields", "observations and actions share bytes of the blob")
+def _(rec: Rec) -> None:
+    obs = ref(rec)
+    ref(rec, "actions").update(npyoff=obs["npyoff"])
+
+
+@case(
+    "overlap-bomb",
+    "version 1 style per-step list of 2048 references to the same 64 KiB: stacking them would "
+    "allocate 128 MiB from a 300 KB file",
+)
+def _(rec: Rec) -> None:
+    big = np.zeros(16384, dtype=np.float32)
+    blob = Blob(BIN0)
+    blob.data = bytearray(rec.raw[BIN0])
+    r = blob.add(big)
+    rec.raw[BIN0] = bytes(blob.data)
+    e = ep(rec)
+    e["observations"] = [dict(r) for _ in range(2048)]
+    e["actions"] = [0] * 2047
+    e["rewards"] = [0.0] * 2047
+
+
+# ---- counts: episodes, steps and sizes against the manifest; first/len chain
+
+
+@case("len-too-big", "the manifest lists 3 episodes for a batch of 2")
+def _(rec: Rec) -> None:
+    entry(rec)["len"] = 3
+
+
+@case("len-too-small", "the manifest lists 1 episode for a batch of 2")
+def _(rec: Rec) -> None:
+    entry(rec)["len"] = 1
+
+
+@case("first-nonzero", "the first batch starts at episode 5: episodes 0-4 are missing")
+def _(rec: Rec) -> None:
+    entry(rec)["first"] = 5
+
+
+@case("first-gap", "the second batch's `first` skips an episode", split=True)
+def _(rec: Rec) -> None:
+    entry(rec, 1)["first"] = 3
+
+
+@case("first-negative", "`first` is -1")
+def _(rec: Rec) -> None:
+    entry(rec)["first"] = -1
+
+
+@case("len-bool", "`len` is `true`")
+def _(rec: Rec) -> None:
+    entry(rec)["len"] = True
+
+
+@case("fn-listed-twice", "one batch file listed by two entries: its episodes would be read twice")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST]["batches"].append(dict(entry(rec), first=2))
+
+
+@case("batch-of-two-manifests", "a second writer's manifest lists the first writer's batch")
+def _(rec: Rec) -> None:
+    other = "openaigym.trace.0.2.hostile.manifest.json"
+    m = _manifest([dict(entry(rec))], writer="0.2.hostile")
+    m["created"] = "2024-01-01T00:00:01+00:00"
+    rec.json[other] = m
+
+
+@case("steps-mismatch", "the manifest's `steps` disagree with the batch", totals=False)
+def _(rec: Rec) -> None:
+    entry(rec)["steps"] = 99
+
+
+@case("steps-not-int", "the manifest's `steps` is a string", totals=False)
+def _(rec: Rec) -> None:
+    entry(rec)["steps"] = "3"
+
+
+@case("continues-not-bool", "the manifest's `continues` is the string `yes`")
+def _(rec: Rec) -> None:
+    entry(rec)["continues"] = "yes"
+
+
+# ---- JSON size and nesting
+
+
+@case("json-deep-batch", "the batch JSON is 100000 nested lists (a RecursionError bomb)")
+def _(rec: Rec) -> None:
+    del rec.json[BATCH0]
+    rec.raw[BATCH0] = b"[" * 100_000 + b"]" * 100_000
+
+
+@case("json-deep-manifest", "the manifest's metadata nests 800 levels deep")
+def _(rec: Rec) -> None:
+    v: Any = {}
+    for _ in range(800):
+        v = {"a": v}
+    rec.json[MANIFEST]["metadata"] = v
+
+
+@case("json-deep-observations", "observations stored as a list nested 300 levels deep")
+def _(rec: Rec) -> None:
+    v: Any = [0.0]
+    for _ in range(300):
+        v = [v]
+    e = ep(rec)
+    e["observations"] = [v, v, v]
+
+
+@case("json-deep-values", "reset options nest 200 tuple wrappers deep")
+def _(rec: Rec) -> None:
+    v: Any = 1
+    for _ in range(200):
+        v = {"__type": "tuple", "items": [v]}
+    ep(rec)["options"] = v
+
+
+@case("json-truncated", "the manifest JSON is cut off in the middle")
+def _(rec: Rec) -> None:
+    data = dumps(rec.json.pop(MANIFEST))
+    rec.raw[MANIFEST] = data[: len(data) // 2]
+
+
+@case("json-not-utf8", "the batch JSON holds bytes that are not UTF-8")
+def _(rec: Rec) -> None:
+    data = dumps(rec.json.pop(BATCH0))
+    rec.raw[BATCH0] = data.replace(b'"seed"', b'"s\xff\xfed"', 1)
+
+
+@case("json-huge-int", "a manifest number of 5000 digits (Python refuses to parse it)")
+def _(rec: Rec) -> None:
+    data = dumps(rec.json.pop(MANIFEST))
+    rec.raw[MANIFEST] = data.replace(b'"first":0', b'"first":' + b"9" * 5000, 1)
+
+
+@case("manifest-not-object", "the manifest is a JSON list")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST] = [rec.json[MANIFEST]]
+
+
+@case("batches-not-list", "the manifest's `batches` is an object")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST]["batches"] = {"0": entry(rec)}
+
+
+@case("format-version-future", "`format_version` 3.0: a format this reader does not know")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST]["format_version"] = "3.0"
+
+
+@case("format-version-number", "`format_version` is the number 2")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST]["format_version"] = 2
+
+
+# ---- batch and episode structure
+
+
+@case("batch-not-object", "the batch JSON is a list")
+def _(rec: Rec) -> None:
+    rec.json[BATCH0] = rec.json[BATCH0]["episodes"]
+
+
+@case("batch-is-manifest", "the manifest lists itself as its batch")
+def _(rec: Rec) -> None:
+    entry(rec)["fn"] = MANIFEST
+
+
+@case("batch-missing", "the manifest lists a batch file that does not exist")
+def _(rec: Rec) -> None:
+    del rec.json[BATCH0]
+
+
+@case("episodes-not-list", "the batch's `episodes` is a string")
+def _(rec: Rec) -> None:
+    rec.json[BATCH0]["episodes"] = "ab"
+    entry(rec)["len"] = 2
+
+
+@case("episode-not-object", "an episode is a number")
+def _(rec: Rec) -> None:
+    rec.json[BATCH0]["episodes"][1] = 7
+
+
+@case("episode-no-rewards", "an episode has no `rewards`")
+def _(rec: Rec) -> None:
+    del ep(rec)["rewards"]
+
+
+@case("steps-disagree", "3 observations and 2 actions but 1 reward (N+1/N/N broken)")
+def _(rec: Rec) -> None:
+    r = ref(rec, "rewards")
+    r.update(shape=[1], size=8)
+
+
+@case("rewards-2d", "rewards of shape [2, 1]")
+def _(rec: Rec) -> None:
+    ref(rec, "rewards")["shape"] = [2, 1]
+
+
+@case("rewards-complex", "rewards of dtype complex64")
+def _(rec: Rec) -> None:
+    ref(rec, "rewards")["dtype"] = "complex64"
+
+
+@case("rewards-huge-int", "rewards stored as a list holding 10**400 (no float can hold it)")
+def _(rec: Rec) -> None:
+    ep(rec, 1)["rewards"] = [10**400]
+
+
+@case("terminated-not-bool", "`terminated` is the string `yes`")
+def _(rec: Rec) -> None:
+    ep(rec)["terminated"] = "yes"
+
+
+@case("seed-not-int", "`seed` is 1.5")
+def _(rec: Rec) -> None:
+    ep(rec)["seed"] = 1.5
+
+
+@case("started-at-huge", "`started_at` is 10**400 (no float can hold it)")
+def _(rec: Rec) -> None:
+    ep(rec)["started_at"] = 10**400
+
+
+@case("infos-wrong-length", "`infos` holds 1 value for an episode of 2 steps (needs 3)")
+def _(rec: Rec) -> None:
+    ep(rec)["infos"] = [{}]
+
+
+@case("field-0d", "observations are a 0-d array: no step axis")
+def _(rec: Rec) -> None:
+    r = ref(rec)
+    r.update(shape=[], size=4)
+
+
+@case("field-unknown", "observations are a bare number")
+def _(rec: Rec) -> None:
+    ep(rec)["observations"] = 3
+
+
+# ---- split episodes: parts and continues
+
+
+@case("part-without-start", "the first episode of the recording claims to be part 1")
+def _(rec: Rec) -> None:
+    ep(rec)["part"] = 1
+
+
+@case("continues-mid-batch", "an episode that is not the batch's last claims to continue")
+def _(rec: Rec) -> None:
+    ep(rec)["continues"] = True
+
+
+@case(
+    "continues-unlisted",
+    "an episode continues but the manifest does not say so: the next batch's first part would "
+    "be read twice",
+    split=True,
+)
+def _(rec: Rec) -> None:
+    entry(rec)["continues"] = False
+
+
+@case(
+    "continues-dropped",
+    "the manifest says the batch continues but its last episode does not: a part would be lost",
+    split=True,
+)
+def _(rec: Rec) -> None:
+    ep(rec, 1)["continues"] = False
+
+
+@case("part-gap", "an episode's second part is numbered 3", split=True)
+def _(rec: Rec) -> None:
+    ep(rec, 0, BATCH1)["part"] = 3
+
+
+@case(
+    "parts-do-not-join", "an episode's two parts have observations of different widths", split=True
+)
+def _(rec: Rec) -> None:
+    r = ep(rec, 0, BATCH1)["observations"]
+    r.update(shape=[2, 1], size=8)
+
+
+# ---- values (FORMAT.md §6)
+
+
+def _jsonarray(dtype: Any, shape: Any, data: Any) -> dict[str, Any]:
+    return {"__type": "jsonarray", "dtype": dtype, "shape": shape, "data": data}
+
+
+@case("jsonarray-huge-strings", "a jsonarray of 1000 strings of dtype `<U100000000` (400 GB)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("<U100000000", [1000], [""] * 1000)
+
+
+@case("jsonarray-void", "a jsonarray of raw `V8` (void) dtype")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("V8", [1], [{"__type": "bytes", "base64": "AAAAAAAAAAA="}])
+
+
+@case("jsonarray-structured", "a jsonarray of structured dtype `O,O`")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("O,O", [1], [[1, 2]])
+
+
+@case("jsonarray-bad-dtype", "a jsonarray whose dtype is not a numpy dtype")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("__import__('os')", [1], [1])
+
+
+@case("jsonarray-shape-lie", "an object jsonarray declaring shape [2, 2] around ragged data")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("|O", [2, 2], [[1, 2], [3]])
+
+
+@case("jsonarray-shape-negative", "a jsonarray of shape [-1]")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("<i8", [-1], [1, 2])
+
+
+@case("scalar-object", "a numpy scalar of dtype `object`")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "scalar", "dtype": "object", "value": 1}
+
+
+@case("scalar-list", "an int64 scalar whose value is a list (numpy would make an array)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "scalar", "dtype": "int64", "value": [1, 2, 3]}
+
+
+@case("scalar-overflow", "an int8 scalar of value 1000")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "scalar", "dtype": "int8", "value": 1000}
+
+
+@case("complex-overflow", "a complex value whose real part is 10**400")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "complex", "real": 10**400, "imag": 0}
+
+
+@case("unknown-type", "a value of `__type` `pickle`")
+def _(rec: Rec) -> None:
+    payload = base64.b64encode(b"cos\nsystem\n(S'echo hi'\ntR.").decode()
+    ep(rec)["options"] = {"__type": "pickle", "data": payload}
+
+
+@case("bytes-bad-base64", "a bytes value that is not base64")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "bytes", "base64": "@@@"}
+
+
+@case("mapping-unhashable-key", "a mapping whose key is a dict")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "mapping", "items": [[{"a": 1}, 2]]}
+
+
+@case("float-bad-token", "a non-finite float wrapper holding `1e999`")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "float", "value": "1e999"}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def build_all(root: Path = HERE) -> None:
+    """Rewrite every case directory, ``_outside`` and ``README.md`` under ``root``."""
+    for child in root.iterdir():
+        if child.is_dir() and not child.name.startswith("__"):
+            shutil.rmtree(child)
+    base().write(root / "_outside")
+    lines = [
+        "# Hostile recordings",
+        "",
+        "Each folder is a recording that a reader MUST refuse with `TraceFormatError` (FORMAT.md",
+        "§1, §6, §8): `gym_recording.load()` when reading every episode, `scan_recorded_traces`,",
+        "and `gym-recording verify` (exit 1). `tests/test_hostile.py` checks all three.",
+        "They are made by `make_cases.py` from one small valid recording (`_outside`, which",
+        "several cases try to reach from inside their own folder). More cases that git cannot",
+        "hold (a FIFO, sparse files of hundreds of megabytes) are made at test time.",
+        "",
+    ]
+    for name, (what, build) in CASES.items():
+        build().write(root / name)
+        lines.append(f"- `{name}`: {what}")
+    (root / "README.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    build_all(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
+    print(f"wrote {len(CASES)} cases to {HERE}")

@@ -1,0 +1,201 @@
+"""``gym-recording verify DIR [--clean]`` through the real entry points, and its report.
+
+The command runs as users run it: ``python -m gym_recording verify DIR`` in a subprocess (and
+the ``gym-recording`` console script when it is installed). It prints one line per problem,
+each starting with the file at fault, and exits 0 on a sound recording, 1 on any problem.
+Leftover temporary files are reported; ``--clean`` removes only old regular files with the
+temporary prefix directly in DIR.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gym_recording import TraceRecording
+from gym_recording._verify import CLEAN_MIN_AGE, remove_temp_files, verify
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def run_verify(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gym_recording", "verify", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def make_recording(directory: Path, episodes: int = 6, batch_bytes: int = 600) -> Path:
+    """A recording with several batches and an episode split across batches."""
+    with TraceRecording(directory, batch_bytes=batch_bytes, record_infos=True) as rec:
+        for e in range(episodes):
+            rec.add_reset({"img": np.full((8, 8), e, np.uint8), "v": np.zeros(2)}, seed=e, info={})
+            for s in range(3 + 5 * (e % 3)):
+                obs = {"img": np.full((8, 8), s, np.uint8), "v": np.array([s, e], float)}
+                rec.add_step(s % 2, obs, 0.5, terminated=s == 2 + 5 * (e % 3), info={"s": s})
+    return directory
+
+
+def _age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t), follow_symlinks=False)
+
+
+def test_sound_recording_exits_0(tmp_path):
+    """A sound recording: exit 0, and a summary naming what was checked."""
+    make_recording(tmp_path)
+    out = run_verify(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"{tmp_path}: OK")
+    assert "1 manifest(s)" in last and "6 episode(s) read" in last
+
+
+def test_report_counts(tmp_path):
+    """The report counts manifests, batches, episode objects, arrays and steps."""
+    make_recording(tmp_path)
+    report = verify(tmp_path)
+    assert report.ok and not report.temp_files
+    assert report.manifests == 1 and report.episodes == 6
+    assert report.batches >= 3  # small batches: several, with split episodes
+    assert report.episode_objects > report.episodes
+    # Per episode object: image + vector observations, actions, rewards.
+    assert report.arrays == 4 * report.episode_objects
+    assert report.steps == sum(3 + 5 * (e % 3) for e in range(6))
+
+
+def test_help_exits_0():
+    """--help works through the module entry point and documents --clean."""
+    out = subprocess.run(
+        [sys.executable, "-m", "gym_recording", "verify", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0
+    assert "DIR" in out.stdout and "--clean" in out.stdout
+
+
+def test_console_script(tmp_path):
+    """The installed ``gym-recording`` script runs the same command."""
+    exe = os.path.join(os.path.dirname(sys.executable), "gym-recording")
+    if not os.path.exists(exe):
+        pytest.skip("the gym-recording console script is not installed")
+    make_recording(tmp_path)
+    ok = subprocess.run([exe, "verify", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = subprocess.run(
+        [exe, "verify", str(HOSTILE / "dtype-object")], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 1
+
+
+@pytest.mark.parametrize(
+    "case", ["fn-dotdot", "dtype-object", "shape-wraps-64bit", "json-deep-batch"]
+)
+def test_hostile_recordings_exit_1(case):
+    """Hostile recordings: exit 1, and every problem line names a file of the recording."""
+    out = run_verify(HOSTILE / case)
+    assert out.returncode == 1, out.stdout
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) >= 2
+    for line in lines[:-1]:
+        assert line.startswith(str(HOSTILE / case)), line
+    assert "problem(s)" in lines[-1]
+
+
+def test_every_damaged_file_is_named(tmp_path):
+    """Problems in several files are all reported, one line each, naming each file."""
+    make_recording(tmp_path)
+    batches = sorted(p for p in tmp_path.iterdir() if p.name.endswith(".json") and ".ep" in p.name)
+    blobs = sorted(p for p in tmp_path.iterdir() if p.name.endswith(".bin"))
+    assert len(batches) >= 3
+    batches[0].write_bytes(batches[0].read_bytes()[:-10])  # cut JSON
+    with open(blobs[-1], "r+b") as f:  # a cut blob
+        f.truncate(os.path.getsize(blobs[-1]) - 3)
+    out = run_verify(tmp_path)
+    assert out.returncode == 1
+    named = {line.split(": ", 1)[0] for line in out.stdout.strip().splitlines()[:-1]}
+    assert str(batches[0]) in named
+    assert str(batches[-1]) in named or str(blobs[-1]) in named
+
+
+def test_missing_directory_exits_1(tmp_path):
+    """A directory that does not exist is a problem, said plainly."""
+    out = run_verify(tmp_path / "nope")
+    assert out.returncode == 1
+    assert "does not exist" in out.stdout
+
+
+def test_leftover_temp_files_are_reported_and_cleaned_safely(tmp_path):
+    """Temporary files are reported without failing the recording; --clean removes only old
+    regular files with the prefix directly in DIR: not young ones (a live writer may own
+    them), not symlinks, not directories, not files in subdirectories."""
+    make_recording(tmp_path)
+    outside = tmp_path.parent / "precious.txt"
+    outside.write_text("keep me")
+    old = tmp_path / ".gymrec-tmp-old1"
+    old.write_bytes(b"partial")
+    young = tmp_path / ".gymrec-tmp-young"
+    young.write_bytes(b"being written")
+    link = tmp_path / ".gymrec-tmp-link"
+    link.symlink_to(outside)
+    sub = tmp_path / ".gymrec-tmp-dir"
+    sub.mkdir()
+    (sub / ".gymrec-tmp-inner").write_bytes(b"x")
+    for p in (old, link, sub, sub / ".gymrec-tmp-inner"):
+        _age(p, CLEAN_MIN_AGE + 600)
+
+    report = verify(tmp_path)
+    assert report.ok
+    assert set(report.temp_files) == {p.name for p in (old, young, link, sub)}
+
+    out = run_verify(tmp_path)
+    assert out.returncode == 0
+    assert f"{old}: leftover temporary file" in out.stdout
+    assert old.exists()
+
+    out = run_verify(tmp_path, "--clean")
+    assert out.returncode == 0, out.stdout
+    assert f"{old}: removed" in out.stdout
+    assert not old.exists()
+    assert young.exists() and link.is_symlink() and sub.is_dir()
+    assert (sub / ".gymrec-tmp-inner").exists() and outside.read_text() == "keep me"
+    assert "a writer may still use it" in out.stdout
+
+    _age(young, CLEAN_MIN_AGE + 1)
+    removed, kept = remove_temp_files(tmp_path)
+    assert removed == [young.name]
+    assert all(why == "not a regular file" for _, why in kept)
+    assert verify(tmp_path).ok
+
+
+def test_unlisted_batch_files_are_noted_not_failed(tmp_path):
+    """Batch files no manifest lists (a flush cut before its manifest) are noted only."""
+    make_recording(tmp_path)
+    batch = next(p for p in tmp_path.iterdir() if p.name.endswith("ep000000000.json"))
+    orphan = tmp_path / batch.name.replace("ep000000000", "ep000999999")
+    shutil.copy(batch, orphan)
+    out = run_verify(tmp_path)
+    assert out.returncode == 0
+    assert f"{orphan}: note: no manifest lists this file" in out.stdout
+
+
+def test_verify_reads_each_problem_file_once(tmp_path):
+    """A problem the reader also hits is not reported twice."""
+    make_recording(tmp_path)
+    blob = sorted(p for p in tmp_path.iterdir() if p.name.endswith(".bin"))[0]
+    blob.unlink()
+    report = verify(tmp_path)
+    assert not report.ok
+    lines = report.lines()
+    assert len(lines) == len(set(lines))

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from gym_recording._errors import DependencyNotInstalled, RecordingError
+from gym_recording._fields import leaves, slice_field
 from gym_recording._optional import require
 from gym_recording._reader import Episode, Recording, load
 
@@ -146,25 +147,6 @@ def _atomic_file(out: str) -> Iterator[str]:
             os.unlink(tmp)
 
 
-def _leaves(f: Any, name: str) -> Iterator[tuple[str, Any]]:
-    if isinstance(f, dict):
-        for k, v in f.items():
-            yield from _leaves(v, f"{name}.{k}")
-    elif isinstance(f, tuple):
-        for i, v in enumerate(f):
-            yield from _leaves(v, f"{name}.{i}")
-    else:
-        yield name, f
-
-
-def _slice(f: Any, start: int, stop: int | None) -> Any:
-    if isinstance(f, dict):
-        return {k: _slice(v, start, stop) for k, v in f.items()}
-    if isinstance(f, tuple):
-        return tuple(_slice(v, start, stop) for v in f)
-    return f[start:stop]
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -242,10 +224,10 @@ def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
     columns = {
         "episode": pa.array(np.full(n, ep.index, dtype=np.int64)),
         "step": pa.array(np.arange(n, dtype=np.int64)),
-        "obs": _arrow_field(pa, _slice(ep.observations, 0, n), "obs", shapes),
+        "obs": _arrow_field(pa, slice_field(ep.observations, 0, n), "obs", shapes),
         "action": _arrow_field(pa, ep.actions, "action", shapes),
         "reward": pa.array(np.asarray(ep.rewards, dtype=np.float64)),
-        "next_obs": _arrow_field(pa, _slice(ep.observations, 1, None), "next_obs", shapes),
+        "next_obs": _arrow_field(pa, slice_field(ep.observations, 1, None), "next_obs", shapes),
         "terminated": pa.array(terminated),
         "truncated": pa.array(truncated),
     }
@@ -336,7 +318,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
 
 
 def _npz_leaves(f: Any, name: str) -> Iterator[tuple[str, np.ndarray]]:
-    for leaf_name, leaf in _leaves(f, name):
+    for leaf_name, leaf in leaves(f, name):
         if isinstance(leaf, np.ndarray) and leaf.dtype != object:
             yield leaf_name, np.asarray(leaf)
         else:  # text, variable shapes: JSON strings keep np.load pickle-free

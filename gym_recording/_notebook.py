@@ -12,13 +12,14 @@ import datetime
 import html
 import math
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gym_recording._errors import RecordingError
+from gym_recording._fields import leaves, slice_field
 from gym_recording._optional import require
 
 if TYPE_CHECKING:
@@ -60,26 +61,6 @@ class ReplayMismatchWarning(UserWarning):
 # --------------------------------------------------------------------------------------------
 
 
-def _leaves(f: Any, name: str) -> Iterator[tuple[str, Any]]:
-    """The leaves (arrays or lists, steps first) of a field, named ``name.key`` / ``name.0``."""
-    if isinstance(f, dict):
-        for k, v in f.items():
-            yield from _leaves(v, f"{name}.{k}")
-    elif isinstance(f, tuple):
-        for i, v in enumerate(f):
-            yield from _leaves(v, f"{name}.{i}")
-    else:
-        yield name, f
-
-
-def _slice(f: Any, start: int, stop: int | None) -> Any:
-    if isinstance(f, dict):
-        return {k: _slice(v, start, stop) for k, v in f.items()}
-    if isinstance(f, tuple):
-        return tuple(_slice(v, start, stop) for v in f)
-    return f[start:stop]
-
-
 def _at(f: Any, t: int) -> Any:
     """The value of step ``t`` of a field (NumPy scalars for scalar arrays)."""
     if isinstance(f, dict):
@@ -113,7 +94,7 @@ def _stack_list(leaf: Any) -> Any:
 
 def _describe_field(f: Any, name: str) -> str:
     parts = []
-    for leaf_name, leaf in _leaves(f, name):
+    for leaf_name, leaf in leaves(f, name):
         label = leaf_name[len(name) + 1 :] or "value"
         if isinstance(leaf, np.ndarray):
             parts.append(f"{label}: {leaf.dtype} {list(leaf.shape)}")
@@ -165,7 +146,7 @@ def _object_column(values: Iterable[Any], n: int) -> np.ndarray:
 def _field_columns(f: Any, name: str, n: int, max_columns: int) -> dict[str, Any]:
     """Columns for the ``n`` steps of a field: one per scalar leaf or low-dim component."""
     out: dict[str, Any] = {}
-    for leaf_name, leaf in _leaves(f, name):
+    for leaf_name, leaf in leaves(f, name):
         if _numeric(leaf) and leaf.ndim == 1:
             out[leaf_name] = np.asarray(leaf)
         elif _numeric(leaf) and not _is_image(leaf):
@@ -189,7 +170,7 @@ def _episode_columns(
     if episode_column:
         cols["episode"] = np.full(n, ep.index, dtype=np.int64)
     cols["step"] = np.arange(n, dtype=np.int64)
-    cols.update(_field_columns(_slice(ep.observations, 0, n), "obs", n, max_columns))
+    cols.update(_field_columns(slice_field(ep.observations, 0, n), "obs", n, max_columns))
     cols.update(_field_columns(ep.actions, "action", n, max_columns))
     cols["reward"] = np.asarray(ep.rewards, dtype=np.float64)
     terminated = np.zeros(n, dtype=bool)
@@ -198,7 +179,9 @@ def _episode_columns(
         terminated[-1], truncated[-1] = ep.terminated, ep.truncated
     cols["terminated"], cols["truncated"] = terminated, truncated
     if next_obs:
-        cols.update(_field_columns(_slice(ep.observations, 1, None), "next_obs", n, max_columns))
+        cols.update(
+            _field_columns(slice_field(ep.observations, 1, None), "next_obs", n, max_columns)
+        )
     return cols
 
 
@@ -537,7 +520,7 @@ def _plot_leaf(ax: Any, leaf: np.ndarray, label: str, max_dims: int, steps: bool
 
 def _plottable(f: Any, name: str) -> list[tuple[str, np.ndarray]]:
     out = []
-    for leaf_name, raw in _leaves(f, name):
+    for leaf_name, raw in leaves(f, name):
         leaf = _stack_list(raw)
         if _numeric(leaf) and not _is_image(leaf) and leaf.ndim >= 1:
             out.append((leaf_name, leaf))
@@ -549,7 +532,7 @@ def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
     plt = _pyplot("Episode.plot()")
     actions = _plottable(ep.actions, "action")
     observations = _plottable(ep.observations, "obs")
-    images = [n for n, leaf in _leaves(ep.observations, "obs") if _is_image(_stack_list(leaf))]
+    images = [n for n, leaf in leaves(ep.observations, "obs") if _is_image(_stack_list(leaf))]
     panels = 1 + (1 if actions else 0) + len(observations)
     if not observations:
         panels += 1  # say why there is no observation plot
@@ -614,7 +597,7 @@ def _as_frames(leaf: np.ndarray) -> np.ndarray:
 def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
     """See :meth:`gym_recording.Episode.frames`."""
     candidates: list[tuple[str | None, np.ndarray]] = []
-    for name, raw in _leaves(ep.observations, "obs"):
+    for name, raw in leaves(ep.observations, "obs"):
         leaf = _stack_list(raw)
         if _is_image(leaf):
             candidates.append((name[4:] or None, leaf))

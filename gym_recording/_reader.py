@@ -18,6 +18,7 @@ import numpy as np
 
 from gym_recording import _format
 from gym_recording._errors import RecordingClosedError, TraceFormatError
+from gym_recording._fields import slice_field
 from gym_recording._storage import Storage, open_storage
 
 __all__ = ["Episode", "Recording", "load"]
@@ -273,7 +274,7 @@ def _concat(parts: list[Any], drop_first: bool) -> Any:
     """Join the fields of an episode's parts (dropping each later part's repeated first step)."""
     head, rest = parts[0], parts[1:]
     if drop_first:
-        rest = [_drop_first(p) for p in rest]
+        rest = [slice_field(p, 1, None) for p in rest]
     if all(isinstance(p, np.ndarray) for p in parts):
         out = np.concatenate([head, *rest])
         out.flags.writeable = False
@@ -288,14 +289,6 @@ def _concat(parts: list[Any], drop_first: bool) -> Any:
     for p in [head, *rest]:
         out_list.extend(_steps(p))
     return out_list
-
-
-def _drop_first(f: Any) -> Any:
-    if isinstance(f, dict):
-        return {k: _drop_first(v) for k, v in f.items()}
-    if isinstance(f, tuple):
-        return tuple(_drop_first(v) for v in f)
-    return f[1:]
 
 
 def _steps(f: Any) -> list[Any]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from gym_recording import _format
 
-__all__ = ["Field"]
+__all__ = ["BytesLeaf", "Field", "ScalarLeaf"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ _FIRST_ROWS = 32
 Put = Callable[[Any], bool]
 
 
-class _BytesLeaf:
+class BytesLeaf:
     """Small fixed-shape arrays: one ``bytes`` per step."""
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
@@ -124,10 +124,11 @@ class _ArrayLeaf:
         return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
 
 
-class _ScalarLeaf:
+class ScalarLeaf:
     """Python or numpy scalars (Discrete values, flags): a list, stacked at flush."""
 
     def __init__(self, pytype: type, dtype: np.dtype[Any]) -> None:
+        self.pytype = pytype
         self.dtype = dtype
         self.values: list[Any] = []
         app = self.values.append
@@ -279,7 +280,7 @@ class _TupleNode:
         return sum(c.row_bytes() for c in self.children)
 
 
-_Node = _BytesLeaf | _ArrayLeaf | _ScalarLeaf | _ListLeaf | _DictNode | _TupleNode
+_Node = BytesLeaf | _ArrayLeaf | ScalarLeaf | _ListLeaf | _DictNode | _TupleNode
 
 
 def _infer(v: Any, depth: int = 0) -> _Node:
@@ -290,18 +291,18 @@ def _infer(v: Any, depth: int = 0) -> _Node:
         if not _format.blob_dtype_ok(v.dtype):
             return _ListLeaf()
         if v.dtype.itemsize * v.size <= SMALL_ROW_BYTES:
-            return _BytesLeaf(v.dtype, v.shape)
+            return BytesLeaf(v.dtype, v.shape)
         return _ArrayLeaf(v.dtype, v.shape)
     if isinstance(v, np.generic):
         if _format.blob_dtype_ok(v.dtype):
-            return _ScalarLeaf(type(v), v.dtype)
+            return ScalarLeaf(type(v), v.dtype)
         return _ListLeaf()
     if type(v) is bool:
-        return _ScalarLeaf(bool, np.dtype(np.bool_))
+        return ScalarLeaf(bool, np.dtype(np.bool_))
     if type(v) is int:
-        return _ScalarLeaf(int, np.dtype(np.int64)) if -(2**63) <= v < 2**63 else _ListLeaf()
+        return ScalarLeaf(int, np.dtype(np.int64)) if -(2**63) <= v < 2**63 else _ListLeaf()
     if type(v) is float:
-        return _ScalarLeaf(float, np.dtype(np.float64))
+        return ScalarLeaf(float, np.dtype(np.float64))
     if type(v) is tuple and v:
         return _TupleNode([_infer(x, depth + 1) for x in v])
     if isinstance(v, Mapping) and v and all(type(k) is str for k in v):

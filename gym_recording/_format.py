@@ -49,6 +49,7 @@ __all__ = [
     "decode_field",
     "decode_manifest",
     "decode_value",
+    "dtype_name",
     "dumps",
     "encode_batch",
     "encode_value",
@@ -168,16 +169,36 @@ class BlobBuilder:
             "__type": "ndarray",
             "shape": list(arr.shape),
             "order": "C",
-            "dtype": arr.dtype.name,
+            "dtype": dtype_name(arr.dtype),
             "npyfile": self.name,
             "npyoff": offset,
             "size": nbytes,
         }
 
 
+# dtype.name is computed anew on every access, and hashing a dtype is slow too: cache both
+# answers by the dtype object's identity (the object is kept, so its id is never reused).
+_DTYPE_INFO: dict[int, tuple[np.dtype[Any], str, bool]] = {}
+
+
+def _dtype_info(dtype: np.dtype[Any]) -> tuple[np.dtype[Any], str, bool]:
+    info = _DTYPE_INFO.get(id(dtype))
+    if info is None or info[0] is not dtype:
+        name = dtype.name
+        info = (dtype, name, name in ALLOWED_DTYPES and dtype.byteorder in "=<|")
+        if len(_DTYPE_INFO) < 1024:
+            _DTYPE_INFO[id(dtype)] = info
+    return info
+
+
+def dtype_name(dtype: np.dtype[Any]) -> str:
+    """``dtype.name``, cached."""
+    return _dtype_info(dtype)[1]
+
+
 def blob_dtype_ok(dtype: np.dtype[Any]) -> bool:
     """Whether arrays of ``dtype`` can be stored raw in a blob as they are."""
-    return dtype.name in ALLOWED_DTYPES and dtype.byteorder in "=<|"
+    return _dtype_info(dtype)[2]
 
 
 def snapshot(value: Any, _depth: int = 0) -> Any:
@@ -244,7 +265,7 @@ def encode_value(value: Any, blob: BlobBuilder, _depth: int = 0) -> Any:
     if isinstance(value, np.ndarray):
         if blob_dtype_ok(value.dtype):
             return blob.add(np.ascontiguousarray(value))
-        if value.dtype.name in ALLOWED_DTYPES:  # big-endian: store little-endian
+        if dtype_name(value.dtype) in ALLOWED_DTYPES:  # big-endian: store little-endian
             return blob.add(np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")))
         return {
             "__type": "jsonarray",
@@ -269,6 +290,17 @@ def encode_value(value: Any, blob: BlobBuilder, _depth: int = 0) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"__type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
     return {"__type": "repr", "repr": repr(value)}
+
+
+def slice_taken(value: Any, start: int, stop: int) -> Any:
+    """Steps ``start:stop`` of a field to encode, keeping its kind (views, no copies)."""
+    if isinstance(value, FieldDict):
+        return FieldDict((k, slice_taken(v, start, stop)) for k, v in value.items())
+    if isinstance(value, FieldTuple):
+        return FieldTuple(slice_taken(v, start, stop) for v in value)
+    if isinstance(value, PerStep):
+        return PerStep(value[start:stop])
+    return value[start:stop]
 
 
 def encode_field(value: Any, blob: BlobBuilder) -> Any:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from gym_recording import _format
-from gym_recording._buffer import Field
+from gym_recording._buffer import BytesLeaf, Field, ScalarLeaf
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording._storage import Storage, open_storage
 from gym_recording._version import __version__
@@ -135,6 +135,26 @@ class _Open:
     terminated: bool = False
     truncated: bool = False
     flagged_at: int = -1
+
+
+class _NoType:
+    """A type no value has: disables an inlined fast path."""
+
+
+def _inline_array(f: Field) -> tuple[Any, Any, Any]:
+    """``(shape, dtype, append)`` if ``f`` is one small-array leaf, else values that never match."""
+    leaf = f.root
+    if isinstance(leaf, BytesLeaf):
+        return leaf.shape, leaf.dtype, leaf.rows.append
+    return None, None, None
+
+
+def _inline_scalar(f: Field) -> tuple[type, Any]:
+    """``(type, append)`` if ``f`` is one scalar leaf, else a type no value has."""
+    leaf = f.root
+    if isinstance(leaf, ScalarLeaf):
+        return leaf.pytype, leaf.values.append
+    return _NoType, None
 
 
 def _plain_json(obj: Any, what: str) -> Any:
@@ -369,6 +389,12 @@ class TraceRecording:
         rew_app = rew.append
         keep_infos = self.record_infos
         snapshot = _format.snapshot
+        ndarray = np.ndarray
+        # The commonest layouts are inlined: a small array (Box), a scalar (Discrete).
+        # Anything else, or a value that does not match, goes through the field's put.
+        o_shape, o_dtype, o_app = _inline_array(self._obs)
+        a_shape, a_dtype, a_app = _inline_array(self._act)
+        a_type, a_scalar_app = _inline_scalar(self._act)
 
         def add_step(
             action: Any,
@@ -384,9 +410,19 @@ class TraceRecording:
                 return
             if len(rew) >= self._room:  # full: write out before storing this step
                 self._make_room()
-            if not act_put(action):
+            if type(action) is a_type:
+                a_scalar_app(action)
+            elif type(action) is ndarray and action.dtype is a_dtype and action.shape == a_shape:
+                a_app(action.tobytes())
+            elif not act_put(action):
                 self._fallback(act_field, action, len(rew))
-            if not obs_put(observation):
+            if (
+                type(observation) is ndarray
+                and observation.dtype is o_dtype
+                and observation.shape == o_shape
+            ):
+                o_app(observation.tobytes())
+            elif not obs_put(observation):
                 self._fallback(obs_field, observation, len(rew) + self._resets)
             rew_app(reward)
             if terminated or truncated:
@@ -510,11 +546,15 @@ class TraceRecording:
         first = self._episode_objects
         batch_fn, bin_fn = _format.batch_names(self.file_prefix, first)
         pending, rew = self._pending, self._rew
+        # Convert the batch's steps once, then give each episode views of them.
+        obs = self._obs.take(0, pending[-1].obs_stop)
+        act = self._act.take(0, pending[-1].act_stop)
+        rewards = np.asarray(rew[: pending[-1].act_stop], dtype=np.float64).reshape(-1)
         records = [
             _format.EpisodeRecord(
-                observations=self._obs.take(p.obs_start, p.obs_stop),
-                actions=self._act.take(p.act_start, p.act_stop),
-                rewards=np.asarray(rew[p.act_start : p.act_stop], dtype=np.float64).reshape(-1),
+                observations=_format.slice_taken(obs, p.obs_start, p.obs_stop),
+                actions=_format.slice_taken(act, p.act_start, p.act_stop),
+                rewards=rewards[p.act_start : p.act_stop],
                 terminated=p.terminated,
                 truncated=p.truncated,
                 seed=p.seed,

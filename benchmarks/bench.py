@@ -46,10 +46,13 @@ class SyntheticEnv(gym.Env):  # type: ignore[type-arg]
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
-    def __init__(self, obs_shape: tuple[int, ...], obs_dtype: Any, action_space: Any) -> None:
-        self.observation_space = spaces.Box(0, 255, obs_shape, obs_dtype)
-        self.action_space = action_space
-        self._obs = np.zeros(obs_shape, obs_dtype)
+    def __init__(self, obs_shape: list[int], obs_dtype: str, action_dim: int) -> None:
+        # JSON-able arguments, so that Minari can store the env spec.
+        self.observation_space = spaces.Box(0, 255, tuple(obs_shape), np.dtype(obs_dtype))
+        self.action_space = (
+            spaces.Box(-1, 1, (action_dim,), np.float32) if action_dim else spaces.Discrete(4)
+        )
+        self._obs = np.zeros(tuple(obs_shape), np.dtype(obs_dtype))
         self._flat = self._obs.reshape(-1)
         self._t = 0
 
@@ -64,24 +67,27 @@ class SyntheticEnv(gym.Env):  # type: ignore[type-arg]
         return self._obs, 1.0, False, False, {}
 
 
-def make_synthetic(obs_shape: tuple[int, ...], obs_dtype: Any, action_space: Any) -> gym.Env:  # type: ignore[type-arg]
+def make_synthetic(obs_shape: list[int], obs_dtype: str, action_dim: int = 0) -> gym.Env:  # type: ignore[type-arg]
     """A registered synthetic env made with gym.make, as a user's env would be (TimeLimit,
-    OrderEnforcing and the passive env checker included): the realistic bare loop."""
+    OrderEnforcing and the passive env checker included): the realistic bare loop.
+
+    ``action_dim`` 0 gives a Discrete action space, otherwise a float32 Box of that size.
+    """
     env_id = "GymRecordingBench-v0"
     if env_id not in gym.registry:
-        gym.register(env_id, entry_point=SyntheticEnv)
+        gym.register(env_id, entry_point=f"{__name__}:SyntheticEnv")
     return gym.make(
         env_id,
         max_episode_steps=EPISODE_STEPS,
         obs_shape=obs_shape,
         obs_dtype=obs_dtype,
-        action_space=action_space,
+        action_dim=action_dim,
     )
 
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "synthetic f32[4], Discrete": {
-        "make": lambda: make_synthetic((4,), np.float32, spaces.Discrete(2)),
+        "make": lambda: make_synthetic([4], "float32"),
         "action": lambda env: 1,
         "steps": 400_000,
     },
@@ -92,12 +98,12 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "alternate": True,
     },
     "synthetic f64[17], act f32[6]": {
-        "make": lambda: make_synthetic((17,), np.float64, spaces.Box(-1, 1, (6,), np.float32)),
+        "make": lambda: make_synthetic([17], "float64", 6),
         "action": lambda env: np.full(6, 0.5, np.float32),
         "steps": 400_000,
     },
     "synthetic u8[210,160,3] frames": {
-        "make": lambda: make_synthetic((210, 160, 3), np.uint8, spaces.Discrete(4)),
+        "make": lambda: make_synthetic([210, 160, 3], "uint8"),
         "action": lambda env: 2,
         "steps": 6_000,
     },
@@ -145,7 +151,7 @@ def run_minari(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = tmp
-    env = minari.DataCollector(spec["make"](), record_infos=False)
+    env = minari.DataCollector(spec["make"](), record_infos=False, data_format="arrow")
     t = time.perf_counter()
     drive(env, spec["action"](env), steps, spec.get("alternate", False))
     name = f"bench/run{time.monotonic_ns()}-v0"
@@ -213,7 +219,7 @@ def read_minari(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = tmp
-    env = minari.DataCollector(spec["make"](), record_infos=False)
+    env = minari.DataCollector(spec["make"](), record_infos=False, data_format="arrow")
     drive(env, spec["action"](env), steps)
     ds = env.create_dataset(dataset_id="bench/read-v0", algorithm_name="bench")
     t = time.perf_counter()

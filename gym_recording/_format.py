@@ -89,6 +89,9 @@ ALLOWED_DTYPES: frozenset[str] = frozenset(
     ]
 )
 
+#: The little-endian dtype of each allowed name, made once.
+_LE_DTYPES: dict[str, np.dtype[Any]] = {n: np.dtype(n).newbyteorder("<") for n in ALLOWED_DTYPES}
+
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_BATCH_JSON_BYTES = 512 * 1024 * 1024
 #: How deeply values may nest (JSON containers plus ``__type`` wrappers).
@@ -702,13 +705,13 @@ class DecodeContext:
         order = ref.get("order", "C")
         if order != "C":
             raise self.fail(where, f"expected order 'C', got {_brief(order)}")
-        if not is_plain_name(fn):
+        if fn not in self._blobs and not is_plain_name(fn):  # a blob opened is a checked name
             raise self.fail(where, f"expected npyfile to be a plain file name, got {_brief(fn)}")
         if not (_is_int(off) and off >= 0):
             raise self.fail(where, f"expected npyoff to be a non-negative int, got {_brief(off)}")
         if not (_is_int(size) and size >= 0):
             raise self.fail(where, f"expected size to be a non-negative int, got {_brief(size)}")
-        dt = np.dtype(dtype).newbyteorder("<")
+        dt = _LE_DTYPES[dtype]
         # The byte size, computed without ever forming a product beyond 2**63.
         nonzero = 1
         for d in shape:

@@ -308,6 +308,8 @@ def slice_taken(value: Any, start: int, stop: int) -> Any:
 
 def encode_field(value: Any, blob: BlobBuilder) -> Any:
     """Encode a field (FORMAT.md §5): a stacked array, a FieldDict/FieldTuple or a PerStep list."""
+    if type(value) is np.ndarray and blob_dtype_ok(value.dtype):  # the common case
+        return blob.add(value)
     if isinstance(value, np.ndarray):
         return encode_value(value, blob)
     if isinstance(value, FieldDict):
@@ -350,7 +352,9 @@ def encode_batch(episodes: list[EpisodeRecord], bin_name: str) -> tuple[bytes, l
         obj: dict[str, Any] = {
             "actions": encode_field(ep.actions, blob),
             "observations": encode_field(ep.observations, blob),
-            "rewards": blob.add(np.ascontiguousarray(ep.rewards, dtype=np.float64)),
+            "rewards": blob.add(
+                ep.rewards if ep.rewards.dtype == np.float64 else ep.rewards.astype(np.float64)
+            ),
             "terminated": bool(ep.terminated),
             "truncated": bool(ep.truncated),
             "seed": ep.seed,

@@ -87,6 +87,38 @@ class _TraceAtomicWriter(AtomicWriter):
         super().sync(f)
 
 
+def _write_all(f: Any, chunks: list[BytesLike]) -> int:
+    """Write ``chunks`` with as few system calls as possible (``writev``, up to IOV_MAX each).
+
+    Fewer calls matter on the background writer thread: each call releases and retakes the
+    GIL, and every retake can stall the thread stepping the env.
+    """
+    writev = getattr(os, "writev", None)
+    if writev is None:  # pragma: no cover - not on POSIX
+        return sum(f.write(c) for c in chunks)
+    f.flush()
+    fd = f.fileno()
+    views = [memoryview(c).cast("B") for c in chunks if len(c)]
+    total = 0
+    i = 0
+    while i < len(views):
+        group = views[i : i + _IOV_MAX]
+        n = writev(fd, group)
+        total += n
+        # A short write: skip what was written, keep the rest of the group.
+        for v in group:
+            if n >= len(v):
+                n -= len(v)
+                i += 1
+            else:
+                views[i] = v[n:]
+                break
+    return total
+
+
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
+
+
 def _open_nofollow(path: str) -> Any:
     """Open ``path`` for reading without following a symbolic link (which could lead outside)."""
     # O_NONBLOCK: opening a FIFO planted in a recording must not hang (it is then refused
@@ -151,8 +183,7 @@ class LocalStorage:
         total = 0
         try:
             with _TraceAtomicWriter(path, mode="wb", overwrite=True).open() as f:
-                for chunk in chunks:
-                    total += f.write(chunk)
+                total = _write_all(f, list(chunks))
         except OSError as exc:
             msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"
             raise RecordingError(msg) from exc

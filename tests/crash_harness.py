@@ -194,6 +194,7 @@ def _install_kill_point(n: int, phase: str) -> None:
     cls = _storage._TraceAtomicWriter
     state = {"writes": -1}
     get_fileobject, sync, commit = cls.get_fileobject, cls.sync, cls.commit
+    write_all = _storage._write_all
 
     def hit(p: str) -> bool:
         return state["writes"] == n and phase == p
@@ -204,6 +205,11 @@ def _install_kill_point(n: int, phase: str) -> None:
             _die()
         f = get_fileobject(self, *args, **kwargs)
         return _HalfWriter(f) if hit("write") else f
+
+    def patched_write_all(f: Any, chunks: list[Any]) -> int:
+        if isinstance(f, _HalfWriter) and chunks:  # storage writes with writev, not f.write
+            f.write(next(c for c in chunks if len(c)) if any(len(c) for c in chunks) else b"x")
+        return write_all(f, chunks)
 
     def patched_sync(self: Any, f: Any) -> None:
         if hit("sync"):
@@ -221,6 +227,7 @@ def _install_kill_point(n: int, phase: str) -> None:
     cls.get_fileobject = patched_get_fileobject
     cls.sync = patched_sync
     cls.commit = patched_commit
+    _storage._write_all = patched_write_all  # type: ignore[attr-defined]
 
 
 def _record_written_sizes() -> dict[str, int]:

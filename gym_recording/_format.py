@@ -164,9 +164,12 @@ class BlobBuilder:
         offset = self.size
         nbytes = arr.nbytes
         if nbytes:
-            if not arr.flags.c_contiguous:
+            try:
+                view = arr.data.cast("B")  # no copy; refused unless C-contiguous
+            except (TypeError, ValueError):
                 arr = np.ascontiguousarray(arr)
-            self.chunks.append(memoryview(arr.data).cast("B"))
+                view = arr.data.cast("B")
+            self.chunks.append(view)
             self.size += nbytes
         return {
             "__type": "ndarray",

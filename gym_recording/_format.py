@@ -450,6 +450,15 @@ def _is_int(x: Any) -> TypeGuard[int]:
     return type(x) is int
 
 
+def _is_shape(x: Any) -> TypeGuard[list[int]]:
+    """A list of at most MAX_NDIM ints, each within 0..2**63-1 (bools are not ints here)."""
+    return (
+        isinstance(x, list)
+        and len(x) <= MAX_NDIM
+        and all(_is_int(d) and 0 <= d <= _INTP_MAX for d in x)
+    )
+
+
 @dataclass(frozen=True)
 class BatchEntry:
     """One entry of a manifest's ``batches`` list."""
@@ -695,11 +704,7 @@ class DecodeContext:
             ref.get("size"),
             ref.get("npyfile"),
         )
-        if (
-            not isinstance(shape, list)
-            or len(shape) > MAX_NDIM
-            or not all(_is_int(d) and 0 <= d <= _INTP_MAX for d in shape)
-        ):
+        if not _is_shape(shape):
             raise self.fail(
                 where,
                 f"expected shape to be a list of at most {MAX_NDIM} non-negative ints, "
@@ -848,11 +853,7 @@ def _decode_jsonarray(v: dict[str, Any], ctx: DecodeContext, where: str, depth: 
     dt, shape = v.get("dtype"), v.get("shape")
     if not isinstance(dt, str) or len(dt) > 32:
         raise ctx.fail(where, f"expected a jsonarray dtype string, got {_brief(dt)}")
-    if (
-        not isinstance(shape, list)
-        or len(shape) > MAX_NDIM
-        or not all(_is_int(d) and 0 <= d <= _INTP_MAX for d in shape)
-    ):
+    if not _is_shape(shape):
         raise ctx.fail(
             where,
             f"expected a jsonarray shape of at most {MAX_NDIM} non-negative ints, "

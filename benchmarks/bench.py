@@ -336,7 +336,10 @@ def median(xs: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="few steps and runs (smoke test)")
+    ap.add_argument("--quick", action="store_true", help="few steps and runs (about a minute)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, one run: checks the script works"
+    )
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--out", help="also write the Markdown report to this file")
     ap.add_argument("--no-minari", action="store_true")
@@ -348,8 +351,8 @@ def main() -> None:
         child_rss(args.child_rss[0], int(args.child_rss[1]), int(args.child_rss[2]))
         return
 
-    scale = 0.05 if args.quick else 1.0
-    runs = 2 if args.quick else args.runs
+    scale = 0.002 if args.smoke else 0.05 if args.quick else 1.0
+    runs = 1 if args.smoke else 2 if args.quick else args.runs
     minari_on = have_minari() and not args.no_minari
     tmp = tempfile.mkdtemp(prefix="gymrec-bench-")
     lines: list[str] = []
@@ -372,7 +375,8 @@ def main() -> None:
     )
     emit(
         f"Date: {time.strftime('%Y-%m-%d')}. Command: `python benchmarks/bench.py"
-        f"{' --quick' if args.quick else ''}`. Medians of {runs} interleaved runs; "
+        f"{' --quick' if args.quick else ' --smoke' if args.smoke else ''}`. "
+        f"Medians of {runs} interleaved runs; "
         f"{EPISODE_STEPS}-step episodes."
     )
     emit()
@@ -441,9 +445,10 @@ def main() -> None:
         "| growth / batch_bytes |"
     )
     emit("|---|---|---|---|---|---|---|")
+    rss_scale = 0.01 if args.smoke else max(scale, 0.05)
     rss_runs = [
-        ("synthetic u8[210,160,3] frames", int(3000 * max(scale, 0.2))),
-        ("long-episode", int(200_000 * max(scale, 0.05))),
+        ("synthetic u8[210,160,3] frames", int(3000 * max(rss_scale, 0.2))),
+        ("long-episode", int(200_000 * rss_scale)),
     ]
     for kind, steps in rss_runs:
         r = measure_rss(kind, steps)
@@ -459,7 +464,7 @@ def main() -> None:
     emit()
     emit("| batches written | that flush, ms |")
     emit("|---|---|")
-    for i, dt in flush_cost(1000 if args.quick else 10_000):
+    for i, dt in flush_cost(20 if args.smoke else 1000 if args.quick else 10_000):
         emit(f"| {i:,} | {dt * 1e3:.2f} |")
 
     shutil.rmtree(tmp, ignore_errors=True)

@@ -152,11 +152,42 @@ class BlobBuilder:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self._name_json = json.dumps(name)
         self.chunks: list[Any] = []
         self.size = 0
 
     def add(self, arr: np.ndarray) -> dict[str, Any]:
         """Append ``arr`` (C-contiguous, little-endian, allowed dtype) and return its reference."""
+        offset, nbytes, arr = self.add_raw(arr)
+        return {
+            "__type": "ndarray",
+            "shape": list(arr.shape),
+            "order": "C",
+            "dtype": dtype_name(arr.dtype),
+            "npyfile": self.name,
+            "npyoff": offset,
+            "size": nbytes,
+        }
+
+    def add_json(self, arr: np.ndarray) -> str:
+        """Append ``arr`` like :meth:`add`; return its reference as JSON text (the fast path)."""
+        offset, nbytes, arr = self.add_raw(arr)
+        return (
+            '{"__type":"ndarray","shape":['
+            + ",".join([str(d) for d in arr.shape])
+            + '],"order":"C","dtype":"'
+            + dtype_name(arr.dtype)
+            + '","npyfile":'
+            + self._name_json
+            + ',"npyoff":'
+            + str(offset)
+            + ',"size":'
+            + str(nbytes)
+            + "}"
+        )
+
+    def add_raw(self, arr: np.ndarray) -> tuple[int, int, np.ndarray]:
+        """Append ``arr``'s bytes at the next 8-byte boundary: ``(offset, nbytes, array)``."""
         pad = -self.size % 8
         if pad:
             self.chunks.append(self._PAD[:pad])
@@ -171,15 +202,7 @@ class BlobBuilder:
                 view = arr.data.cast("B")
             self.chunks.append(view)
             self.size += nbytes
-        return {
-            "__type": "ndarray",
-            "shape": list(arr.shape),
-            "order": "C",
-            "dtype": dtype_name(arr.dtype),
-            "npyfile": self.name,
-            "npyoff": offset,
-            "size": nbytes,
-        }
+        return offset, nbytes, arr
 
 
 # dtype.name is computed anew on every access, and hashing a dtype is slow too: cache both
@@ -344,6 +367,68 @@ class EpisodeRecord:
     steps: int = 0
 
 
+def _plain_array(x: Any) -> bool:
+    return type(x) is np.ndarray and blob_dtype_ok(x.dtype)
+
+
+def _episode_json_fast(ep: EpisodeRecord, blob: BlobBuilder) -> str:
+    """The episode object as JSON text, for the common case: plain array fields, no options.
+
+    The same document :func:`_episode_obj` gives, built without intermediate dicts.
+    """
+    parts = [
+        '{"actions":',
+        blob.add_json(ep.actions),
+        ',"observations":',
+        blob.add_json(ep.observations),
+        ',"rewards":',
+        blob.add_json(
+            ep.rewards if ep.rewards.dtype == np.float64 else ep.rewards.astype(np.float64)
+        ),
+        ',"terminated":',
+        "true" if ep.terminated else "false",
+        ',"truncated":',
+        "true" if ep.truncated else "false",
+        ',"seed":',
+        "null" if ep.seed is None else str(int(ep.seed)),
+        ',"options":null',
+    ]
+    for key, t in (("started_at", ep.started_at), ("ended_at", ep.ended_at)):
+        if t is not None:
+            parts.append(f',"{key}":{float(t)!r}')
+    if ep.part:
+        parts.append(f',"part":{int(ep.part)}')
+    if ep.continues:
+        parts.append(',"continues":true')
+    parts.append("}")
+    return "".join(parts)
+
+
+def _episode_obj(ep: EpisodeRecord, blob: BlobBuilder) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "actions": encode_field(ep.actions, blob),
+        "observations": encode_field(ep.observations, blob),
+        "rewards": blob.add(
+            ep.rewards if ep.rewards.dtype == np.float64 else ep.rewards.astype(np.float64)
+        ),
+        "terminated": bool(ep.terminated),
+        "truncated": bool(ep.truncated),
+        "seed": ep.seed,
+        "options": encode_value(ep.options, blob),
+    }
+    if ep.infos is not None:
+        obj["infos"] = [encode_value(i, blob) for i in ep.infos]
+    if ep.started_at is not None:
+        obj["started_at"] = ep.started_at
+    if ep.ended_at is not None:
+        obj["ended_at"] = ep.ended_at
+    if ep.part:
+        obj["part"] = ep.part
+    if ep.continues:
+        obj["continues"] = True
+    return obj
+
+
 def encode_batch(episodes: list[EpisodeRecord], bin_name: str) -> tuple[bytes, list[Any], int]:
     """Encode a batch: returns the batch JSON bytes, the blob's chunks and the blob's size.
 
@@ -352,29 +437,17 @@ def encode_batch(episodes: list[EpisodeRecord], bin_name: str) -> tuple[bytes, l
     blob = BlobBuilder(bin_name)
     out = []
     for ep in episodes:
-        obj: dict[str, Any] = {
-            "actions": encode_field(ep.actions, blob),
-            "observations": encode_field(ep.observations, blob),
-            "rewards": blob.add(
-                ep.rewards if ep.rewards.dtype == np.float64 else ep.rewards.astype(np.float64)
-            ),
-            "terminated": bool(ep.terminated),
-            "truncated": bool(ep.truncated),
-            "seed": ep.seed,
-            "options": encode_value(ep.options, blob),
-        }
-        if ep.infos is not None:
-            obj["infos"] = [encode_value(i, blob) for i in ep.infos]
-        if ep.started_at is not None:
-            obj["started_at"] = ep.started_at
-        if ep.ended_at is not None:
-            obj["ended_at"] = ep.ended_at
-        if ep.part:
-            obj["part"] = ep.part
-        if ep.continues:
-            obj["continues"] = True
-        out.append(obj)
-    return dumps({"episodes": out}), blob.chunks, blob.size
+        if (
+            ep.options is None
+            and ep.infos is None
+            and _plain_array(ep.observations)
+            and _plain_array(ep.actions)
+            and ep.rewards.ndim == 1
+        ):
+            out.append(_episode_json_fast(ep, blob))
+        else:
+            out.append(dumps(_episode_obj(ep, blob)).decode())
+    return ('{"episodes":[' + ",".join(out) + "]}").encode(), blob.chunks, blob.size
 
 
 # --------------------------------------------------------------------------------------------

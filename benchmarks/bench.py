@@ -393,11 +393,17 @@ def main() -> None:
         bare, ours, minari_t, ceil = [], [], [], []
         nbytes = 0
         for _ in range(runs):
+            # Each contender starts with no dirty pages left by the previous one (os.sync),
+            # so that one's writeback does not throttle the next.
+            os.sync()
             bare.append(run_bare(spec, steps, tmp)[0])
+            os.sync()
             dt, nbytes = run_ours(spec, steps, tmp)
             ours.append(dt)
+            os.sync()
             ceil.append(run_ceiling(nbytes, tmp))
             if minari_on:
+                os.sync()
                 minari_t.append(run_minari(spec, m_steps, tmp)[0] / m_steps * steps)
         b, o, c = median(bare), median(ours), median(ceil)
         mb = nbytes / 1e6

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -269,6 +270,11 @@ class _Writer:
     starts: tuple[int, ...]
     first_obj: tuple[int, ...]
 
+    @functools.cached_property
+    def cum(self) -> list[int]:
+        """Episodes starting before each batch (for a binary search)."""
+        return list(itertools.accumulate(self.starts, initial=0))
+
 
 def _concat(parts: list[Any], drop_first: bool) -> Any:
     """Join the fields of an episode's parts (dropping each later part's repeated first step)."""
@@ -448,15 +454,18 @@ class Recording(Sequence[Episode]):
         w = bisect.bisect_right(self._cum, idx) - 1
         writer = self._writers[w]
         k = idx - self._cum[w]
-        b = 0
-        while k >= writer.starts[b]:
-            k -= writer.starts[b]
-            b += 1
-        return self._episode(idx, w, b, writer.first_obj[b] + k)
+        cum = writer.cum
+        b = bisect.bisect_right(cum, k) - 1  # the last batch starting at or before k
+        return self._episode(idx, w, b, writer.first_obj[b] + k - cum[b])
 
     def __iter__(self) -> Iterator[Episode]:
-        for i in range(len(self)):
-            yield self[i]
+        idx = 0
+        for w, writer in enumerate(list(self._writers)):
+            for b, n in enumerate(writer.starts):
+                for k in range(n):
+                    self._check_open()
+                    yield self._episode(idx, w, b, writer.first_obj[b] + k)
+                    idx += 1
 
     def _batch(self, w: int, b: int) -> tuple[list[Any], _format.DecodeContext]:
         key = (w, b)

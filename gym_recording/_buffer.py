@@ -3,8 +3,8 @@
 A *field* (the observations, or the actions) is a tree shaped like its first value: dicts and
 tuples of leaves. Each leaf keeps the values of one leaf for every buffered step:
 
-- small fixed-shape arrays: their bytes (``tobytes()``, the cheapest copy CPython offers for a
-  few dozen bytes), joined into one array at flush;
+- small fixed-shape arrays: their bytes appended to one ``bytearray`` (``extend`` copies
+  straight from the array's buffer: the cheapest copy CPython offers for a few dozen bytes);
 - large fixed-shape arrays (images): rows of one preallocated array, so each byte is copied
   once on the way in and written straight from there (the array is handed to the writer and
   a fresh one takes its place);
@@ -19,6 +19,7 @@ recording stays exact whatever the env returns.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,37 +39,47 @@ Put = Callable[[Any], bool]
 
 
 class BytesLeaf:
-    """Small fixed-shape arrays: one ``bytes`` per step."""
+    """Small fixed-shape arrays: their bytes appended to one ``bytearray``, row after row.
+
+    ``bytearray.extend`` copies an array's bytes straight from its buffer: no ``bytes``
+    object per step, and no join at flush.
+    """
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
         self.dtype, self.shape = dtype, shape
-        self.rows: list[bytes] = []
-        app = self.rows.append
+        self.row = dtype.itemsize * math.prod(shape)  # > 0: empty arrays go to _ArrayLeaf
+        self.buf = bytearray()
+        ext = self.buf.extend  # the bytearray is never replaced: closures may keep this
         ndarray = np.ndarray
 
         def put(v: Any) -> bool:
             if type(v) is ndarray and v.shape == shape and (v.dtype is dtype or v.dtype == dtype):
-                app(v.tobytes())
+                try:
+                    ext(v)
+                except (TypeError, BufferError, ValueError):  # not C-contiguous
+                    ext(v.tobytes())
                 return True
             return False
 
         self.put: Put = put
 
     def count(self) -> int:
-        return len(self.rows)
+        return len(self.buf) // self.row
 
     def take(self, start: int, stop: int) -> Any:
-        arr = np.frombuffer(b"".join(self.rows[start:stop]), dtype=self.dtype)
+        # A copy (one memcpy): nothing keeps the bytearray exported, so it stays growable.
+        arr = np.frombuffer(self.buf[start * self.row : stop * self.row], dtype=self.dtype)
         return arr.reshape(stop - start, *self.shape)
 
     def get(self, i: int) -> Any:
-        return np.frombuffer(self.rows[i], dtype=self.dtype).reshape(self.shape).copy()
+        row = self.buf[i * self.row : (i + 1) * self.row]
+        return np.frombuffer(row, dtype=self.dtype).reshape(self.shape).copy()
 
     def release(self, keep_from: int) -> None:
-        del self.rows[:keep_from]
+        del self.buf[: keep_from * self.row]
 
     def row_bytes(self) -> int:
-        return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
+        return self.row
 
 
 class _ArrayLeaf:
@@ -290,7 +301,7 @@ def _infer(v: Any, depth: int = 0) -> _Node:
     if type(v) is np.ndarray:
         if not _format.blob_dtype_ok(v.dtype):
             return _ListLeaf()
-        if v.dtype.itemsize * v.size <= SMALL_ROW_BYTES:
+        if 0 < v.dtype.itemsize * v.size <= SMALL_ROW_BYTES:
             return BytesLeaf(v.dtype, v.shape)
         return _ArrayLeaf(v.dtype, v.shape)
     if isinstance(v, np.generic):

@@ -71,6 +71,17 @@ class Episode:
     ended_at: float | None = None
     env_id: str | None = None
 
+    @classmethod
+    def _of(cls, fields: dict[str, Any]) -> Episode:
+        """An episode of ``fields``, which name every field in declaration order.
+
+        The reader's constructor: the same object as ``Episode(**fields)``, without the cost
+        of a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field).
+        """
+        ep = object.__new__(cls)
+        ep.__dict__.update(fields)
+        return ep
+
     @property
     def length(self) -> int:
         """The number of steps."""
@@ -460,11 +471,16 @@ class Recording(Sequence[Episode]):
 
     def __iter__(self) -> Iterator[Episode]:
         idx = 0
+        check_open, episode = self._check_open, self._episode
         for w, writer in enumerate(list(self._writers)):
-            for b, n in enumerate(writer.starts):
-                for k in range(n):
-                    self._check_open()
-                    yield self._episode(idx, w, b, writer.first_obj[b] + k)
+            for b, (n, first) in enumerate(zip(writer.starts, writer.first_obj, strict=True)):
+                if not n:
+                    continue
+                check_open()
+                batch = self._batch(w, b)  # once per batch, not per episode
+                for j in range(first, first + n):
+                    check_open()
+                    yield episode(idx, w, b, j, batch)
                     idx += 1
 
     def _batch(self, w: int, b: int) -> tuple[list[Any], _format.DecodeContext]:
@@ -486,8 +502,10 @@ class Recording(Sequence[Episode]):
             self._cache.popitem(last=False)
         return objs, ctx
 
-    def _decoded(self, w: int, b: int, j: int) -> dict[str, Any]:
-        objs, ctx = self._batch(w, b)
+    def _decoded(
+        self, w: int, b: int, j: int, batch: tuple[list[Any], _format.DecodeContext] | None = None
+    ) -> dict[str, Any]:
+        objs, ctx = self._batch(w, b) if batch is None else batch
         ep = _format.decode_episode(objs[j], ctx, f"episodes[{j}]")
         # Only a batch's last episode object may continue, exactly when the manifest says so:
         # otherwise parts would be joined wrongly, read twice or skipped.
@@ -508,13 +526,44 @@ class Recording(Sequence[Episode]):
             raise TraceFormatError(msg, ctx.path)
         return ep
 
-    def _episode(self, idx: int, w: int, b: int, j: int) -> Episode:
+    def _episode(
+        self,
+        idx: int,
+        w: int,
+        b: int,
+        j: int,
+        batch: tuple[list[Any], _format.DecodeContext] | None = None,
+    ) -> Episode:
+        """Episode ``idx``: object ``j`` of batch ``b`` of writer ``w``, joined with its parts.
+
+        ``batch``, if given, is that batch (as :meth:`_batch` returns it).
+        """
         writer = self._writers[w]
-        parts = [self._decoded(w, b, j)]
-        if parts[0]["part"] != 0:
+        first = self._decoded(w, b, j, batch)
+        if first["part"] != 0:
             path = os.path.join(self.directory, writer.manifest.batches[b].fn)
-            msg = f"episodes[{j}] is part {parts[0]['part']} of an episode, but no part precedes it"
+            msg = f"episodes[{j}] is part {first['part']} of an episode, but no part precedes it"
             raise TraceFormatError(msg, path)
+        manifest = writer.manifest
+        if not first["continues"]:  # one part: the common case
+            return Episode._of(
+                {
+                    "observations": first["observations"],
+                    "actions": first["actions"],
+                    "rewards": first["rewards"],
+                    "terminated": first["terminated"],
+                    "truncated": first["truncated"],
+                    "seed": first["seed"],
+                    "options": first["options"],
+                    "infos": first["infos"],
+                    "index": idx,
+                    "writer": manifest.writer,
+                    "started_at": first["started_at"],
+                    "ended_at": first["ended_at"],
+                    "env_id": manifest.env_id,
+                }
+            )
+        parts = [first]
         while parts[-1]["continues"]:
             b, j = b + 1, 0
             path = os.path.join(self.directory, writer.manifest.name)

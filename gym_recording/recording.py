@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,13 @@ from gym_recording._buffer import BytesLeaf, Field, ScalarLeaf
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording._storage import Storage, open_storage
 from gym_recording._version import __version__
+
+try:  # the recorded step in C (built at install when a compiler is there; optional)
+    from gym_recording import _speedups
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _speedups = None  # type: ignore[assignment]
+if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
+    _speedups = None  # type: ignore[assignment]
 
 __all__ = ["TraceRecording"]
 
@@ -101,26 +108,7 @@ class _WriteJob:
             raise exc
 
 
-@dataclass
-class _Pending:
-    """A completed episode (or a part of one) whose steps wait in the buffer."""
-
-    obs_start: int
-    obs_stop: int
-    act_start: int
-    act_stop: int
-    terminated: bool
-    truncated: bool
-    seed: int | None
-    options: Any
-    infos: list[Any] | None
-    started_at: float | None
-    ended_at: float | None
-    part: int = 0
-    continues: bool = False
-
-
-@dataclass
+@dataclass(slots=True)
 class _Open:
     """The episode being recorded; its rows start at ``obs_start``/``act_start``."""
 
@@ -142,10 +130,10 @@ class _NoType:
 
 
 def _inline_array(f: Field) -> tuple[Any, Any, Any]:
-    """``(shape, dtype, append)`` if ``f`` is one small-array leaf, else values that never match."""
+    """``(shape, dtype, extend)`` if ``f`` is one small-array leaf, else values never matching."""
     leaf = f.root
     if isinstance(leaf, BytesLeaf):
-        return leaf.shape, leaf.dtype, leaf.rows.append
+        return leaf.shape, leaf.dtype, leaf.buf.extend
     return None, None, None
 
 
@@ -286,9 +274,10 @@ class TraceRecording:
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before an episode is split
         self._split_steps = MAX_BATCH_STEPS
         self._sized = False
-        self._pending: list[_Pending] = []
+        self._pending: list[_format.EpisodeSpan] = []
         self._open: _Open | None = None
         self._job: _WriteJob | None = None
+        self._build_hot_path()
 
         with _open_lock:
             _open_recordings[id(self)] = self
@@ -322,17 +311,21 @@ class TraceRecording:
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
         rows = len(self._rew) + self._resets
+        root = self._obs.root
         if not self._obs.put(observation):
             self._fallback(self._obs, observation, rows)
+        elif self._obs.root is not root:  # the first observation chose the layout
+            self._relayout()
         self._resets += 1
         self._open = _Open(
-            obs_start=rows,
-            act_start=len(self._rew),
-            seed=None if seed is None else int(seed),
-            options=_format.snapshot(options),
-            started_at=time.time(),
-            infos=[_format.snapshot(info)] if self.record_infos else None,
+            rows,
+            len(self._rew),
+            None if seed is None else int(seed),
+            None if options is None else _format.snapshot(options),
+            time.time(),
+            [_format.snapshot(info)] if self.record_infos else None,
         )
+        self._sync_room()
 
     def add_step(
         self,
@@ -353,48 +346,88 @@ class TraceRecording:
             truncated: Whether the episode was truncated at this step.
             info: The step's info; kept only with ``record_infos=True``.
         """
-        # The general path; once the layout is known, a faster closure replaces this method
-        # on the instance (see _specialise).
-        ep = self._open
-        if ep is None:
-            self._no_open_episode()
-            return
-        rew = self._rew
-        if len(rew) >= self._room:  # full: write out before storing this step
-            self._make_room()
-        if not self._act.put(action):
-            self._fallback(self._act, action, len(rew))
-        if not self._obs.put(observation):
-            self._fallback(self._obs, observation, len(rew) + self._resets)
-        rew.append(reward)
-        if terminated or truncated:
-            ep.terminated, ep.truncated, ep.flagged_at = bool(terminated), bool(truncated), len(rew)
-        if ep.infos is not None:
-            ep.infos.append(_format.snapshot(info))
-        if not self._sized:
-            self._sized = True
-            self._decide_batch_size()
+        # Instances carry a closure built by _build_hot_path under this name; this method is
+        # only reached when called on the class.
+        self.__dict__["add_step"](action, observation, reward, terminated, truncated, info)
 
-    def _specialise(self) -> None:
-        """Replace ``add_step`` on this instance by a closure over the current layout.
+    def _build_hot_path(self) -> None:
+        """Build this instance's ``add_step`` closure and the wrappers' fused steps.
 
-        Same behaviour as :meth:`add_step`, minus attribute lookups: the hot path of every
-        recorded step. Rebuilt whenever the layout or the batch size changes.
+        Every recorded step runs through them, so ``add_step`` keeps what it needs in closure
+        cells rather than attributes, and inlines the commonest layouts: a small array (Box)
+        and a scalar (Discrete). The cells are updated in place by ``relayout`` whenever a
+        field's layout changes, and so are the C steps (``_speedups.FusedStep``), so that
+        nothing a caller holds on to (``add = rec.add_step``, ``step = env.step``) goes stale.
         """
-        if self._obs.root is None or self._act.root is None:
-            return
-        obs_put, act_put = self._obs.put, self._act.put
-        obs_field, act_field = self._obs, self._act
         rew = self._rew
         rew_app = rew.append
+        obs_field, act_field = self._obs, self._act
         keep_infos = self.record_infos
         snapshot = _format.snapshot
         ndarray = np.ndarray
-        # The commonest layouts are inlined: a small array (Box), a scalar (Discrete).
-        # Anything else, or a value that does not match, goes through the field's put.
-        o_shape, o_dtype, o_app = _inline_array(self._obs)
-        a_shape, a_dtype, a_app = _inline_array(self._act)
-        a_type, a_scalar_app = _inline_scalar(self._act)
+        # The layout cells: values no observation or action matches until the layout is known.
+        o_shape: Any = None
+        o_dtype: Any = None
+        o_ext: Any = None
+        a_shape: Any = None
+        a_dtype: Any = None
+        a_ext: Any = None
+        a_type: Any = _NoType
+        a_scalar_app: Any = None
+        obs_put: Any = None
+        act_put: Any = None
+        # Steps the buffer may hold before _make_room; -1 while no episode is open, so that one
+        # comparison per step covers both (see _sync_room).
+        room = -1
+
+        # Steppers in C (gym_recording._speedups.FusedStep) built for wrappers: they keep
+        # their own copy of the layout and the room, updated alongside the cells.
+        c_steps: list[Any] = []
+
+        def configure(c: Any) -> None:
+            o, a = obs_field.root, act_field.root
+            if not keep_infos and isinstance(o, BytesLeaf):
+                if isinstance(a, ScalarLeaf):
+                    c.configure(o.buf, o.dtype, o.shape, a.pytype, a.values, None, None, None)
+                    return
+                if isinstance(a, BytesLeaf):
+                    c.configure(o.buf, o.dtype, o.shape, None, None, a.buf, a.dtype, a.shape)
+                    return
+            c.configure(None, None, None, None, None, None, None, None)  # all to the Python step
+
+        def set_room(n: int) -> None:
+            nonlocal room
+            room = n
+            for c in c_steps:
+                c.room = n
+
+        def on_flags(terminated: Any, truncated: Any) -> None:
+            """The step just stored set a flag: the episode may end here."""
+            ep: Any = self._open
+            ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+            ep.flagged_at = len(rew)
+
+        def first_put(field: Field) -> Callable[[Any], bool]:
+            def put(value: Any) -> bool:
+                ok = field.put(value)  # infers the field's layout from its first value
+                relayout()
+                return ok
+
+            return put
+
+        def relayout() -> None:
+            nonlocal o_shape, o_dtype, o_ext, a_shape, a_dtype, a_ext, a_type, a_scalar_app
+            nonlocal obs_put, act_put
+            o_shape, o_dtype, o_ext = _inline_array(obs_field)
+            a_shape, a_dtype, a_ext = _inline_array(act_field)
+            a_type, a_scalar_app = _inline_scalar(act_field)
+            obs_put = obs_field.put if obs_field.root is not None else first_put(obs_field)
+            act_put = act_field.put if act_field.root is not None else first_put(act_field)
+            for c in c_steps:
+                configure(c)
+            if not self._sized and obs_field.root is not None and act_field.root is not None:
+                self._sized = True
+                self._decide_batch_size()
 
         def add_step(
             action: Any,
@@ -404,16 +437,18 @@ class TraceRecording:
             truncated: bool = False,
             info: Any = None,
         ) -> None:
-            ep = self._open
-            if ep is None:
-                self._no_open_episode()
-                return
-            if len(rew) >= self._room:  # full: write out before storing this step
+            if len(rew) >= room:  # full (write out before storing this step), or no episode
+                if self._open is None:
+                    self._no_open_episode()
+                    return
                 self._make_room()
             if type(action) is a_type:
                 a_scalar_app(action)
             elif type(action) is ndarray and action.dtype is a_dtype and action.shape == a_shape:
-                a_app(action.tobytes())
+                try:
+                    a_ext(action)
+                except (TypeError, BufferError, ValueError):  # not C-contiguous
+                    a_ext(action.tobytes())
             elif not act_put(action):
                 self._fallback(act_field, action, len(rew))
             if (
@@ -421,23 +456,74 @@ class TraceRecording:
                 and observation.dtype is o_dtype
                 and observation.shape == o_shape
             ):
-                o_app(observation.tobytes())
+                try:
+                    o_ext(observation)
+                except (TypeError, BufferError, ValueError):  # not C-contiguous
+                    o_ext(observation.tobytes())
             elif not obs_put(observation):
                 self._fallback(obs_field, observation, len(rew) + self._resets)
             rew_app(reward)
             if terminated or truncated:
-                ep.terminated, ep.truncated = bool(terminated), bool(truncated)
-                ep.flagged_at = len(rew)
+                on_flags(terminated, truncated)
             if keep_infos:
-                ep.infos.append(snapshot(info))  # type: ignore[union-attr]
+                self._open.infos.append(snapshot(info))  # type: ignore[union-attr]
 
+        def fused_step(
+            env_step: Callable[[Any], Any], other_result: Callable[[Any, Any], None]
+        ) -> Callable[[Any], Any]:
+            def record(action: Any, result: Any) -> None:
+                """Record the step ``env_step(action)`` returned ``result`` (the general path)."""
+                try:
+                    observation, reward, terminated, truncated, info = result
+                except (TypeError, ValueError):  # not a gymnasium 5-tuple (legacy gym)
+                    other_result(action, result)
+                    return
+                if self._open is None:  # between episodes, or closed: the caller decides
+                    other_result(action, result)
+                    return
+                add_step(action, observation, reward, terminated, truncated, info)
+
+            def step(action: Any) -> Any:
+                result = env_step(action)
+                record(action, result)
+                return result
+
+            if _speedups is None:
+                return step
+            # The C step stores the commonest layouts itself and hands any other step to
+            # record(); until a layout is configured it calls step().
+            c = _speedups.FusedStep(env_step, step, record, on_flags, rew)
+            configure(c)
+            c.room = room
+            c_steps.append(c)
+            return c
+
+        relayout()
         add_step.__doc__ = TraceRecording.add_step.__doc__
         self.add_step = add_step  # type: ignore[method-assign]
+        self._relayout = relayout
+        self._set_room = set_room
+        self._fused_step = fused_step
+
+    def _step_function(
+        self, env_step: Callable[[Any], Any], other_result: Callable[[Any, Any], None]
+    ) -> Callable[[Any], Any]:
+        """``step(action)``: ``env_step(action)``, then the step recorded, for a wrapper.
+
+        A gymnasium 5-tuple result is recorded exactly as :meth:`add_step` would record it;
+        any other result, or any result while no episode is open, is handed to
+        ``other_result(action, result)``. Either way the result is returned. It is
+        ``gym_recording._speedups.FusedStep`` (C) when the extension is built, else a closure.
+        """
+        return self._fused_step(env_step, other_result)
+
+    def _sync_room(self) -> None:
+        """Tell the hot path how many steps fit, or -1 if no episode is open."""
+        self._set_room(self._room if self._open is not None else -1)
 
     def _fallback(self, target: Field, value: Any, rows: int) -> None:
         target.fallback(value, rows)
-        if "add_step" in self.__dict__:
-            self._specialise()
+        self._relayout()
 
     def _no_open_episode(self) -> None:
         if self.closed:
@@ -459,28 +545,30 @@ class TraceRecording:
         if ep is None:
             return
         self._open = None
+        self._sync_room()
         self._pending.append(self._pending_of(ep, continues=False))
         self.episode_count += 1
         if len(self._rew) >= self._target_steps:
             self._submit_batch()
 
-    def _pending_of(self, ep: _Open, *, continues: bool) -> _Pending:
+    def _pending_of(self, ep: _Open, *, continues: bool) -> _format.EpisodeSpan:
         steps = len(self._rew)
         last = ep.flagged_at == steps and not continues
-        return _Pending(
-            obs_start=ep.obs_start,
-            obs_stop=steps + self._resets,
-            act_start=ep.act_start,
-            act_stop=steps,
-            terminated=ep.terminated and last,
-            truncated=ep.truncated and last,
-            seed=ep.seed if ep.part == 0 else None,
-            options=ep.options if ep.part == 0 else None,
-            infos=list(ep.infos) if ep.infos is not None else None,
-            started_at=ep.started_at if ep.part == 0 else None,
-            ended_at=None if continues else time.time(),
-            part=ep.part,
-            continues=continues,
+        first = ep.part == 0
+        return _format.EpisodeSpan(
+            ep.obs_start,
+            steps + self._resets,
+            ep.act_start,
+            steps,
+            ep.terminated and last,
+            ep.truncated and last,
+            ep.seed if first else None,
+            ep.options if first else None,
+            list(ep.infos) if ep.infos is not None else None,
+            ep.started_at if first else None,
+            None if continues else time.time(),
+            ep.part,
+            continues,
         )
 
     # ---------------------------------------------------------------- batching
@@ -496,7 +584,7 @@ class TraceRecording:
         self._split_steps = max(self._target_steps, min(MAX_BATCH_STEPS, split), 1)
         # What the buffer may hold before it is written out mid-episode.
         self._room = self._target_steps
-        self._specialise()
+        self._sync_room()
 
     def _make_room(self) -> None:
         """The buffer holds ``_room`` steps inside an episode: write out what can be written.
@@ -512,6 +600,7 @@ class TraceRecording:
         if not self._pending:
             if len(self._rew) < split_at:
                 self._room = split_at
+                self._sync_room()
                 return
             self._pending.append(self._pending_of(ep, continues=True))
             # The next part starts at the last observation, which both parts hold.
@@ -550,25 +639,28 @@ class TraceRecording:
         obs = self._obs.take(0, pending[-1].obs_stop)
         act = self._act.take(0, pending[-1].act_stop)
         rewards = np.asarray(rew[: pending[-1].act_stop], dtype=np.float64).reshape(-1)
-        records = [
-            _format.EpisodeRecord(
-                observations=_format.slice_taken(obs, p.obs_start, p.obs_stop),
-                actions=_format.slice_taken(act, p.act_start, p.act_stop),
-                rewards=rewards[p.act_start : p.act_stop],
-                terminated=p.terminated,
-                truncated=p.truncated,
-                seed=p.seed,
-                options=p.options,
-                infos=p.infos,
-                started_at=p.started_at,
-                ended_at=p.ended_at,
-                part=p.part,
-                continues=p.continues,
-            )
-            for p in pending
-        ]
         steps = sum(p.act_stop - p.act_start for p in pending)
-        json_bytes, chunks, blob_size = _format.encode_batch(records, bin_fn)
+        encoded = _format.encode_columns(obs, act, rewards, pending, bin_fn)
+        if encoded is None:  # not three plain arrays: encode episode by episode
+            records = [
+                _format.EpisodeRecord(
+                    observations=_format.slice_taken(obs, p.obs_start, p.obs_stop),
+                    actions=_format.slice_taken(act, p.act_start, p.act_stop),
+                    rewards=rewards[p.act_start : p.act_stop],
+                    terminated=p.terminated,
+                    truncated=p.truncated,
+                    seed=p.seed,
+                    options=p.options,
+                    infos=p.infos,
+                    started_at=p.started_at,
+                    ended_at=p.ended_at,
+                    part=p.part,
+                    continues=p.continues,
+                )
+                for p in pending
+            ]
+            encoded = _format.encode_batch(records, bin_fn)
+        json_bytes, chunks, blob_size = encoded
         entry: dict[str, Any] = {
             "first": first,
             "len": len(pending),
@@ -608,6 +700,7 @@ class TraceRecording:
                 ep.flagged_at -= keep_act
         self._pending = []
         self._room = self._target_steps
+        self._sync_room()
         if steps:
             self._decide_batch_size((blob_size + len(json_bytes)) / steps)
         if len(self.batches) >= SEGMENT_BATCHES and not entry.get("continues"):

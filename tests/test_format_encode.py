@@ -66,3 +66,140 @@ def test_general_path_is_used_for_options_infos_and_structures():
     assert obj["options"]["nan"] == {"__type": "float", "value": "nan"}
     assert obj["observations"]["__type"] == "dict"
     assert len(obj["infos"]) == 3
+
+
+def _decode_all(data: bytes, chunks: list, bin_name: str) -> list[dict]:
+    blob = memoryview(b"".join(bytes(c) for c in chunks))
+    ctx = _format.DecodeContext("batch.json", lambda name: blob)
+    objs = json.loads(data)["episodes"]
+    return [_format.decode_episode(o, ctx, f"episodes[{i}]") for i, o in enumerate(objs)]
+
+
+def _spans(lengths, **kw):
+    """Back-to-back episodes of ``lengths`` steps, as the recording lays them out."""
+    spans, o, a = [], 0, 0
+    for i, n in enumerate(lengths):
+        base = dict(
+            terminated=i % 2 == 0,
+            truncated=i % 2 == 1,
+            seed=None if i == 1 else 100 + i,
+            options=None,
+            infos=None,
+            started_at=1700000000.25 + i,
+            ended_at=None if i == 2 else 1700000000.75 + i,
+        )
+        base.update(kw)
+        spans.append(_format.EpisodeSpan(o, o + n + 1, a, a + n, **base))
+        o, a = o + n + 1, a + n
+    return spans, o, a
+
+
+@pytest.mark.parametrize(
+    ("obs_row", "act_row"),
+    [
+        ((4,), ()),  # float32[4] obs (16 bytes), int64 actions
+        ((17,), (6,)),  # float64[17], float32[6] actions (24 bytes)
+        ((6, 8, 3), ()),  # uint8 frames
+        ((), (2,)),  # 0-d float64 obs
+    ],
+)
+def test_columnar_batch_decodes_like_per_episode_batch(obs_row, act_row):
+    """encode_columns lays out three arrays; every episode decodes as the general path's."""
+    lengths = [3, 0, 5, 1]
+    spans, n_obs, n_act = _spans(lengths, part=0)
+    spans[-1].continues = True
+    rng = np.random.default_rng(1)
+    o_dt = np.uint8 if len(obs_row) == 3 else (np.float32 if obs_row == (4,) else np.float64)
+    a_dt = np.float32 if act_row else np.int64
+    obs = (rng.random((n_obs, *obs_row)) * 200).astype(o_dt)
+    act = (rng.random((n_act, *act_row)) * 9).astype(a_dt)
+    rew = rng.normal(size=n_act)
+    col = _format.encode_columns(obs, act, rew, spans, "c.bin")
+    assert col is not None, "the columnar path should take this batch"
+    data, chunks, size = col
+    assert len(chunks) == 3 and size == obs.nbytes + act.nbytes + rew.nbytes
+    records = [
+        _format.EpisodeRecord(
+            observations=obs[s.obs_start : s.obs_stop],
+            actions=act[s.act_start : s.act_stop],
+            rewards=rew[s.act_start : s.act_stop],
+            terminated=s.terminated,
+            truncated=s.truncated,
+            seed=s.seed,
+            started_at=s.started_at,
+            ended_at=s.ended_at,
+            part=s.part,
+            continues=s.continues,
+        )
+        for s in spans
+    ]
+    g_data, g_chunks, _ = _format.encode_batch(records, "c.bin")
+    col_eps, gen_eps = _decode_all(data, chunks, "c.bin"), _decode_all(g_data, g_chunks, "c.bin")
+    assert len(col_eps) == len(lengths)
+    for c, g in zip(col_eps, gen_eps, strict=True):
+        for key in ("observations", "actions", "rewards"):
+            assert c[key].dtype == g[key].dtype and c[key].shape == g[key].shape
+            assert c[key].tobytes() == g[key].tobytes()
+        arrays = ("observations", "actions", "rewards")
+        assert {k: v for k, v in c.items() if k not in arrays} == {
+            k: v for k, v in g.items() if k not in arrays
+        }
+    for obj in json.loads(data)["episodes"]:
+        for key in ("observations", "actions", "rewards"):
+            assert obj[key]["npyoff"] % 8 == 0
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["odd_rows", "options", "infos", "dict_field", "int_rewards"],
+)
+def test_columnar_path_declines_what_it_cannot_lay_out(case):
+    spans, n_obs, n_act = _spans([2, 2])
+    obs = np.zeros((n_obs, 4), np.float32)
+    act = np.zeros(n_act, np.int64)
+    rew = np.zeros(n_act)
+    if case == "odd_rows":
+        obs = np.zeros((n_obs, 3), np.uint8)  # 3-byte rows: offsets would not be aligned
+    elif case == "options":
+        spans[1].options = {"level": 2}
+    elif case == "infos":
+        spans[0].infos = [{}, {}, {}]
+    elif case == "dict_field":
+        obs = _format.FieldDict({"a": obs})
+    elif case == "int_rewards":
+        rew = np.zeros(n_act, np.int64)
+    assert _format.encode_columns(obs, act, rew, spans, "c.bin") is None
+
+
+PARSE_CASES = [
+    b'{"a": 1, "a": 2}',
+    b"[18446744073709551615, 18446744073709551616, -9223372036854775809]",
+    b"1180591620717411303428",
+    b"[0.12345678901234567890123, 1e-400, -0.0, 1E5]",
+    b'"\\ud800"',
+    b'"a\x01b"',
+    b"[NaN]",
+    b"[Infinity]",
+    b"\xef\xbb\xbf[1]",
+    b"[" * 3000 + b"]" * 3000,
+    b'{"x": "\xff"}',
+    b"[1,]",
+    b'{"episodes": [{"seed": 12345678901234567890123}]}',
+]
+
+
+@pytest.mark.parametrize("data", PARSE_CASES, ids=range(len(PARSE_CASES)))
+@pytest.mark.parametrize("strict", [True, False])
+def test_parse_json_is_the_same_with_or_without_orjson(data, strict, monkeypatch):
+    """The optional orjson fast path changes nothing: same values, same refusals."""
+
+    def outcome():
+        try:
+            v = _format.parse_json(data, "f.json", strict=strict)
+        except _format.TraceFormatError as exc:
+            return ("refused", str(exc))
+        return ("parsed", repr(v))
+
+    with_fast = outcome()
+    monkeypatch.setattr(_format, "_orjson", None)
+    assert outcome() == with_fast

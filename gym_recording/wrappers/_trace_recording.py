@@ -153,6 +153,9 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         self.episode_id = -1
         self._active = False  # recording the current episode
         self._closed = False
+        # While an episode is recorded, ``step`` is this instance attribute: the env's step and
+        # the recording of it in one call (the recording builds it; it does no IO itself).
+        self._fused_step = self.recording._step_function(self.env.step, self._record_if_active)
 
     # ---------------------------------------------------------------- env API
 
@@ -164,7 +167,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         if not self._closed:
             rec.end_episode()
         self.episode_id += 1
-        self._active = False  # until the env's reset succeeds (it may raise)
+        self._set_active(False)  # until the env's reset succeeds (it may raise)
         if self._gymnasium_env:
             result = self.env.reset(seed=seed, options=options, **kwargs)
             obs, info = result
@@ -179,35 +182,52 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
                 obs, info = result
             else:  # legacy API: reset() returns the observation alone
                 obs, info = result, None
-        self._active = not self._closed and (
+        active = not self._closed and (
             self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
         )
-        if self._active:
+        if active:
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
+        self._set_active(active)
         return result
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env and record the step."""
+        # While an episode is recorded, the fused step (an instance attribute) stands in for it.
         result: Any = self.env.step(action)
-        if self._active:  # the hot path: keep it lean
-            try:
-                obs, reward, terminated, truncated, info = result
-            except ValueError:  # legacy (obs, reward, done, info)
-                obs, reward, done, info = result
-                truncated = bool(info.get("TimeLimit.truncated", False)) if info else False
-                terminated = bool(done) and not truncated
-            if self.record_infos:
-                self.recording.add_step(action, obs, reward, terminated, truncated, info)
-            else:
-                self.recording.add_step(action, obs, reward, terminated, truncated)
+        if self._active:
+            self._record_result(action, result)
         return result
+
+    def _record_if_active(self, action: Any, result: Any) -> None:
+        """The fused step's way out: a legacy result, or no episode open in the recording."""
+        if self._active:
+            self._record_result(action, result)
+
+    def _record_result(self, action: Any, result: Any) -> None:
+        try:
+            obs, reward, terminated, truncated, info = result
+        except ValueError:  # legacy (obs, reward, done, info)
+            obs, reward, done, info = result
+            truncated = bool(info.get("TimeLimit.truncated", False)) if info else False
+            terminated = bool(done) and not truncated
+        if self.record_infos:
+            self.recording.add_step(action, obs, reward, terminated, truncated, info)
+        else:
+            self.recording.add_step(action, obs, reward, terminated, truncated)
+
+    def _set_active(self, active: bool) -> None:
+        self._active = active
+        if active:
+            self.__dict__["step"] = self._fused_step
+        else:
+            self.__dict__.pop("step", None)
 
     def close(self) -> None:
         """Write everything buffered, then close the env. Safe to call more than once."""
         if self._closed:
             return
         self._closed = True
-        self._active = False
+        self._set_active(False)
         try:
             self.recording.close()
         finally:

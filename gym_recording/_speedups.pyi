@@ -1,0 +1,26 @@
+from collections.abc import Callable
+from typing import Any
+
+class FusedStep:
+    room: int
+    fast: int
+    def __init__(
+        self,
+        env_step: Callable[[Any], Any],
+        py_step: Callable[[Any], Any],
+        slow: Callable[[Any, Any], None],
+        on_flags: Callable[[Any, Any], None],
+        rewards: list[Any],
+    ) -> None: ...
+    def __call__(self, action: Any) -> Any: ...
+    def configure(
+        self,
+        o_buf: bytearray | None,
+        o_dtype: Any,
+        o_shape: tuple[int, ...] | None,
+        a_type: type | None,
+        a_list: list[Any] | None,
+        a_buf: bytearray | None,
+        a_dtype: Any,
+        a_shape: tuple[int, ...] | None,
+    ) -> None: ...

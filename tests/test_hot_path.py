@@ -1,0 +1,334 @@
+"""The per-step hot path: the wrapper's fused ``step`` and the recording's ``add_step`` closure.
+
+The fused step is ``gym_recording._speedups.FusedStep`` (C) when the extension is built, else a
+Python closure; ``add_step`` is a closure. They share the recording's layout (see
+``TraceRecording._build_hot_path``). Every test here runs both ways, and holds them to what the
+plain methods promise: the same files for the same steps, and callers that keep a reference to
+``env.step`` or ``rec.add_step`` across layout changes, fallbacks, episodes the trigger skips,
+and close.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import gym_recording
+from gym_recording import TraceRecording
+from gym_recording import recording as recording_module
+from gym_recording.wrappers import TraceRecordingWrapper
+from tests.conftest import (
+    ACTION_SPACES,
+    OBSERVATION_SPACES,
+    SpaceEnv,
+    Trace,
+    assert_episode_exact,
+    run_episodes,
+)
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def hot_path(request, monkeypatch):
+    """Run each test with the C step, then with the pure-Python one."""
+    if request.param == "c":
+        if recording_module._speedups is None:
+            pytest.skip("gym_recording._speedups is not built (no C compiler at install?)")
+    else:
+        monkeypatch.setattr(recording_module, "_speedups", None)
+    return request.param
+
+
+def _is_c_step(step: Any) -> bool:
+    return type(step).__name__ == "FusedStep"
+
+
+def test_the_step_installed_is_the_one_chosen(hot_path, tmp_path):
+    with TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path) as env:
+        env.reset(seed=0)
+        env.step(0)
+        assert _is_c_step(env.__dict__["step"]) == (hot_path == "c")
+        if hot_path == "c":
+            assert env.__dict__["step"].fast == 1  # Box obs, Discrete action: stepped in C
+
+
+def _load_all(directory: Any) -> list[Any]:
+    with gym_recording.load(directory) as rec:
+        return list(rec)
+
+
+@pytest.mark.parametrize("obs_name", sorted(OBSERVATION_SPACES))
+@pytest.mark.parametrize("act_name", ["discrete", "box_f32", "dict", "text"])
+def test_fused_step_and_add_step_record_the_same(obs_name, act_name, tmp_path):
+    """The wrapper's fused step and explicit add_step calls give equal episodes."""
+    obs_space, act_space = OBSERVATION_SPACES[obs_name], ACTION_SPACES[act_name]
+    with TraceRecordingWrapper(SpaceEnv(obs_space, act_space), tmp_path / "fused") as env:
+        traces = run_episodes(env, 3, seed=5)
+        assert "step" in env.__dict__, "the fused step was not installed"
+    with TraceRecording(tmp_path / "manual") as rec:
+        for t in traces:
+            rec.add_reset(t.observations[0], seed=t.seed)
+            for i, a in enumerate(t.actions):
+                last = i == len(t.actions) - 1
+                rec.add_step(
+                    a,
+                    t.observations[i + 1],
+                    t.rewards[i],
+                    t.terminated and last,
+                    t.truncated and last,
+                )
+    fused, manual = _load_all(tmp_path / "fused"), _load_all(tmp_path / "manual")
+    assert len(fused) == len(manual) == len(traces)
+    for ep_f, ep_m, t in zip(fused, manual, traces, strict=True):
+        assert_episode_exact(ep_f, t)
+        assert_episode_exact(ep_m, t)
+
+
+class _ShiftingEnv(gymnasium.Env[Any, Any]):
+    """float32[3] observations, except float64 at the steps listed in ``odd_steps``."""
+
+    def __init__(self, odd_steps: set[int]) -> None:
+        self.observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.odd_steps = odd_steps
+        self.t = 0
+        self._buf = np.zeros(3, np.float32)  # reused, as many envs do
+
+    def _obs(self) -> np.ndarray:
+        self._buf[:] = self.t
+        if self.t in self.odd_steps:
+            return self._buf.astype(np.float64)
+        return self._buf
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        return self._obs(), float(self.t), self.t >= 6, False, {}
+
+
+@pytest.mark.parametrize("held_after", [0, 1, 2])
+def test_step_held_across_a_fallback_keeps_recording_exactly(held_after, tmp_path):
+    """``step = env.step`` held from before the first step, or after it: stays correct."""
+    env = TraceRecordingWrapper(_ShiftingEnv(odd_steps={3}), tmp_path)
+    obs, _ = env.reset(seed=1)
+    kept = [copy.deepcopy(obs)]
+    step = env.step  # at 0: the action layout is still unknown
+    for t in range(6):
+        if t == held_after:
+            step = env.step
+        obs, *_ = step(1)
+        kept.append(copy.deepcopy(obs))
+    env.close()
+    (ep,) = _load_all(tmp_path)
+    # A float64 observation among float32 ones: the field falls back to per-step values.
+    assert isinstance(ep.observations, list)
+    assert len(ep.observations) == 7
+    for got, want in zip(ep.observations, kept, strict=True):
+        assert got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes()
+    assert ep.actions.tolist() == [1] * 6
+    assert ep.terminated
+
+
+@pytest.mark.parametrize("held_after", [0, 1, 3])
+def test_add_step_held_across_a_fallback_loses_nothing(held_after, tmp_path):
+    """A caller holding ``rec.add_step`` across a layout fallback: every step is kept."""
+    rec = TraceRecording(tmp_path)
+    rec.add_reset(np.zeros(2, np.float32))
+    values = []
+    add = rec.add_step
+    for t in range(8):
+        if t == held_after:
+            add = rec.add_step  # held from here on, the layout known (or not) by then
+        obs = np.full(2, t, np.float64 if t == 4 else np.float32)
+        values.append(obs)
+        add(t % 2, obs, 0.5)
+    rec.close()
+    (ep,) = _load_all(tmp_path)
+    assert len(ep.observations) == 9
+    for got, want in zip(ep.observations[1:], values, strict=True):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert ep.actions.tolist() == [t % 2 for t in range(8)]
+
+
+def test_step_held_across_skipped_episodes_and_close(tmp_path):
+    """A held ``env.step`` records only the episodes the trigger chose, and nothing after close."""
+    env = TraceRecordingWrapper(
+        gymnasium.make("CartPole-v1"), tmp_path, episode_trigger=lambda i: i % 2 == 0
+    )
+    env.reset(seed=0)
+    step = env.step
+    lengths = []
+    for e in range(4):
+        if e:
+            env.reset(seed=e)
+        n = 0
+        for _ in range(5):
+            step(e % 2)
+            n += 1
+        lengths.append(n)
+    env.close()
+    eps = _load_all(tmp_path)
+    assert [ep.length for ep in eps] == [5, 5]
+    assert [ep.seed for ep in eps] == [0, 2]
+    assert [ep.actions.tolist() for ep in eps] == [[0] * 5, [0] * 5]
+
+
+def test_step_of_a_closed_recording_is_refused(tmp_path):
+    """Recording closed under the wrapper: the fused step says so, as add_step does."""
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path)
+    env.reset(seed=0)
+    env.step(0)
+    env.recording.close()
+    # The wrapper still thinks it records: the step reaches the recording, which refuses it.
+    with pytest.raises(gym_recording.RecordingClosedError):
+        env.step(0)
+    env.close()
+
+
+def test_fused_step_copies_reused_buffers(tmp_path):
+    """An env that mutates one buffer in place: each step's values are kept, not the last."""
+    env = TraceRecordingWrapper(_ShiftingEnv(odd_steps=set()), tmp_path)
+    run: list[Trace] = run_episodes(env, 2, seed=0)
+    env.close()
+    for ep, t in zip(_load_all(tmp_path), run, strict=True):
+        assert_episode_exact(ep, t)
+        assert ep.observations[:, 0].tolist() == list(range(7))
+
+
+def test_box_and_discrete_batches_are_written_as_three_columns(tmp_path):
+    """CartPole's batch blob holds all actions, then all observations, then all rewards."""
+    import json
+
+    with TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path) as env:
+        traces = run_episodes(env, 3, seed=0)
+    (batch,) = tmp_path.glob("*.ep*.json")
+    eps = json.loads(batch.read_text())["episodes"]
+    n_act = [t.length for t in traces]
+    total = sum(n_act)
+    assert [e["actions"]["npyoff"] for e in eps] == [8 * sum(n_act[:i]) for i in range(3)]
+    obs_base = 8 * total
+    assert eps[0]["observations"]["npyoff"] == obs_base
+    assert eps[0]["rewards"]["npyoff"] == obs_base + 16 * (total + 3)
+    for ep, t in zip(_load_all(tmp_path), traces, strict=True):
+        assert_episode_exact(ep, t)
+
+
+class _OddValuesEnv(gymnasium.Env[Any, Any]):
+    """float32[2, 3] observations, sometimes strided, big-endian or 0-d; numpy rewards/flags."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(-9.0, 9.0, (2, 3), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float64)
+        self.t = 0
+
+    def _obs(self) -> Any:
+        base = np.arange(6, dtype=np.float32).reshape(2, 3) + self.t
+        kind = self.t % 5
+        if kind == 1:  # a strided view of the right dtype and shape
+            return np.repeat(base, 2, axis=1)[:, ::2]
+        if kind == 2:
+            return base.astype(">f4")  # equal values, other byte order: another dtype
+        if kind == 3:
+            return base.T.copy().T  # Fortran order
+        return base
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        done = self.t >= 7
+        return self._obs(), np.float32(self.t / 4), np.bool_(done), False, {}
+
+
+def test_odd_observations_and_numpy_rewards_round_trip(tmp_path):
+    env = TraceRecordingWrapper(_OddValuesEnv(), tmp_path)
+    traces = run_episodes(env, 2, seed=3)
+    env.close()
+    eps = _load_all(tmp_path)
+    assert [e.length for e in eps] == [7, 7]
+    for ep, t in zip(eps, traces, strict=True):
+        # The big-endian observation sends the field to per-step values: each keeps its dtype.
+        assert len(ep.observations) == 8
+        for got, want in zip(ep.observations, t.observations, strict=True):
+            want = np.ascontiguousarray(want, dtype=want.dtype.newbyteorder("<"))  # FORMAT §6.1
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes()
+        assert ep.actions.dtype == np.float64 and ep.actions.shape == (7, 2)
+        assert ep.rewards.tolist() == [float(np.float32(i / 4)) for i in range(1, 8)]
+        assert ep.terminated and not ep.truncated
+
+
+def test_strided_observations_in_a_box_layout(tmp_path):
+    """Views that are not C-contiguous keep the Box layout (one array) and exact values."""
+
+    class StridedEnv(_OddValuesEnv):
+        def _obs(self) -> Any:
+            base = np.arange(6, dtype=np.float32).reshape(2, 3) + self.t
+            return np.repeat(base, 2, axis=1)[:, ::2] if self.t % 2 else base
+
+    env = TraceRecordingWrapper(StridedEnv(), tmp_path)
+    traces = run_episodes(env, 1, seed=0)
+    env.close()
+    (ep,) = _load_all(tmp_path)
+    assert_episode_exact(ep, traces[0])
+
+
+def test_keyword_action_and_exceptions_pass_through(tmp_path):
+    class Boom(Exception):
+        pass
+
+    class RaisingEnv(_OddValuesEnv):
+        def step(self, action: Any) -> Any:
+            if self.t == 2:
+                raise Boom("env failed")
+            return super().step(action)
+
+    env = TraceRecordingWrapper(RaisingEnv(), tmp_path)
+    env.reset(seed=0)
+    env.step(action=np.zeros(2))
+    env.step(np.ones(2))
+    with pytest.raises(Boom):
+        env.step(np.ones(2))
+    env.close()
+    (ep,) = _load_all(tmp_path)
+    assert ep.length == 2
+    assert ep.actions.tolist() == [[0.0, 0.0], [1.0, 1.0]]
+
+
+def test_record_infos_keeps_infos_with_either_step(hot_path, tmp_path):
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path, record_infos=True)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(1)
+    if hot_path == "c":
+        assert env.__dict__["step"].fast == 0  # infos need the Python path
+    env.close()
+    (ep,) = _load_all(tmp_path)
+    assert ep.infos is not None and len(ep.infos) == 4
+
+
+def test_wrapper_is_freed_after_close(tmp_path):
+    """The step objects reference the wrapper and the recording: a cycle the GC must collect."""
+    import gc
+    import weakref
+
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path)
+    env.reset(seed=0)
+    env.step(0)
+    env.close()
+    ref = weakref.ref(env)
+    del env
+    gc.collect()
+    assert ref() is None

@@ -88,21 +88,19 @@ def test_fused_step_and_add_step_record_the_same(obs_name, act_name, tmp_path):
         assert_episode_exact(ep_m, t)
 
 
-class _ShiftingEnv(gymnasium.Env[Any, Any]):
-    """float32[3] observations, except float64 at the steps listed in ``odd_steps``."""
+class _CountingEnv(gymnasium.Env[Any, Any]):
+    """Episodes of ``length`` steps; subclasses say what ``_obs`` and ``_reward`` are at step t."""
 
-    def __init__(self, odd_steps: set[int]) -> None:
-        self.observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
-        self.action_space = spaces.Discrete(2)
-        self.odd_steps = odd_steps
+    length = 6
+
+    def __init__(self) -> None:
         self.t = 0
-        self._buf = np.zeros(3, np.float32)  # reused, as many envs do
 
-    def _obs(self) -> np.ndarray:
-        self._buf[:] = self.t
-        if self.t in self.odd_steps:
-            return self._buf.astype(np.float64)
-        return self._buf
+    def _obs(self) -> Any:
+        raise NotImplementedError
+
+    def _reward(self) -> Any:
+        return float(self.t)
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
         super().reset(seed=seed)
@@ -111,7 +109,25 @@ class _ShiftingEnv(gymnasium.Env[Any, Any]):
 
     def step(self, action: Any) -> Any:
         self.t += 1
-        return self._obs(), float(self.t), self.t >= 6, False, {}
+        done = self.t >= self.length
+        return self._obs(), self._reward(), np.bool_(done), False, {}
+
+
+class _ShiftingEnv(_CountingEnv):
+    """float32[3] observations, except float64 at the steps listed in ``odd_steps``."""
+
+    def __init__(self, odd_steps: set[int]) -> None:
+        super().__init__()
+        self.observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.odd_steps = odd_steps
+        self._buf = np.zeros(3, np.float32)  # reused, as many envs do
+
+    def _obs(self) -> np.ndarray:
+        self._buf[:] = self.t
+        if self.t in self.odd_steps:
+            return self._buf.astype(np.float64)
+        return self._buf
 
 
 @pytest.mark.parametrize("held_after", [0, 1, 2])
@@ -222,13 +238,15 @@ def test_box_and_discrete_batches_are_written_as_three_columns(tmp_path):
         assert_episode_exact(ep, t)
 
 
-class _OddValuesEnv(gymnasium.Env[Any, Any]):
-    """float32[2, 3] observations, sometimes strided, big-endian or 0-d; numpy rewards/flags."""
+class _OddValuesEnv(_CountingEnv):
+    """float32[2, 3] observations, sometimes strided, big-endian or Fortran-ordered."""
+
+    length = 7
 
     def __init__(self) -> None:
+        super().__init__()
         self.observation_space = spaces.Box(-9.0, 9.0, (2, 3), np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float64)
-        self.t = 0
 
     def _obs(self) -> Any:
         base = np.arange(6, dtype=np.float32).reshape(2, 3) + self.t
@@ -241,15 +259,8 @@ class _OddValuesEnv(gymnasium.Env[Any, Any]):
             return base.T.copy().T  # Fortran order
         return base
 
-    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action: Any) -> Any:
-        self.t += 1
-        done = self.t >= 7
-        return self._obs(), np.float32(self.t / 4), np.bool_(done), False, {}
+    def _reward(self) -> Any:
+        return np.float32(self.t / 4)  # a numpy reward
 
 
 def test_odd_observations_and_numpy_rewards_round_trip(tmp_path):

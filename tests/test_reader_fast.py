@@ -12,6 +12,7 @@ import dataclasses
 import json
 import mmap
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from gym_recording import RecordingClosedError, TraceFormatError, _format
 from gym_recording._reader import Episode
 from gym_recording._verify import verify
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "hostile"))
+from make_cases import Blob  # arrays at 8-aligned offsets, as the writer lays them out
+
 PREFIX = "openaigym.trace.0.7.fastpath"
 MANIFEST = f"{PREFIX}.manifest.json"
 
@@ -33,29 +37,6 @@ def batch_json(first: int) -> str:
 
 def batch_bin(first: int) -> str:
     return f"{PREFIX}.ep{first:09d}.bin"
-
-
-class Blob:
-    """A blob being built: arrays at 8-aligned offsets, as the writer lays them out."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.data = bytearray()
-
-    def add(self, arr: np.ndarray) -> dict[str, Any]:
-        self.data += b"\0" * (-len(self.data) % 8)
-        off = len(self.data)
-        arr = np.ascontiguousarray(arr)
-        self.data += arr.tobytes()
-        return {
-            "__type": "ndarray",
-            "shape": list(arr.shape),
-            "order": "C",
-            "dtype": arr.dtype.name,
-            "npyfile": self.name,
-            "npyoff": off,
-            "size": arr.nbytes,
-        }
 
 
 def episode_obj(

@@ -195,12 +195,25 @@ def _cmd_import_minari(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    """The version, and which step records: the C one, or pure Python (and why)."""
+    from gym_recording import recording
+
+    if recording._speedups is not None:
+        how = "C step"
+    elif os.environ.get("GYM_RECORDING_PURE_PYTHON"):
+        how = "pure Python: GYM_RECORDING_PURE_PYTHON is set"
+    else:
+        how = "pure Python: the C step was not built (no C compiler at install?)"
+    return f"gym-recording {__version__} ({how})"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gym-recording",
         description="Record Gymnasium environments to trace files, and inspect them.",
     )
-    p.add_argument("--version", action="version", version=f"gym-recording {__version__}")
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     r = sub.add_parser(

@@ -265,7 +265,12 @@ def test_help(cli: Run, command: str) -> None:
 
 
 def test_version(cli: Run) -> None:
-    assert cli("--version").stdout.strip() == f"gym-recording {gym_recording.__version__}"
+    """The version, and whether the C step is in use (CI builds it: it must be)."""
+    out = cli("--version").stdout.strip()
+    assert out.startswith(f"gym-recording {gym_recording.__version__} (")
+    from gym_recording import recording
+
+    assert out.endswith("(C step)") == (recording._speedups is not None), out
 
 
 def test_no_command_is_a_usage_error(cli: Run) -> None:

@@ -479,6 +479,29 @@ class EpisodeSpan:
     continues: bool = False
 
 
+def episode_records(
+    obs: Any, act: Any, rewards: np.ndarray, spans: list[EpisodeSpan]
+) -> list[EpisodeRecord]:
+    """The episodes of a batch as :class:`EpisodeRecord` views, for :func:`encode_batch`."""
+    return [
+        EpisodeRecord(
+            observations=slice_taken(obs, sp.obs_start, sp.obs_stop),
+            actions=slice_taken(act, sp.act_start, sp.act_stop),
+            rewards=rewards[sp.act_start : sp.act_stop],
+            terminated=sp.terminated,
+            truncated=sp.truncated,
+            seed=sp.seed,
+            options=sp.options,
+            infos=sp.infos,
+            started_at=sp.started_at,
+            ended_at=sp.ended_at,
+            part=sp.part,
+            continues=sp.continues,
+        )
+        for sp in spans
+    ]
+
+
 def _json_float(t: float | None) -> str:
     return "" if t is None else repr(float(t))
 

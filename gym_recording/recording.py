@@ -642,23 +642,7 @@ class TraceRecording:
         steps = sum(p.act_stop - p.act_start for p in pending)
         encoded = _format.encode_columns(obs, act, rewards, pending, bin_fn)
         if encoded is None:  # not three plain arrays: encode episode by episode
-            records = [
-                _format.EpisodeRecord(
-                    observations=_format.slice_taken(obs, p.obs_start, p.obs_stop),
-                    actions=_format.slice_taken(act, p.act_start, p.act_stop),
-                    rewards=rewards[p.act_start : p.act_stop],
-                    terminated=p.terminated,
-                    truncated=p.truncated,
-                    seed=p.seed,
-                    options=p.options,
-                    infos=p.infos,
-                    started_at=p.started_at,
-                    ended_at=p.ended_at,
-                    part=p.part,
-                    continues=p.continues,
-                )
-                for p in pending
-            ]
+            records = _format.episode_records(obs, act, rewards, pending)
             encoded = _format.encode_batch(records, bin_fn)
         json_bytes, chunks, blob_size = encoded
         entry: dict[str, Any] = {

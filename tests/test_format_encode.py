@@ -118,21 +118,7 @@ def test_columnar_batch_decodes_like_per_episode_batch(obs_row, act_row):
     assert col is not None, "the columnar path should take this batch"
     data, chunks, size = col
     assert len(chunks) == 3 and size == obs.nbytes + act.nbytes + rew.nbytes
-    records = [
-        _format.EpisodeRecord(
-            observations=obs[s.obs_start : s.obs_stop],
-            actions=act[s.act_start : s.act_stop],
-            rewards=rew[s.act_start : s.act_stop],
-            terminated=s.terminated,
-            truncated=s.truncated,
-            seed=s.seed,
-            started_at=s.started_at,
-            ended_at=s.ended_at,
-            part=s.part,
-            continues=s.continues,
-        )
-        for s in spans
-    ]
+    records = _format.episode_records(obs, act, rew, spans)  # the per-episode path
     g_data, g_chunks, _ = _format.encode_batch(records, "c.bin")
     col_eps, gen_eps = _decode_all(data, chunks, "c.bin"), _decode_all(g_data, g_chunks, "c.bin")
     assert len(col_eps) == len(lengths)

@@ -5,7 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["leaves", "slice_field"]
+import numpy as np
+
+__all__ = ["as_array", "leaves", "slice_field"]
+
+
+def as_array(values: Any) -> np.ndarray:
+    """One leaf's per-step values as an array (a list of objects becomes an object array)."""
+    if isinstance(values, np.ndarray):
+        return values
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
 
 
 def leaves(f: Any, name: str) -> Iterator[tuple[str, Any]]:

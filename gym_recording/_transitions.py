@@ -7,17 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from gym_recording._fields import as_array
 from gym_recording._reader import Episode
 
 __all__ = ["iter_transitions"]
-
-
-def _as_array(values: Any) -> np.ndarray:
-    if isinstance(values, np.ndarray):
-        return values
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
 
 
 def _concat(fields: list[Any]) -> Any:
@@ -27,7 +20,7 @@ def _concat(fields: list[Any]) -> Any:
         return {k: _concat([f[k] for f in fields]) for k in head}
     if isinstance(head, tuple):
         return tuple(_concat([f[i] for f in fields]) for i in range(len(head)))
-    return np.concatenate([_as_array(f) for f in fields])
+    return np.concatenate([as_array(f) for f in fields])
 
 
 def _take(field: Any, rows: np.ndarray) -> Any:

@@ -11,11 +11,11 @@ Every worker needs gym-recording installed.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
 
+from gym_recording._fields import as_array, leaves
 from gym_recording._optional import require
 from gym_recording._reader import Episode, Recording, load
 
@@ -65,27 +65,6 @@ def _batch_tasks(rec: Recording) -> list[dict[str, Any]]:
     return tasks
 
 
-def _leaves(prefix: str, field: Any) -> Iterator[tuple[str, Any]]:
-    """The leaves of a Dict/Tuple field as ``("obs.key", values)`` columns."""
-    if isinstance(field, dict):
-        for k, v in field.items():
-            yield from _leaves(f"{prefix}.{k}", v)
-    elif isinstance(field, tuple):
-        for i, v in enumerate(field):
-            yield from _leaves(f"{prefix}.{i}", v)
-    else:
-        yield prefix, field
-
-
-def _as_array(values: Any) -> np.ndarray:
-    """One leaf's per-step values as an array (a list of objects becomes an object array)."""
-    if isinstance(values, np.ndarray):
-        return values
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
-
-
 def _arrow_column(values: np.ndarray) -> Any:
     """A column of per-row values: plain Arrow for scalars, a tensor column for arrays."""
     pa = require("pyarrow", "ray", "gym_recording.ray.read_traces()")
@@ -123,8 +102,8 @@ def _episode_table(episodes: list[tuple[int, Episode]]) -> Any:
     for name in ("observations", "actions"):
         per_leaf: dict[str, list[np.ndarray]] = {}
         for _, ep in episodes:
-            for col, values in _leaves(name, getattr(ep, name)):
-                per_leaf.setdefault(col, []).append(_as_array(values))
+            for col, values in leaves(getattr(ep, name), name):
+                per_leaf.setdefault(col, []).append(as_array(values))
         for col, arrays in per_leaf.items():
             cols[col] = _ragged_column(arrays)
     cols["rewards"] = _ragged_column([np.asarray(ep.rewards, np.float64) for _, ep in episodes])
@@ -152,10 +131,10 @@ def _step_table(episodes: list[tuple[int, Episode]]) -> Any:
     obs_leaves: dict[str, list[np.ndarray]] = {}
     act_leaves: dict[str, list[np.ndarray]] = {}
     for _, ep in episodes:
-        for col, values in _leaves("", ep.observations):
-            obs_leaves.setdefault(col, []).append(_as_array(values))
-        for col, values in _leaves("action", ep.actions):
-            act_leaves.setdefault(col, []).append(_as_array(values))
+        for col, values in leaves(ep.observations, ""):
+            obs_leaves.setdefault(col, []).append(as_array(values))
+        for col, values in leaves(ep.actions, "action"):
+            act_leaves.setdefault(col, []).append(as_array(values))
     for suffix, arrays in obs_leaves.items():
         cols[f"obs{suffix}"] = _arrow_column(np.concatenate([a[:-1] for a in arrays]))
     for col, arrays in act_leaves.items():

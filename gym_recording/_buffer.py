@@ -217,7 +217,23 @@ class _ListLeaf:
         return 64
 
 
-class _DictNode:
+class _Branch:
+    """What a Dict and a Tuple node share: children stored in step."""
+
+    children: list[Any]
+
+    def count(self) -> int:
+        return min(c.count() for c in self.children)
+
+    def release(self, keep_from: int) -> None:
+        for c in self.children:
+            c.release(keep_from)
+
+    def row_bytes(self) -> int:
+        return sum(c.row_bytes() for c in self.children)
+
+
+class _DictNode(_Branch):
     """A Dict value: one child per key, in the first value's key order."""
 
     def __init__(self, keys: tuple[str, ...], children: list[Any]) -> None:
@@ -238,9 +254,6 @@ class _DictNode:
 
         self.put: Put = put
 
-    def count(self) -> int:
-        return min(c.count() for c in self.children)
-
     def take(self, start: int, stop: int) -> Any:
         pairs = zip(self.keys, self.children, strict=True)
         return _format.FieldDict((k, c.take(start, stop)) for k, c in pairs)
@@ -248,15 +261,8 @@ class _DictNode:
     def get(self, i: int) -> Any:
         return {k: c.get(i) for k, c in zip(self.keys, self.children, strict=True)}
 
-    def release(self, keep_from: int) -> None:
-        for c in self.children:
-            c.release(keep_from)
 
-    def row_bytes(self) -> int:
-        return sum(c.row_bytes() for c in self.children)
-
-
-class _TupleNode:
+class _TupleNode(_Branch):
     """A Tuple value: one child per position."""
 
     def __init__(self, children: list[Any]) -> None:
@@ -274,21 +280,11 @@ class _TupleNode:
 
         self.put: Put = put
 
-    def count(self) -> int:
-        return min(c.count() for c in self.children)
-
     def take(self, start: int, stop: int) -> Any:
         return _format.FieldTuple(c.take(start, stop) for c in self.children)
 
     def get(self, i: int) -> Any:
         return tuple(c.get(i) for c in self.children)
-
-    def release(self, keep_from: int) -> None:
-        for c in self.children:
-            c.release(keep_from)
-
-    def row_bytes(self) -> int:
-        return sum(c.row_bytes() for c in self.children)
 
 
 _Node = BytesLeaf | _ArrayLeaf | ScalarLeaf | _ListLeaf | _DictNode | _TupleNode

@@ -1,4 +1,4 @@
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 class FusedStep:
@@ -24,3 +24,7 @@ class FusedStep:
         a_dtype: Any,
         a_shape: tuple[int, ...] | None,
     ) -> None: ...
+
+def write_file(
+    directory: str, tmp_name: str, name: str, chunks: Sequence[Any], mode: int, /
+) -> int: ...

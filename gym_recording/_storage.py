@@ -2,7 +2,10 @@
 
 A :class:`Storage` is a flat namespace of files (a directory). Writers hand it whole files as
 sequences of byte chunks; each file appears atomically (temporary file, fsync, rename, fsync of
-the directory) through the ``atomicwrites`` package. Readers get bytes or a read-only memory map.
+the directory) through the ``atomicwrites`` package, or, where the optional C extension is built
+(POSIX), through ``_speedups.write_file``: the same protocol with the GIL released once per file
+instead of at every system call, which matters on the recording's background writer thread.
+Readers get bytes or a read-only memory map.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import secrets
 import stat
 from collections.abc import Iterable
 from typing import Any, Protocol, TypeGuard
@@ -17,6 +21,13 @@ from typing import Any, Protocol, TypeGuard
 from atomicwrites import AtomicWriter
 
 from gym_recording._errors import RecordingError, TraceFormatError
+
+try:
+    from gym_recording import _speedups
+except ImportError:  # built without a C compiler: atomicwrites does it all
+    _speedups = None  # type: ignore[assignment]
+if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
+    _speedups = None  # type: ignore[assignment]
 
 __all__ = ["TEMP_PREFIX", "LocalStorage", "Storage", "is_plain_name", "open_storage"]
 
@@ -119,6 +130,18 @@ def _write_all(f: Any, chunks: list[BytesLike]) -> int:
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 
 
+def _write_file_c(write_file: Any, directory: str, name: str, chunks: list[BytesLike]) -> int:
+    """``write_file`` (C) under a fresh temporary name; another name if that one is taken."""
+    for _ in range(100):
+        tmp = TEMP_PREFIX + secrets.token_hex(6)
+        try:
+            return int(write_file(directory, tmp, name, chunks, _FILE_MODE))
+        except FileExistsError as exc:
+            if exc.filename != tmp:  # not the temporary name: a real failure
+                raise
+    raise FileExistsError(f"no free temporary file name in {directory!r}")  # pragma: no cover
+
+
 def _open_nofollow(path: str) -> Any:
     """Open ``path`` for reading without following a symbolic link (which could lead outside)."""
     # O_NONBLOCK: opening a FIFO planted in a recording must not hang (it is then refused
@@ -181,7 +204,10 @@ class LocalStorage:
         """
         path = self._path(name)
         total = 0
+        write_file = getattr(_speedups, "write_file", None)
         try:
+            if write_file is not None:
+                return _write_file_c(write_file, self.directory, name, list(chunks))
             with _TraceAtomicWriter(path, mode="wb", overwrite=True).open() as f:
                 total = _write_all(f, list(chunks))
         except OSError as exc:

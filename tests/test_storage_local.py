@@ -1,0 +1,173 @@
+"""LocalStorage.write_atomic, through atomicwrites and through the C ``write_file``.
+
+Both paths run the same protocol (temporary file, write, fsync, rename, fsync of the directory)
+and must leave the same files, the same permission bits, and the same errors. Every test here
+runs once per path; the C one is skipped where the extension is not built.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gym_recording
+from gym_recording import _storage
+from gym_recording._errors import RecordingError
+from gym_recording._storage import TEMP_PREFIX, LocalStorage
+from gym_recording.recording import TraceRecording
+
+try:
+    from gym_recording import _speedups
+except ImportError:  # pragma: no cover - built without a compiler
+    _speedups = None  # type: ignore[assignment]
+
+HAVE_C = getattr(_speedups, "write_file", None) is not None
+
+
+@pytest.fixture(params=["c", "atomicwrites"])
+def path_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "c":
+        if not HAVE_C:
+            pytest.skip("the C extension is not built")
+        monkeypatch.setattr(_storage, "_speedups", _speedups)
+    else:
+        monkeypatch.setattr(_storage, "_speedups", None)
+    return str(request.param)
+
+
+def _temps(d: Path) -> list[str]:
+    return [n for n in os.listdir(d) if n.startswith(TEMP_PREFIX)]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [],
+        [b""],
+        [b"abc", bytearray(b"de"), memoryview(b"fgh")[1:]],
+        [np.arange(10, dtype=np.float32).data, b"", b"x"],
+        [bytes([i % 251]) * (i % 7) for i in range(2500)],  # more chunks than IOV_MAX
+        [os.urandom(3_000_000), os.urandom(5)],
+    ],
+    ids=["none", "empty", "mixed-types", "ndarray-buffer", "2500-chunks", "large"],
+)
+def test_write_atomic_writes_exactly_the_chunks(
+    tmp_path: Path, path_kind: str, chunks: list[Any]
+) -> None:
+    st = LocalStorage(tmp_path)
+    expected = b"".join(bytes(c) for c in chunks)
+    assert st.write_atomic("f.bin", chunks) == len(expected)
+    assert (tmp_path / "f.bin").read_bytes() == expected
+    assert bytes(st.map("f.bin")) == expected if expected else True
+    assert not _temps(tmp_path)
+
+
+def test_replaces_an_existing_file_and_sets_normal_permissions(
+    tmp_path: Path, path_kind: str
+) -> None:
+    st = LocalStorage(tmp_path)
+    st.write_atomic("m.json", [b"old contents, longer"])
+    st.write_atomic("m.json", [b"new"])
+    assert (tmp_path / "m.json").read_bytes() == b"new"
+    mode = stat.S_IMODE(os.stat(tmp_path / "m.json").st_mode)
+    assert mode == _storage._FILE_MODE  # what open() gives, not mkstemp's 0600
+
+
+def test_both_paths_write_the_same_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not HAVE_C:
+        pytest.skip("the C extension is not built")
+
+    def record(d: Path) -> None:
+        rec = TraceRecording(d, batch_bytes=2_000)
+        for e in range(7):
+            rec.add_reset(np.full(5, e, np.float32), seed=e)
+            for t in range(20):
+                rec.add_step(t % 3, np.full(5, t, np.float32), float(t), terminated=t == 19)
+        rec.close()
+
+    monkeypatch.setattr(_storage, "_speedups", _speedups)
+    record(tmp_path / "c")
+    monkeypatch.setattr(_storage, "_speedups", None)
+    record(tmp_path / "py")
+    # The same files, up to the writer id in their names (the blobs byte for byte).
+    c_names, py_names = sorted(os.listdir(tmp_path / "c")), sorted(os.listdir(tmp_path / "py"))
+    assert len(c_names) == len(py_names) > 3
+    for a, b in zip(c_names, py_names, strict=True):
+        assert a.rsplit(".", 2)[1:] == b.rsplit(".", 2)[1:]
+        if a.endswith(".bin"):
+            assert (tmp_path / "c" / a).read_bytes() == (tmp_path / "py" / b).read_bytes()
+    with gym_recording.load(tmp_path / "c") as a, gym_recording.load(tmp_path / "py") as b:
+        assert len(a) == len(b) == 7
+        for x, y in zip(a, b, strict=True):
+            assert x.observations.tobytes() == y.observations.tobytes()
+            assert x.actions.tobytes() == y.actions.tobytes()
+            assert x.rewards.tobytes() == y.rewards.tobytes()
+
+
+def test_rename_onto_a_non_empty_directory_fails_and_leaves_no_temporary(
+    tmp_path: Path, path_kind: str
+) -> None:
+    st = LocalStorage(tmp_path)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "inside").write_bytes(b"x")
+    with pytest.raises(RecordingError, match=r"'.*taken'.*nothing of it was published") as info:
+        st.write_atomic("taken", [b"data"])
+    assert isinstance(info.value.__cause__, OSError)
+    assert not _temps(tmp_path)
+    assert (tmp_path / "taken" / "inside").read_bytes() == b"x"
+
+
+def test_missing_directory_is_a_recording_error(tmp_path: Path, path_kind: str) -> None:
+    st = LocalStorage(tmp_path / "d")
+    (tmp_path / "d").rmdir()
+    with pytest.raises(RecordingError, match="No such file or directory"):
+        st.write_atomic("f.bin", [b"x"])
+
+
+def test_a_taken_temporary_name_is_not_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """O_EXCL: a file already under the temporary name is left alone and another name used."""
+    if not HAVE_C:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setattr(_storage, "_speedups", _speedups)
+    names = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+    monkeypatch.setattr(_storage.secrets, "token_hex", lambda n: next(names))
+    squatter = tmp_path / f"{TEMP_PREFIX}aaaaaaaaaaaa"
+    squatter.write_bytes(b"someone else's")
+    LocalStorage(tmp_path).write_atomic("f.bin", [b"mine"])
+    assert (tmp_path / "f.bin").read_bytes() == b"mine"
+    assert squatter.read_bytes() == b"someone else's"
+    assert _temps(tmp_path) == [squatter.name]
+
+
+def test_a_symlink_under_the_temporary_name_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not HAVE_C:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setattr(_storage, "_speedups", _speedups)
+    names = iter(["cccccccccccc", "dddddddddddd"])
+    monkeypatch.setattr(_storage.secrets, "token_hex", lambda n: next(names))
+    target = tmp_path / "outside"
+    (tmp_path / f"{TEMP_PREFIX}cccccccccccc").symlink_to(target)
+    LocalStorage(tmp_path).write_atomic("f.bin", [b"mine"])
+    assert not target.exists()
+    assert (tmp_path / "f.bin").read_bytes() == b"mine"
+
+
+def test_c_write_file_rejects_what_is_not_a_buffer(tmp_path: Path) -> None:
+    if not HAVE_C:
+        pytest.skip("the C extension is not built")
+    with pytest.raises(TypeError):
+        _speedups.write_file(str(tmp_path), TEMP_PREFIX + "x", "f", [b"a", 3], 0o644)
+    with pytest.raises(TypeError):
+        _speedups.write_file(str(tmp_path), TEMP_PREFIX + "x", "f", 3, 0o644)
+    assert os.listdir(tmp_path) == []  # nothing was created before the arguments were checked

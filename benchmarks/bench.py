@@ -161,11 +161,11 @@ def run_ours(
     return dt, nbytes
 
 
-def run_minari(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
+def run_minari(spec: dict[str, Any], steps: int, tmp: str, fmt: str) -> tuple[float, int]:
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = tmp
-    env = minari.DataCollector(spec["make"](), record_infos=False, data_format="arrow")
+    env = minari.DataCollector(spec["make"](), record_infos=False, data_format=fmt)
     t = time.perf_counter()
     drive(env, spec["action"](env), steps, spec.get("alternate", False))
     name = f"bench/run{time.monotonic_ns()}-v0"
@@ -236,11 +236,11 @@ def read_ours(d: str) -> tuple[float, int, int]:
     return time.perf_counter() - t, steps, nbytes
 
 
-def read_minari(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
+def read_minari(spec: dict[str, Any], steps: int, tmp: str, fmt: str) -> tuple[float, int]:
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = tmp
-    env = minari.DataCollector(spec["make"](), record_infos=False, data_format="arrow")
+    env = minari.DataCollector(spec["make"](), record_infos=False, data_format=fmt)
     drive(env, spec["action"](env), steps)
     ds = env.create_dataset(dataset_id="bench/read-v0", algorithm_name="bench")
     t = time.perf_counter()
@@ -260,6 +260,21 @@ def have_minari() -> bool:
     except ImportError:
         return False
     return True
+
+
+def minari_formats() -> list[str]:
+    """Minari's storage formats to compare against: hdf5 (its default) and arrow, if installed.
+
+    hdf5 writes faster, arrow reads faster: each target is checked against both.
+    """
+    formats = []
+    for fmt, module in (("hdf5", "h5py"), ("arrow", "pyarrow")):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        formats.append(fmt)
+    return formats
 
 
 # --------------------------------------------------------------------------- child processes
@@ -319,7 +334,8 @@ def child_rss(kind: str, steps: int, batch_bytes: int) -> None:
 
 
 def child_read(kind: str, arg: str, tmp: str) -> None:
-    """Time one read-back in this fresh process (``ours DIR`` or ``minari STEPS``); print JSON.
+    """Time one read-back in this fresh process (``ours DIR``, ``hdf5 STEPS`` or ``arrow STEPS``,
+    the last two being Minari in that storage format); print JSON.
 
     Each reader runs alone in its own interpreter, as a user's would: neither pays for the
     other's imports (Minari brings JAX, whose ~100k objects make every full garbage
@@ -328,7 +344,7 @@ def child_read(kind: str, arg: str, tmp: str) -> None:
     if kind == "ours":
         dt, n, nb = read_ours(arg)
     else:
-        dt, n = read_minari(WORKLOADS["synthetic f32[4], Discrete"], int(arg), tmp)
+        dt, n = read_minari(WORKLOADS["synthetic f32[4], Discrete"], int(arg), tmp, kind)
         nb = 0
     print(json.dumps({"seconds": dt, "steps": n, "bytes": nb}))
 
@@ -404,7 +420,8 @@ def main() -> None:
 
     scale = 0.002 if args.smoke else 0.05 if args.quick else 1.0
     runs = 1 if args.smoke else 2 if args.quick else args.runs
-    minari_on = have_minari() and not args.no_minari
+    formats = minari_formats() if have_minari() and not args.no_minari else []
+    minari_on = bool(formats)
     tmp = tempfile.mkdtemp(prefix="gymrec-bench-")
     lines: list[str] = []
 
@@ -419,7 +436,7 @@ def main() -> None:
         f"Python {platform.python_version()}, NumPy {np.__version__}, "
         f"gymnasium {gym.__version__}, gym-recording {gym_recording.__version__}"
         + (
-            f", Minari {__import__('minari').__version__}"
+            f", Minari {__import__('minari').__version__} ({' and '.join(formats)} storage)"
             if minari_on
             else ", Minari: not installed"
         )
@@ -442,15 +459,22 @@ def main() -> None:
     )
     emit()
     emit(
-        "| workload | bare steps/s | ours steps/s | ours / bare | ours, pure Python / bare "
-        "| ours MB/s | ceiling MB/s | ours / ceiling | Minari / bare | ours / Minari |"
+        "Minari is its `DataCollector` with `record_infos=False`, in each storage format: "
+        "hdf5 (its default) and arrow."
     )
-    emit("|---|---|---|---|---|---|---|---|---|---|")
+    emit()
+    m_cols = "".join(f" Minari {f} / bare | ours / Minari {f} |" for f in formats)
+    emit(
+        "| workload | bare steps/s | ours steps/s | ours / bare | ours, pure Python / bare "
+        "| ours MB/s | ceiling MB/s | ours / ceiling |" + m_cols
+    )
+    emit("|---|---|---|---|---|---|---|---|" + "---|---|" * len(formats))
     results: dict[str, dict[str, float]] = {}
     for name, spec in WORKLOADS.items():
         steps = max(200, int(spec["steps"] * scale))
         m_steps = max(200, steps // (20 if "frames" not in name else 2))
-        bare, ours, ours_py, minari_t, ceil = [], [], [], [], []
+        bare, ours, ours_py, ceil = [], [], [], []
+        minari_t: dict[str, list[float]] = {f: [] for f in formats}
         nbytes = 0
         for _ in range(runs):
             # Each contender starts with no dirty pages left by the previous one (os.sync),
@@ -464,48 +488,54 @@ def main() -> None:
             ours_py.append(run_ours(spec, steps, tmp, pure_python=True)[0])
             os.sync()
             ceil.append(run_ceiling(nbytes, tmp))
-            if minari_on:
+            for fmt in formats:
                 os.sync()
-                minari_t.append(run_minari(spec, m_steps, tmp)[0] / m_steps * steps)
+                minari_t[fmt].append(run_minari(spec, m_steps, tmp, fmt)[0] / m_steps * steps)
         b, o, op, c = median(bare), median(ours), median(ours_py), median(ceil)
         mb = nbytes / 1e6
-        mi = median(minari_t) if minari_t else float("nan")
-        results[name] = {"bare": b / o, "bare_py": b / op, "ceiling": c / o, "minari": mi / o}
+        results[name] = {"bare": b / o, "bare_py": b / op, "ceiling": c / o}
+        cells = ""
+        for fmt in formats:
+            mi = median(minari_t[fmt])
+            results[name]["minari " + fmt] = mi / o
+            cells += f" {b / mi:.3f}x | {mi / o:.0f}x |"
         emit(
             f"| {name} | {steps / b:,.0f} | {steps / o:,.0f} | {b / o:.2f}x | {b / op:.2f}x "
-            f"| {mb / o:.0f} | {mb / c:.0f} | {c / o:.2f}x | "
-            + (f"{b / mi:.3f}x | {mi / o:.0f}x |" if minari_t else "- | - |")
+            f"| {mb / o:.0f} | {mb / c:.0f} | {c / o:.2f}x |" + cells
         )
 
     emit()
     emit("## Read-back speed (every episode, every array touched; each run in a fresh process)")
     emit()
-    emit("| workload | ours steps/s | ours MB/s | Minari steps/s | ours / Minari |")
-    emit("|---|---|---|---|---|")
+    m_cols = "".join(f" Minari {f} steps/s | ours / Minari {f} |" for f in formats)
+    emit("| workload | ours steps/s | ours MB/s |" + m_cols)
+    emit("|---|---|---|" + "---|---|" * len(formats))
     for name in ("synthetic f32[4], Discrete", "synthetic u8[210,160,3] frames"):
         spec = WORKLOADS[name]
         steps = max(200, int(spec["steps"] * scale))
         d = make_read_fixture(spec, steps, tmp)
         read_ours(d)  # warm the page cache
-        rt, rm = [], []
+        rt: list[float] = []
+        rm: dict[str, list[float]] = {f: [] for f in formats}
         n = nb = 0
         for _ in range(runs):  # each read in a fresh process (see child_read)
             dt, n, nb = measure_read("ours", d, tmp)
             rt.append(dt)
-            if minari_on and "frames" not in name:
-                mdt, mn, _ = measure_read("minari", str(max(200, steps // 20)), tmp)
-                rm.append(mdt / mn)
+            if "frames" not in name:
+                for fmt in formats:
+                    mdt, mn, _ = measure_read(fmt, str(max(200, steps // 20)), tmp)
+                    rm[fmt].append(mdt / mn)
         o = median(rt)
         results.setdefault("read " + name, {})["gbps"] = nb / 1e9 / o
-        if rm:
-            mi = median(rm)
-            results["read " + name]["minari"] = (n / o) * mi
-            emit(
-                f"| {name} | {n / o:,.0f} | {nb / 1e6 / o:,.0f} | {1 / mi:,.0f} "
-                f"| {(n / o) * mi:.0f}x |"
-            )
-        else:
-            emit(f"| {name} | {n / o:,.0f} | {nb / 1e6 / o:,.0f} | - | - |")
+        cells = ""
+        for fmt in formats:
+            if rm[fmt]:
+                mi = median(rm[fmt])
+                results["read " + name]["minari " + fmt] = (n / o) * mi
+                cells += f" {1 / mi:,.0f} | {(n / o) * mi:.0f}x |"
+            else:
+                cells += " - | - |"
+        emit(f"| {name} | {n / o:,.0f} | {nb / 1e6 / o:,.0f} |" + cells)
         shutil.rmtree(d)
 
     emit()
@@ -523,8 +553,24 @@ def main() -> None:
             "ceiling",
             0.85,
         ),
-        ("f32[4]: >= 40x Minari's write speed", "synthetic f32[4], Discrete", "minari", 40),
-        ("f32[4]: >= 50x Minari's read speed", "read synthetic f32[4], Discrete", "minari", 50),
+        *(
+            (
+                f"f32[4]: >= 40x Minari's write speed ({fmt})",
+                "synthetic f32[4], Discrete",
+                "minari " + fmt,
+                40,
+            )
+            for fmt in formats
+        ),
+        *(
+            (
+                f"f32[4]: >= 50x Minari's read speed ({fmt})",
+                "read synthetic f32[4], Discrete",
+                "minari " + fmt,
+                50,
+            )
+            for fmt in formats
+        ),
         ("frames read back >= 1 GB/s", "read synthetic u8[210,160,3] frames", "gbps", 1.0),
     ]
     for label, key, what, want in checks:

@@ -51,6 +51,12 @@ MAX_BATCH_STEPS = 50_000
 MAX_BATCH_EPISODES = 50_000
 #: A writer starts a new manifest (segment) after this many batches.
 SEGMENT_BATCHES = 1000
+#: A batch is written in the recording thread when its write is expected to take less than this
+#: share of the time the batch took to fill (see TraceRecording._submit_batch).
+FOREGROUND_WRITE_SHARE = 0.02
+#: While batches go to the background thread, every this many is written in the foreground to
+#: measure what a write costs now.
+FOREGROUND_PROBE_EVERY = 32
 
 _writer_counter = itertools.count()
 _open_recordings: dict[int, TraceRecording] = {}
@@ -72,10 +78,12 @@ atexit.register(_close_open_recordings)
 
 
 class _WriteJob:
-    """A batch's files, written in order (blob, batch JSON, manifest) on a background thread.
+    """A batch's files, written in order (blob, batch JSON, manifest).
 
-    The thread spends its time in write and fsync, which release the GIL, so the env keeps
-    stepping meanwhile. The job owns its bytes, so it can be retried if it fails.
+    Written on a background thread (``start``), which spends its time in write and fsync with
+    the GIL released, so the env keeps stepping meanwhile; or in the caller's thread
+    (``run``). Either way an error is kept and raised by ``wait``. The job owns its bytes, so
+    it can be retried if it fails.
     """
 
     def __init__(self, storage: Storage, files: list[tuple[str, list[Any]]]) -> None:
@@ -84,8 +92,10 @@ class _WriteJob:
         self.done = 0  # files written
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+        self.seconds = 0.0  # how long the last run took
 
     def run(self) -> None:
+        t = time.perf_counter()
         try:
             while self.done < len(self.files):
                 name, chunks = self.files[self.done]
@@ -93,6 +103,7 @@ class _WriteJob:
                 self.done += 1
         except BaseException as exc:  # handed to the recording's thread by wait()
             self.error = exc
+        self.seconds = time.perf_counter() - t
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self.run, name="gym-recording-writer")
@@ -277,6 +288,11 @@ class TraceRecording:
         self._pending: list[_format.EpisodeSpan] = []
         self._open: _Open | None = None
         self._job: _WriteJob | None = None
+        # What a batch write costs, measured in the foreground (None: not yet measured), when
+        # the buffer last started filling, and background writes since the last measurement.
+        self._write_seconds: float | None = None
+        self._filling_since = time.perf_counter()
+        self._background_writes = 0
         self._build_hot_path()
 
         with _open_lock:
@@ -658,7 +674,7 @@ class TraceRecording:
         self._wait_for_writes()  # one batch in flight at a time keeps the write order
         self.batches.append(entry)
         self._batch_entries.append(_format.dumps(entry))
-        self._job = _WriteJob(
+        job = self._job = _WriteJob(
             self._storage,
             [
                 (bin_fn, chunks),
@@ -666,7 +682,26 @@ class TraceRecording:
                 (_format.manifest_name(self.file_prefix), [self._manifest_bytes()]),
             ],
         )
-        self._job.start()
+        # A write that costs little next to the time the batch took to fill is done here: a
+        # background thread would cost more than it saves (a thread start, GIL handoffs, and
+        # on virtual machines an fsync on another CPU slows this one). A costly write (large
+        # frames, a slow disk, object storage) goes to the background thread, and every
+        # FOREGROUND_PROBE_EVERY-th one is done here again to see whether that still holds.
+        now = time.perf_counter()
+        filled_in, self._filling_since = now - self._filling_since, now
+        cost = self._write_seconds
+        if (
+            cost is None
+            or cost < FOREGROUND_WRITE_SHARE * filled_in
+            or self._background_writes >= FOREGROUND_PROBE_EVERY
+        ):
+            self._background_writes = 0
+            job.run()  # an error is raised by the next _wait_for_writes, as for a thread
+            if job.error is None:
+                self._write_seconds = job.seconds
+        else:
+            self._background_writes += 1
+            job.start()
         self._episode_objects += len(pending)
         self.batch_count += 1
 
@@ -719,7 +754,7 @@ class TraceRecording:
         job = self._job
         if job is None:
             return
-        if job.thread is None and job.done < len(job.files):
+        if job.thread is None and job.done < len(job.files) and job.error is None:
             job.run()  # an earlier attempt failed and said so: try again, do not drop it
         try:
             job.wait()

@@ -1,0 +1,140 @@
+"""Where a batch is written: in the recording's thread when that is cheap, else in the background.
+
+The choice changes nothing a reader sees: the same files, in the same order, with the same
+errors at the same calls.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gym_recording
+from gym_recording import recording as R
+from gym_recording._errors import RecordingError
+from gym_recording._storage import LocalStorage
+
+
+def _record(d: Path, episodes: int = 12) -> R.TraceRecording:
+    rec = R.TraceRecording(d, batch_bytes=600)  # a batch every few episodes
+    for e in range(episodes):
+        rec.add_reset(np.full(3, e, np.float32), seed=e)
+        for t in range(10):
+            rec.add_step(t % 2, np.full(3, t, np.float32), 1.0, terminated=t == 9)
+    return rec
+
+
+@pytest.fixture
+def where(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record where each batch job ran: 'fg' (run by the recording) or 'bg' (a thread)."""
+    seen: list[str] = []
+    start, run = R._WriteJob.start, R._WriteJob.run
+
+    def bg(self: Any) -> None:
+        seen.append("bg")
+        self._bg = True
+        start(self)
+
+    def fg_or_bg(self: Any) -> None:
+        if not getattr(self, "_bg", False) and not getattr(self, "_ran", False):
+            seen.append("fg")
+        self._ran = True
+        run(self)
+
+    monkeypatch.setattr(R._WriteJob, "start", bg)
+    monkeypatch.setattr(R._WriteJob, "run", fg_or_bg)
+    return seen
+
+
+def _episodes(d: Path) -> list[tuple[Any, ...]]:
+    with gym_recording.load(d) as r:
+        return [
+            (e.seed, e.observations.tobytes(), e.actions.tobytes(), e.rewards.tobytes()) for e in r
+        ]
+
+
+def test_cheap_writes_stay_in_the_recording_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: list[str]
+) -> None:
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", 1e9)
+    _record(tmp_path).close()
+    assert len(where) > 3 and set(where) == {"fg"}
+    assert [e[0] for e in _episodes(tmp_path)] == list(range(12))
+
+
+def test_costly_writes_go_to_the_background_with_a_periodic_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: list[str]
+) -> None:
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", 0.0)
+    monkeypatch.setattr(R, "FOREGROUND_PROBE_EVERY", 3)
+    _record(tmp_path, episodes=30).close()
+    # The first write is measured here; then three in the background, one here, and so on.
+    assert where[:9] == ["fg", "bg", "bg", "bg", "fg", "bg", "bg", "bg", "fg"]
+
+
+def test_both_ways_write_the_same_episodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", 1e9)
+    _record(tmp_path / "fg").close()
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", 0.0)
+    _record(tmp_path / "bg").close()
+    assert _episodes(tmp_path / "fg") == _episodes(tmp_path / "bg")
+
+
+@pytest.mark.parametrize("share", [1e9, 0.0], ids=["foreground", "background"])
+def test_a_failed_write_is_retried_once_at_the_next_flush_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    """One failing write: raised by nothing, retried at the next wait, nothing lost."""
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", share)
+    real = LocalStorage.write_atomic
+    calls = {"n": 0}
+
+    def flaky(self: Any, name: str, chunks: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] == 4:  # the second batch's blob, the first time
+            msg = f"could not write {name!r} (simulated); nothing of it was published"
+            raise RecordingError(msg)
+        return real(self, name, chunks)
+
+    monkeypatch.setattr(LocalStorage, "write_atomic", flaky)
+    rec = _record(tmp_path)
+    rec.close()
+    assert calls["n"] > 4
+    assert [e[0] for e in _episodes(tmp_path)] == list(range(12))
+
+
+@pytest.mark.parametrize("share", [1e9, 0.0], ids=["foreground", "background"])
+def test_a_write_failing_twice_raises_at_the_next_flush_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", share)
+    real = LocalStorage.write_atomic
+
+    def broken(self: Any, name: str, chunks: Any) -> int:
+        if name.endswith(".bin") and ".ep000000000." not in name:
+            msg = f"could not write {name!r} (simulated); nothing of it was published"
+            raise RecordingError(msg)
+        return real(self, name, chunks)
+
+    monkeypatch.setattr(LocalStorage, "write_atomic", broken)
+    rec = R.TraceRecording(tmp_path, batch_bytes=600)
+    rec.add_reset(np.zeros(3, np.float32))
+    for t in range(10):
+        rec.add_step(0, np.zeros(3, np.float32), 1.0, terminated=t == 9)
+    rec.end_episode()
+    rec.save_complete()  # the first batch is written
+    rec.add_reset(np.zeros(3, np.float32))
+    for t in range(10):
+        rec.add_step(0, np.zeros(3, np.float32), 1.0, terminated=t == 9)
+    rec.end_episode()
+    with pytest.raises(RecordingError, match="simulated"):
+        rec.save_complete()
+    with gym_recording.load(tmp_path) as r:
+        assert len(r) == 1
+    monkeypatch.setattr(LocalStorage, "write_atomic", real)  # the disk is back
+    rec.close()  # the batch that failed is written now
+    with gym_recording.load(tmp_path) as r:
+        assert len(r) == 2

@@ -131,36 +131,30 @@ def test_missing_directory_is_a_recording_error(tmp_path: Path, path_kind: str) 
         st.write_atomic("f.bin", [b"x"])
 
 
-def test_a_taken_temporary_name_is_not_overwritten(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("squatter", ["file", "symlink"])
+def test_whatever_holds_the_temporary_name_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, squatter: str
 ) -> None:
-    """O_EXCL: a file already under the temporary name is left alone and another name used."""
+    """O_EXCL and O_NOFOLLOW: a file (or a symbolic link) already under the temporary name is
+    neither overwritten nor followed; another name is used."""
     if not HAVE_C:
         pytest.skip("the C extension is not built")
     monkeypatch.setattr(_storage, "_speedups", _speedups)
     names = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
     monkeypatch.setattr(_storage.secrets, "token_hex", lambda n: next(names))
-    squatter = tmp_path / f"{TEMP_PREFIX}aaaaaaaaaaaa"
-    squatter.write_bytes(b"someone else's")
+    taken = tmp_path / f"{TEMP_PREFIX}aaaaaaaaaaaa"
+    outside = tmp_path / "outside"
+    if squatter == "file":
+        taken.write_bytes(b"someone else's")
+    else:
+        taken.symlink_to(outside)
     LocalStorage(tmp_path).write_atomic("f.bin", [b"mine"])
     assert (tmp_path / "f.bin").read_bytes() == b"mine"
-    assert squatter.read_bytes() == b"someone else's"
-    assert _temps(tmp_path) == [squatter.name]
-
-
-def test_a_symlink_under_the_temporary_name_is_not_followed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not HAVE_C:
-        pytest.skip("the C extension is not built")
-    monkeypatch.setattr(_storage, "_speedups", _speedups)
-    names = iter(["cccccccccccc", "dddddddddddd"])
-    monkeypatch.setattr(_storage.secrets, "token_hex", lambda n: next(names))
-    target = tmp_path / "outside"
-    (tmp_path / f"{TEMP_PREFIX}cccccccccccc").symlink_to(target)
-    LocalStorage(tmp_path).write_atomic("f.bin", [b"mine"])
-    assert not target.exists()
-    assert (tmp_path / "f.bin").read_bytes() == b"mine"
+    assert _temps(tmp_path) == [taken.name]
+    if squatter == "file":
+        assert taken.read_bytes() == b"someone else's"
+    else:
+        assert not outside.exists()
 
 
 def test_c_write_file_rejects_what_is_not_a_buffer(tmp_path: Path) -> None:

@@ -56,6 +56,21 @@ def _episodes(d: Path) -> list[tuple[Any, ...]]:
         ]
 
 
+def _fail_writes(monkeypatch: pytest.MonkeyPatch, fails: Any) -> Any:
+    """Make ``LocalStorage.write_atomic`` raise for the names ``fails(name)`` picks; return
+    the real one."""
+    real = LocalStorage.write_atomic
+
+    def write_atomic(self: Any, name: str, chunks: Any) -> int:
+        if fails(name):
+            msg = f"could not write {name!r} (simulated); nothing of it was published"
+            raise RecordingError(msg)
+        return real(self, name, chunks)
+
+    monkeypatch.setattr(LocalStorage, "write_atomic", write_atomic)
+    return real
+
+
 def test_cheap_writes_stay_in_the_recording_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: list[str]
 ) -> None:
@@ -89,17 +104,13 @@ def test_a_failed_write_is_retried_once_at_the_next_flush_either_way(
 ) -> None:
     """One failing write: raised by nothing, retried at the next wait, nothing lost."""
     monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", share)
-    real = LocalStorage.write_atomic
     calls = {"n": 0}
 
-    def flaky(self: Any, name: str, chunks: Any) -> int:
+    def fails(name: str) -> bool:
         calls["n"] += 1
-        if calls["n"] == 4:  # the second batch's blob, the first time
-            msg = f"could not write {name!r} (simulated); nothing of it was published"
-            raise RecordingError(msg)
-        return real(self, name, chunks)
+        return calls["n"] == 4  # the second batch's blob, the first time
 
-    monkeypatch.setattr(LocalStorage, "write_atomic", flaky)
+    _fail_writes(monkeypatch, fails)
     rec = _record(tmp_path)
     rec.close()
     assert calls["n"] > 4
@@ -111,15 +122,7 @@ def test_a_write_failing_twice_raises_at_the_next_flush_either_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float
 ) -> None:
     monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", share)
-    real = LocalStorage.write_atomic
-
-    def broken(self: Any, name: str, chunks: Any) -> int:
-        if name.endswith(".bin") and ".ep000000000." not in name:
-            msg = f"could not write {name!r} (simulated); nothing of it was published"
-            raise RecordingError(msg)
-        return real(self, name, chunks)
-
-    monkeypatch.setattr(LocalStorage, "write_atomic", broken)
+    real = _fail_writes(monkeypatch, lambda n: n.endswith(".bin") and ".ep000000000." not in n)
     rec = R.TraceRecording(tmp_path, batch_bytes=600)
     rec.add_reset(np.zeros(3, np.float32))
     for t in range(10):

@@ -95,18 +95,29 @@ class _WriteJob:
         self.seconds = 0.0  # how long the last run took
 
     def run(self) -> None:
+        """Write the files not written yet; keep an error for ``wait``.
+
+        A KeyboardInterrupt (in the caller's thread) propagates; the job can be run again.
+        """
         t = time.perf_counter()
         try:
             while self.done < len(self.files):
                 name, chunks = self.files[self.done]
                 self.storage.write_atomic(name, chunks)
                 self.done += 1
-        except BaseException as exc:  # handed to the recording's thread by wait()
+        except Exception as exc:  # handed to the recording's thread by wait()
             self.error = exc
-        self.seconds = time.perf_counter() - t
+        finally:
+            self.seconds = time.perf_counter() - t
+
+    def _run_in_thread(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # pragma: no cover - nothing else reaches this thread
+            self.error = exc
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self.run, name="gym-recording-writer")
+        self.thread = threading.Thread(target=self._run_in_thread, name="gym-recording-writer")
         self.thread.start()
 
     def wait(self) -> None:
@@ -690,15 +701,13 @@ class TraceRecording:
         now = time.perf_counter()
         filled_in, self._filling_since = now - self._filling_since, now
         cost = self._write_seconds
-        if (
+        foreground = (
             cost is None
             or cost < FOREGROUND_WRITE_SHARE * filled_in
             or self._background_writes >= FOREGROUND_PROBE_EVERY
-        ):
+        )
+        if foreground:
             self._background_writes = 0
-            job.run()  # an error is raised by the next _wait_for_writes, as for a thread
-            if job.error is None:
-                self._write_seconds = job.seconds
         else:
             self._background_writes += 1
             job.start()
@@ -724,6 +733,12 @@ class TraceRecording:
             self._decide_batch_size((blob_size + len(json_bytes)) / steps)
         if len(self.batches) >= SEGMENT_BATCHES and not entry.get("continues"):
             self._start_segment()
+        if foreground:
+            # Last, once the buffer's bookkeeping is done: if this is interrupted (Ctrl-C),
+            # the job is still in flight and the next _wait_for_writes runs it again.
+            job.run()  # an error is raised by the next _wait_for_writes, as for a thread
+            if job.error is None:
+                self._write_seconds = job.seconds
 
     def _start_segment(self) -> None:
         """Continue in a new manifest, so that no flush rewrites an ever-growing manifest."""

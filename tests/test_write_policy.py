@@ -141,3 +141,38 @@ def test_a_write_failing_twice_raises_at_the_next_flush_either_way(
     rec.close()  # the batch that failed is written now
     with gym_recording.load(tmp_path) as r:
         assert len(r) == 2
+
+
+def test_ctrl_c_during_a_foreground_write_propagates_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt inside a write done in the recording's thread reaches the caller at
+    once (it is not kept for later like an error); the batch is written by the next flush,
+    once, and every episode reads back."""
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", 1e9)
+    real = LocalStorage.write_atomic
+    calls = {"n": 0}
+
+    def interrupted(self: Any, name: str, chunks: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] == 5:  # inside the second batch's write
+            raise KeyboardInterrupt
+        return real(self, name, chunks)
+
+    monkeypatch.setattr(LocalStorage, "write_atomic", interrupted)
+    rec = R.TraceRecording(tmp_path, batch_bytes=600)
+    seen = 0
+    with pytest.raises(KeyboardInterrupt):
+        for e in range(12):
+            rec.add_reset(np.full(3, e, np.float32), seed=e)
+            seen = e
+            for t in range(10):
+                rec.add_step(t % 2, np.full(3, t, np.float32), 1.0, terminated=t == 9)
+    # The user goes on (or just closes): nothing is lost, nothing is written twice.
+    for e in range(seen + 1, 12):
+        rec.add_reset(np.full(3, e, np.float32), seed=e)
+        for t in range(10):
+            rec.add_step(t % 2, np.full(3, t, np.float32), 1.0, terminated=t == 9)
+    rec.close()
+    seeds = [e[0] for e in _episodes(tmp_path)]
+    assert seeds == list(range(12))

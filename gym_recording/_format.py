@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import copy
+import itertools
 import json
 import math
+import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -31,6 +34,7 @@ except ImportError:  # pragma: no cover - depends on what is installed
 # found at memory speed (a regex takes longer than orjson's whole parse).
 _DIGITS_TO_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 _LONG_DIGITS = b"0" * 19
+_NOT_PARSED = object()
 
 __all__ = [
     "ALLOWED_DTYPES",
@@ -1347,6 +1351,309 @@ def decode_episode(obj: Any, ctx: DecodeContext, where: str) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------- batch-level decoding
+
+#: The keys of an episode object that the batch path looks up all at once (all required).
+_get_plain_keys = operator.itemgetter(
+    "observations", "actions", "rewards", "terminated", "truncated", "seed", "options"
+)
+_get_plain_keys_and_times = operator.itemgetter(
+    "observations",
+    "actions",
+    "rewards",
+    "terminated",
+    "truncated",
+    "seed",
+    "options",
+    "started_at",
+    "ended_at",
+)
+_get_ref = operator.itemgetter("__type", "order", "dtype", "npyfile", "npyoff", "size", "shape")
+_get_first = operator.itemgetter(0)
+_NONE_TYPE = type(None)
+#: A float this large may be an integer literal beyond 64 bits that orjson parsed inexactly.
+_FLOAT_EXACT_BELOW = 2.0**63
+
+#: What :func:`decode_episode` gives for a plain episode object: its observations, actions,
+#: rewards, terminated, truncated, seed, options, started_at and ended_at.
+PlainEpisode = tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool, Any, Any, Any, Any]
+
+
+@dataclass
+class _Column:
+    """One key's arrays over a batch (see :func:`_batch_column`)."""
+
+    views: list[np.ndarray]
+    ok: np.ndarray | None  # per episode object, whether its view is right (None: all are)
+    start: list[int] | np.ndarray  # byte ranges in the blob
+    end: list[int] | np.ndarray
+    rows: list[int]  # first dimensions
+    fn: str
+    dtype: np.dtype[Any]
+    ndim: int
+
+
+def _batch_column(refs: tuple[Any, ...], ctx: DecodeContext) -> _Column | None:
+    """Check one key's ndarray references over a batch at once; views of the good ones.
+
+    Takes what :meth:`DecodeContext._fast_array` takes, and empty arrays of such references,
+    with the checks shared by the batch done once: every reference an object ``{"__type":
+    "ndarray", "order": "C"}`` of one allowed dtype and one blob, with the same positive
+    dimensions after the first, and exact ints. Per reference: a first dimension of 0 or
+    more, ``size`` equal to ``prod(shape) * itemsize``, the bytes within the blob, at an
+    offset congruent to the others' modulo a row's bytes, so that one view of the blob,
+    sliced, gives every array (an empty one for no rows: as read-only, and as empty, as the
+    general path's). ``None`` when the batch does not fit as a whole. Never raises, whatever
+    the JSON holds, and opens only a blob with a plain name (its errors are left to the
+    general path, which reports them).
+    """
+    n = len(refs)
+    try:
+        flat = list(itertools.chain.from_iterable(map(_get_ref, refs)))
+    except (KeyError, TypeError):  # not objects, or keys missing
+        return None
+    kind, order, dtypes, fns, offs, sizes, shapes = (flat[i::7] for i in range(7))
+    dtype, fn = dtypes[0], fns[0]
+    if (
+        kind.count("ndarray") != n
+        or order.count("C") != n
+        or type(dtype) is not str
+        or dtype not in _LE_DTYPE_SIZES
+        or dtypes.count(dtype) != n
+        or type(fn) is not str
+        or fns.count(fn) != n
+        or list(map(type, shapes)).count(list) != n
+    ):
+        return None
+    ndims = list(map(len, shapes))
+    ndim = ndims[0]
+    if not 0 < ndim <= MAX_NDIM or ndims.count(ndim) != n:
+        return None
+    rows = list(map(_get_first, shapes))
+    ints = offs + sizes + rows
+    tail: list[int] = []
+    for k in range(1, ndim):
+        dims = list(map(operator.itemgetter(k), shapes))
+        d = dims[0]
+        if type(d) is not int or d <= 0 or dims.count(d) != n:
+            return None
+        tail.append(d)
+        ints += dims
+    if list(map(type, ints)).count(int) != len(ints):
+        return None
+    opened = ctx._opened.get(fn)
+    if opened is None:
+        if not is_plain_name(fn):
+            return None
+        try:
+            ctx.blob(fn)
+        except TraceFormatError:
+            return None
+        opened = ctx._opened[fn]
+    blob, blob_len, writable = opened
+    dt, itemsize = _LE_DTYPE_SIZES[dtype]
+    row_items = math.prod(tail)
+    row_bytes = row_items * itemsize
+    if row_bytes > blob_len:
+        return None
+    p0 = offs[0] % row_bytes
+    col = np.frombuffer(blob, dt, (blob_len - p0) // row_bytes * row_items, p0)
+    if tail:
+        col = col.reshape(-1, *tail)
+    if writable:  # keep the promise of read-only views (slices inherit it)
+        col.flags.writeable = False
+    # The writer's layout: consecutive arrays of whole rows (none for a zero-step episode).
+    ends = list(map(operator.add, offs, sizes))
+    if (
+        offs[0] >= p0
+        and ends[-1] <= blob_len
+        and min(rows) >= 0
+        and offs[1:] == ends[:-1]
+        and sizes == list(map(row_bytes.__mul__, rows))
+    ):
+        s0 = (offs[0] - p0) // row_bytes
+        r0 = rows[0]
+        if rows.count(r0) == n:  # of equal lengths: one array, split along its first axis
+            views = list(col[s0 : s0 + n * r0].reshape(n, r0, *tail))
+        else:
+            stops = itertools.accumulate(rows, initial=s0)
+            views = [col[a:b] for a, b in itertools.pairwise(stops)]
+        if not min(rows):
+            views = _own_empties(views, dt, tail)
+        return _Column(views, None, offs, ends, rows, fn, dt, ndim)
+    # Any other layout: every reference checked on its own (vectorised).
+    try:
+        off, size, first = np.array((offs, sizes, rows), dtype=np.int64)
+    except OverflowError:
+        return None
+    # (int64 arithmetic wraps silently: each test guards the ones that follow it.)
+    ok = (first >= 0) & (first <= blob_len // row_bytes)
+    ok &= size == first * row_bytes
+    ok &= (off >= 0) & (off <= blob_len - size)
+    ok &= off % row_bytes == p0
+    start_row = (off - p0) // row_bytes
+    stop_row = start_row + first
+    views = [col[a:b] for a, b in zip(start_row.tolist(), stop_row.tolist(), strict=True)]
+    if min(rows) <= 0:
+        views = _own_empties(views, dt, tail)
+    return _Column(views, ok, off, off + size, rows, fn, dt, ndim)
+
+
+def _own_empties(views: list[np.ndarray], dt: np.dtype[Any], tail: list[int]) -> list[np.ndarray]:
+    """``views`` with each empty one made as the general path makes it (its own, read-only)."""
+    out = []
+    for v in views:
+        if not len(v):
+            v = np.empty((0, *tail), dtype=dt)
+            v.flags.writeable = False
+        out.append(v)
+    return out
+
+
+@dataclass
+class PlainBatch:
+    """What :func:`decode_batch_plain` decoded of a batch."""
+
+    #: Per episode object, its :data:`PlainEpisode`, or ``None`` for the general path.
+    episodes: list[PlainEpisode | None]
+    #: Every object is plain (none is ``None``).
+    complete: bool
+    #: The steps of the batch (its rewards), when complete.
+    steps: int | None
+
+
+def decode_batch_plain(
+    objs: list[Any], ctx: DecodeContext, last_continues: bool
+) -> PlainBatch | None:
+    """Decode a batch's plain episode objects all at once: the reader's fast path.
+
+    A plain episode object holds ndarray references for observations, actions and rewards
+    (per key one dtype, one blob and the same dimensions after the step axis throughout the
+    batch), bools ``terminated`` and ``truncated``, an int or null ``seed``, null ``options``,
+    float ``started_at``/``ended_at`` or neither, and no other key (no ``part``,
+    ``continues`` or ``infos``). For each, the result holds exactly what
+    :func:`decode_episode` returns, checked the same way (one batch's checks shared); ``None``
+    marks the objects left to the general path: those not plain, and those it must judge (a
+    zero dimension, overlapping arrays, a bad offset...), which it refuses with its message.
+    The whole result is ``None`` when the batch does not fit at all. Never raises.
+
+    Every number accepted is an exact int, a bool, or a float below 2**63 in magnitude: the
+    result is the same from a parse that reads integers beyond 64 bits as floats (orjson).
+
+    Args:
+        objs: The batch's episode objects (from :func:`decode_batch_episodes`).
+        ctx: The batch's decoding context.
+        last_continues: The manifest lists the batch as continuing: its last object goes to
+            the general path (which joins it to the next part, or refuses it).
+
+    Returns:
+        The episodes decoded, or ``None``.
+    """
+    n = len(objs)
+    if not n:
+        return None
+    started: Sequence[Any]
+    ended: Sequence[Any]
+    keys: list[int] | None = None  # per object, the keys read (None: all nine)
+    try:  # the common case: both times present in every object (values checked below)
+        obs_refs, act_refs, rew_refs, terms, truncs, seeds, options, started, ended = zip(
+            *map(_get_plain_keys_and_times, objs), strict=True
+        )
+    except (KeyError, TypeError):
+        try:
+            obs_refs, act_refs, rew_refs, terms, truncs, seeds, options = zip(
+                *map(_get_plain_keys, objs), strict=True
+            )
+        except (KeyError, TypeError):
+            return None
+        started = [o.get("started_at") for o in objs]
+        ended = [o.get("ended_at") for o in objs]
+        keys = [7 + ("started_at" in o) + ("ended_at" in o) for o in objs]
+    # No key but those read here: the times present are counted, absent ones are null.
+    lens = list(map(len, objs))
+    keys_ok = lens.count(9) if keys is None else list(map(operator.eq, lens, keys)).count(True)
+    if not keys_ok:  # (no object plain: a batch of an episode's parts, say)
+        return None
+    flags = list(map(type, terms + truncs))
+    seed_types = list(map(type, seeds))
+    times = [*started, *ended]
+    time_types = list(map(type, times))
+    if (
+        flags.count(bool) != 2 * n
+        or seed_types.count(int) + seed_types.count(_NONE_TYPE) != n
+        or time_types.count(float) + time_types.count(_NONE_TYPE) != 2 * n
+    ):
+        return None
+    if time_types.count(_NONE_TYPE):
+        times = [t for t in times if t is not None]
+    if times and (max(times) >= _FLOAT_EXACT_BELOW or min(times) <= -_FLOAT_EXACT_BELOW):
+        return None
+    rew = _batch_column(rew_refs, ctx)
+    if rew is None or rew.ndim != 1 or rew.dtype.kind not in "biuf":
+        return None
+    act = _batch_column(act_refs, ctx)
+    if act is None:
+        return None
+    obs = _batch_column(obs_refs, ctx)
+    if obs is None:
+        return None
+    lengths_ok = act.rows == rew.rows and obs.rows == list(map((1).__add__, rew.rows))
+    columns = (obs, act, rew)
+    # No two arrays of an episode share a byte: each column's range is one run of bytes when
+    # it is consecutive; then no run meets another, or check each (an empty array inside
+    # another counts as meeting it: the general path judges).
+    disjoint = all(c.ok is None for c in columns) and all(
+        x.fn != y.fn or x.start[0] >= y.end[-1] or y.start[0] >= x.end[-1]
+        for x, y in ((obs, act), (obs, rew), (act, rew))
+    )
+    columns_of_plain: tuple[Any, ...] = (obs.views, act.views, rew.views, terms, truncs, seeds)
+    columns_of_plain += (options, started, ended)
+    if lengths_ok and disjoint and keys_ok == n and options.count(None) == n and not last_continues:
+        return PlainBatch(list(zip(*columns_of_plain, strict=True)), True, sum(rew.rows))
+    # Some object is not plain: find which, episode by episode (vectorised).
+    ok = np.ones(n, dtype=bool)
+    for c in columns:
+        if c.ok is not None:
+            ok &= c.ok
+    rows = [np.array(c.rows, dtype=np.int64) for c in columns]  # (checked ints)
+    ok &= (rows[1] == rows[2]) & (rows[0] == rows[2] + 1)
+    for x, y in ((obs, act), (obs, rew), (act, rew)):
+        if x.fn == y.fn:
+            x0, x1 = np.asarray(x.start, np.int64), np.asarray(x.end, np.int64)
+            y0, y1 = np.asarray(y.start, np.int64), np.asarray(y.end, np.int64)
+            ok &= (x0 >= y1) | (y0 >= x1)
+    if keys is None:
+        keys = [9] * n
+    ok &= np.array(keys) == np.array(lens)
+    ok &= np.fromiter(map(_NONE_TYPE.__instancecheck__, options), bool, n)
+    if last_continues:
+        ok[-1] = False
+    out = zip(*columns_of_plain, strict=True)
+    if ok.all():  # (each object checked on its own, and every one plain)
+        return PlainBatch(list(out), True, sum(rew.rows))
+    episodes = [e if good else None for e, good in zip(out, ok.tolist(), strict=True)]
+    return PlainBatch(episodes, False, None)
+
+
+def plain_decoded(episode: PlainEpisode) -> dict[str, Any]:
+    """What :func:`decode_episode` returns for the plain episode object decoded as ``episode``."""
+    obs, acts, rew, terminated, truncated, seed, options, started_at, ended_at = episode
+    return {
+        "observations": obs,
+        "actions": acts,
+        "rewards": rew,
+        "terminated": terminated,
+        "truncated": truncated,
+        "continues": False,
+        "part": 0,
+        "seed": seed,
+        "options": options,
+        "infos": None,
+        "started_at": started_at,
+        "ended_at": ended_at,
+    }
+
+
 def decode_batch_episodes(obj: Any, entry: BatchEntry, path: str) -> list[Any]:
     """Check a parsed batch's top level against its manifest entry; return the episode objects."""
     if not isinstance(obj, dict) or not isinstance(obj.get("episodes"), list):
@@ -1389,7 +1696,12 @@ def _batch_steps(objs: list[Any]) -> int | None:
 
 
 def check_batch_entry(
-    entry: BatchEntry, objs: list[Any], json_size: int, ctx: DecodeContext
+    entry: BatchEntry,
+    objs: list[Any],
+    json_size: int,
+    ctx: DecodeContext,
+    *,
+    steps: int | None = None,
 ) -> None:
     """Check a batch against its manifest entry's ``steps`` and ``bytes``, when present.
 
@@ -1398,13 +1710,15 @@ def check_batch_entry(
         objs: The batch's episode objects (from :func:`decode_batch_episodes`).
         json_size: The size of the batch JSON file in bytes.
         ctx: The batch's decoding context, to reach the blob named by ``entry.bin``.
+        steps: The batch's steps if already known (every object plain); else counted.
 
     Raises:
         TraceFormatError: the batch holds another number of steps, or the batch JSON and
             its blob another number of bytes, than the manifest says.
     """
     if entry.steps is not None:
-        steps = _batch_steps(objs)
+        if steps is None:
+            steps = _batch_steps(objs)
         if steps is not None and steps != entry.steps:
             msg = f"the manifest lists {entry.steps} steps for this batch, but it holds {steps}"
             raise TraceFormatError(msg, ctx.path)
@@ -1416,3 +1730,103 @@ def check_batch_entry(
                 f"{entry.bin}, but they hold {size} bytes (a truncated or altered file)"
             )
             raise TraceFormatError(msg, ctx.path)
+
+
+class LoadedBatch:
+    """A batch file parsed and checked against its manifest entry, for the reader.
+
+    Attributes:
+        objs: The episode objects, for :func:`decode_episode` (``None`` once every one is
+            decoded in ``plain``).
+        ctx: The batch's decoding context.
+        plain: Per episode object its :data:`PlainEpisode`, or ``None`` for the general
+            path; ``None`` for every object until :meth:`decode_plain` (or not plain at all).
+        entry: The manifest's entry for the batch.
+    """
+
+    __slots__ = ("ctx", "entry", "objs", "plain", "tried")
+
+    def __init__(
+        self,
+        objs: list[Any] | None,
+        ctx: DecodeContext,
+        entry: BatchEntry,
+        plain: PlainBatch | None,
+        tried: bool,
+    ) -> None:
+        self.objs = objs
+        self.ctx = ctx
+        self.entry = entry
+        self.plain: list[PlainEpisode | None] | None = None
+        self.tried = tried  # whether the plain objects were decoded (or looked for)
+        if plain is not None:
+            self._keep(plain)
+
+    def _keep(self, plain: PlainBatch) -> None:
+        self.plain = plain.episodes
+        if plain.complete:  # every object decoded: drop the parsed JSON now (freed young)
+            self.objs = None
+
+    def decode_plain(self) -> None:
+        """Decode the plain episode objects all at once, if not done yet (for iteration)."""
+        if not self.tried:
+            self.tried = True
+            if self.objs is not None:  # (exact: parsed by parse_json)
+                plain = decode_batch_plain(self.objs, self.ctx, self.entry.continues)
+                if plain is not None:
+                    self._keep(plain)
+
+
+def load_batch(
+    data: bytes,
+    entry: BatchEntry,
+    path: str,
+    get_blob: Callable[[str], memoryview],
+    *,
+    strict: bool,
+    plain: bool,
+) -> LoadedBatch:
+    """Parse and check a batch file's bytes; with ``plain``, decode its plain objects at once.
+
+    The top level is checked (:func:`decode_batch_episodes`), with ``plain`` the plain
+    episode objects decoded (:func:`decode_batch_plain`), then the batch checked against its
+    manifest entry (:func:`check_batch_entry`). Without ``plain`` (one episode wanted), the
+    objects are left for :func:`decode_episode`, or a later :meth:`LoadedBatch.decode_plain`.
+
+    Args:
+        data: The batch JSON's bytes.
+        entry: The manifest's entry for the batch.
+        path: The batch JSON's path, for messages.
+        get_blob: Returns the bytes of a blob given its plain file name.
+        strict: The file is version 2 (see :func:`parse_json`).
+        plain: Decode the plain episode objects now (the batch is read through).
+
+    Returns:
+        The batch.
+
+    Raises:
+        TraceFormatError: the batch does not parse, or does not match its manifest entry.
+    """
+    parsed: Any = _NOT_PARSED
+    if plain and strict and _orjson is not None:
+        # Integers beyond 64 bits come out as floats: only the plain objects may use this.
+        with contextlib.suppress(Exception):  # (parse_json words the error)
+            parsed = _orjson.loads(data)
+    quick = parsed is not _NOT_PARSED
+    if not quick:
+        parsed = parse_json(data, path, strict=strict)
+    objs = decode_batch_episodes(parsed, entry, path)
+    del parsed
+    ctx = DecodeContext(path, get_blob)
+    if not plain:
+        check_batch_entry(entry, objs, len(data), ctx)
+        return LoadedBatch(objs, ctx, entry, None, False)
+    decoded = decode_batch_plain(objs, ctx, entry.continues)
+    complete = decoded is not None and decoded.complete
+    if quick and not complete and _LONG_DIGITS in data.translate(_DIGITS_TO_ZERO):
+        # The general path (and the entry's step count) must see every integer exact.
+        objs = decode_batch_episodes(parse_json(data, path, strict=strict), entry, path)
+        decoded = None
+    steps = None if decoded is None else decoded.steps
+    check_batch_entry(entry, objs, len(data), ctx, steps=steps)
+    return LoadedBatch(objs, ctx, entry, decoded, True)

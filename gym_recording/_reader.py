@@ -7,6 +7,7 @@ as any array made from it is alive, so arrays remain valid after the recording i
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import itertools
 import os
@@ -25,6 +26,8 @@ from gym_recording._storage import Storage, open_storage
 __all__ = ["Episode", "Recording", "load"]
 
 _BATCH_CACHE = 4
+
+_Batch = _format.LoadedBatch
 
 
 @dataclass(frozen=True, eq=False)
@@ -274,6 +277,10 @@ class Episode:
         )
 
 
+#: The fields of an :class:`Episode`, in declaration order (the order of its ``__dict__``).
+_EPISODE_FIELDS = tuple(f.name for f in dataclasses.fields(Episode))
+
+
 @dataclass(frozen=True)
 class _Writer:
     manifest: _format.Manifest
@@ -353,9 +360,7 @@ class Recording(Sequence[Episode]):
         self._storage: Storage = open_storage(
             self.directory, create=False, storage_options=storage_options
         )
-        self._cache: OrderedDict[tuple[int, int], tuple[list[Any], _format.DecodeContext]] = (
-            OrderedDict()
-        )
+        self._cache: OrderedDict[tuple[int, int], _Batch] = OrderedDict()
         self.closed = False
         self._writers: list[_Writer] = []
         self._cum: list[int] = [0]  # episodes before each writer
@@ -471,45 +476,84 @@ class Recording(Sequence[Episode]):
 
     def __iter__(self) -> Iterator[Episode]:
         idx = 0
-        check_open, episode = self._check_open, self._episode
+        check_open, episode, new = self._check_open, self._episode, object.__new__
         for w, writer in enumerate(list(self._writers)):
+            # A plain episode's fields, in declaration order: the writer's, then its own.
+            fields = dict.fromkeys(_EPISODE_FIELDS)
+            fields.update(writer=writer.manifest.writer, env_id=writer.manifest.env_id)
             for b, (n, first) in enumerate(zip(writer.starts, writer.first_obj, strict=True)):
                 if not n:
                     continue
                 check_open()
-                batch = self._batch(w, b)  # once per batch, not per episode
+                batch = self._batch(w, b, plain=True)  # once per batch, not per episode
+                plain = batch.plain or [None] * (first + n)
                 for j in range(first, first + n):
-                    check_open()
-                    yield episode(idx, w, b, j, batch)
+                    if self.closed:
+                        check_open()
+                    p = plain[j]
+                    if p is None:
+                        yield episode(idx, w, b, j, batch)
+                    else:  # as _episode does, inlined: the common case
+                        ep = new(Episode)
+                        d = ep.__dict__
+                        d.update(fields)
+                        (
+                            d["observations"],
+                            d["actions"],
+                            d["rewards"],
+                            d["terminated"],
+                            d["truncated"],
+                            d["seed"],
+                            d["options"],
+                            d["started_at"],
+                            d["ended_at"],
+                        ) = p
+                        d["index"] = idx
+                        yield ep
                     idx += 1
 
-    def _batch(self, w: int, b: int) -> tuple[list[Any], _format.DecodeContext]:
+    def _batch(self, w: int, b: int, plain: bool = False) -> _Batch:
+        """Batch ``b`` of writer ``w``, cached; with ``plain``, its plain episodes decoded.
+
+        Iteration asks for ``plain`` (all the batch's episodes will be read: they are decoded
+        at once); random access does not (one episode: the general path decodes just that).
+        """
         key = (w, b)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
+            if plain:
+                hit.decode_plain()
             return hit
         writer = self._writers[w]
         entry = writer.manifest.batches[b]
         path = os.path.join(self.directory, entry.fn)
         data = self._storage.read_bytes(entry.fn, _format.MAX_BATCH_JSON_BYTES)
-        parsed = _format.parse_json(data, path, strict=not writer.manifest.legacy)
-        objs = _format.decode_batch_episodes(parsed, entry, path)
-        ctx = _format.DecodeContext(path, self._storage.map)
-        _format.check_batch_entry(entry, objs, len(data), ctx)
-        self._cache[key] = (objs, ctx)
+        batch = _format.load_batch(
+            data, entry, path, self._storage.map, strict=not writer.manifest.legacy, plain=plain
+        )
+        self._cache[key] = batch
         while len(self._cache) > _BATCH_CACHE:
             self._cache.popitem(last=False)
-        return objs, ctx
+        return batch
 
-    def _decoded(
-        self, w: int, b: int, j: int, batch: tuple[list[Any], _format.DecodeContext] | None = None
-    ) -> dict[str, Any]:
-        objs, ctx = self._batch(w, b) if batch is None else batch
-        ep = _format.decode_episode(objs[j], ctx, f"episodes[{j}]")
+    def _decoded(self, w: int, b: int, j: int, batch: _Batch | None = None) -> dict[str, Any]:
+        if batch is None:
+            batch = self._batch(w, b)
+        objs, ctx, plain = batch.objs, batch.ctx, batch.plain
+        decoded = None if plain is None else plain[j]
+        if plain is not None and decoded is not None:  # decoded with the batch
+            ep = _format.plain_decoded(decoded)
+            count = len(plain)
+        elif objs is not None:
+            ep = _format.decode_episode(objs[j], ctx, f"episodes[{j}]")
+            count = len(objs)
+        else:  # pragma: no cover - a batch drops its objects only once all are decoded
+            msg = f"episodes[{j}] of batch {b} was neither decoded nor kept"
+            raise RuntimeError(msg)
         # Only a batch's last episode object may continue, exactly when the manifest says so:
         # otherwise parts would be joined wrongly, read twice or skipped.
-        last = j == len(objs) - 1
+        last = j == count - 1
         if ep["continues"] != (last and self._writers[w].manifest.batches[b].continues):
             if not ep["continues"]:
                 msg = (
@@ -532,13 +576,35 @@ class Recording(Sequence[Episode]):
         w: int,
         b: int,
         j: int,
-        batch: tuple[list[Any], _format.DecodeContext] | None = None,
+        batch: _Batch | None = None,
     ) -> Episode:
         """Episode ``idx``: object ``j`` of batch ``b`` of writer ``w``, joined with its parts.
 
         ``batch``, if given, is that batch (as :meth:`_batch` returns it).
         """
         writer = self._writers[w]
+        if batch is None:
+            batch = self._batch(w, b)
+        plain = None if batch.plain is None else batch.plain[j]
+        if plain is not None:  # a single-part episode, decoded with its batch
+            obs, acts, rew, terminated, truncated, seed, options, t0, t1 = plain
+            return Episode._of(
+                {
+                    "observations": obs,
+                    "actions": acts,
+                    "rewards": rew,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "seed": seed,
+                    "options": options,
+                    "infos": None,
+                    "index": idx,
+                    "writer": writer.manifest.writer,
+                    "started_at": t0,
+                    "ended_at": t1,
+                    "env_id": writer.manifest.env_id,
+                }
+            )
         first = self._decoded(w, b, j, batch)
         if first["part"] != 0:
             path = os.path.join(self.directory, writer.manifest.batches[b].fn)

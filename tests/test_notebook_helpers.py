@@ -287,9 +287,9 @@ def test_recording_repr_html_is_cheap(tmp_path: Path, monkeypatch: pytest.Monkey
     read: list[tuple[int, int]] = []
     original = rec._batch
 
-    def counting(w: int, b: int) -> Any:
+    def counting(w: int, b: int, plain: bool = False) -> Any:
         read.append((w, b))
-        return original(w, b)
+        return original(w, b, plain)
 
     monkeypatch.setattr(rec, "_batch", counting)
     page = rec._repr_html_()

@@ -116,11 +116,12 @@ def read_all(directory: Path) -> list[Episode]:
 
 @pytest.fixture
 def general_only(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Switch the array fast path off inside a ``with``: everything takes the general path."""
+    """Switch the fast paths off inside a ``with``: everything takes the general path."""
 
     class Off:
         def __enter__(self) -> None:
             monkeypatch.setattr(_format.DecodeContext, "_fast_array", lambda self, ref: None)
+            monkeypatch.setattr(_format, "decode_batch_plain", lambda *args: None)
 
         def __exit__(self, *exc: object) -> None:
             monkeypatch.undo()

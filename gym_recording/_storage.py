@@ -29,7 +29,7 @@ except ImportError:  # built without a C compiler: atomicwrites does it all
 if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
     _speedups = None  # type: ignore[assignment]
 
-__all__ = ["TEMP_PREFIX", "LocalStorage", "Storage", "is_plain_name", "open_storage"]
+__all__ = ["TEMP_PREFIX", "LocalStorage", "Storage", "is_plain_name", "is_url", "open_storage"]
 
 #: Prefix of the temporary files that atomic writes leave behind if the process dies mid-write.
 TEMP_PREFIX = ".gymrec-tmp-"
@@ -55,6 +55,22 @@ def is_plain_name(name: object) -> TypeGuard[str]:
         return len(os.fsencode(name)) <= 255
     except UnicodeError:
         return False
+
+
+# ``scheme://...``, or a chained URL such as ``simplecache::s3://...``.
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(?:::[A-Za-z][A-Za-z0-9+.\-]*)*://")
+
+
+def is_url(location: str) -> bool:
+    """Whether ``location`` is an fsspec URL rather than a local path.
+
+    Example:
+        >>> is_url("s3://bucket/run1"), is_url("simplecache::s3://b/r"), is_url("memory://x")
+        (True, True, True)
+        >>> is_url("traces/run1"), is_url("run::1"), is_url("/tmp/s3://x")
+        (False, False, False)
+    """
+    return _URL.match(location) is not None
 
 
 class Storage(Protocol):
@@ -227,7 +243,15 @@ class LocalStorage:
                 if st.st_size > max_size:
                     msg = f"file is {st.st_size} bytes, more than the limit of {max_size} bytes"
                     raise TraceFormatError(msg, path)
-                return f.read(max_size + 1)
+                # Read what fstat says is there (and one byte more, to see it grow), rather
+                # than asking for max_size + 1 bytes, which allocates that much up front.
+                data = f.read(min(st.st_size, max_size) + 1)
+                if len(data) > st.st_size:  # it grew since fstat: read on, within the limit
+                    data += f.read(max_size + 1 - len(data))
+                if len(data) > max_size:
+                    msg = f"file is more than the limit of {max_size} bytes"
+                    raise TraceFormatError(msg, path)
+                return data
         except FileNotFoundError as exc:
             msg = "file is listed by the recording but does not exist"
             raise TraceFormatError(msg, path) from exc
@@ -285,8 +309,6 @@ def open_storage(
     :class:`~gym_recording._storage_fsspec.FsspecStorage` opened with ``storage_options``.
     ``storage_options`` are ignored for local paths.
     """
-    from gym_recording._storage_fsspec import FsspecStorage, is_url
-
     loc = os.fspath(location)
     if loc.startswith("file://") and "::" not in loc:
         from urllib.parse import unquote, urlsplit
@@ -297,5 +319,7 @@ def open_storage(
             raise RecordingError(msg)
         return LocalStorage(unquote(parts.path), create=create)
     if is_url(loc):
+        from gym_recording._storage_fsspec import FsspecStorage  # only for URLs: it imports fsspec
+
         return FsspecStorage(loc, create=create, storage_options=storage_options)
     return LocalStorage(loc, create=create)

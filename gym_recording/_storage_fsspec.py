@@ -12,32 +12,16 @@ is imported only when a URL is opened.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gym_recording._errors import RecordingError, TraceFormatError
 from gym_recording._optional import require
-from gym_recording._storage import BytesLike, is_plain_name
+from gym_recording._storage import BytesLike, is_plain_name, is_url
 
 __all__ = ["FsspecStorage", "is_url"]
 
 logger = logging.getLogger(__name__)
-
-# ``scheme://...``, or a chained URL such as ``simplecache::s3://...``.
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(?:::[A-Za-z][A-Za-z0-9+.\-]*)*://")
-
-
-def is_url(location: str) -> bool:
-    """Whether ``location`` is an fsspec URL rather than a local path.
-
-    Example:
-        >>> is_url("s3://bucket/run1"), is_url("simplecache::s3://b/r"), is_url("memory://x")
-        (True, True, True)
-        >>> is_url("traces/run1"), is_url("run::1"), is_url("/tmp/s3://x")
-        (False, False, False)
-    """
-    return _URL.match(location) is not None
 
 
 class FsspecStorage:

@@ -17,7 +17,7 @@ import pytest
 
 import gym_recording
 from gym_recording import _storage
-from gym_recording._errors import RecordingError
+from gym_recording._errors import RecordingError, TraceFormatError
 from gym_recording._storage import TEMP_PREFIX, LocalStorage
 from gym_recording.recording import TraceRecording
 
@@ -165,3 +165,23 @@ def test_c_write_file_rejects_what_is_not_a_buffer(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         _speedups.write_file(str(tmp_path), TEMP_PREFIX + "x", "f", 3, 0o644)
     assert os.listdir(tmp_path) == []  # nothing was created before the arguments were checked
+
+
+def test_read_bytes_reads_a_file_that_grew_since_fstat_within_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_bytes reads what fstat reports plus a byte; a file that grew goes on being read,
+    and one that grew past the limit is refused (never read whole into memory)."""
+    (tmp_path / "f.json").write_bytes(b"x" * 1000)
+    st = LocalStorage(tmp_path)
+    real_fstat = os.fstat
+
+    def shrunk(fd: int) -> os.stat_result:  # fstat as it was when the file held 10 bytes
+        r = real_fstat(fd)
+        return os.stat_result((r.st_mode, *r[1:6], 10, *r[7:]))
+
+    monkeypatch.setattr(_storage.os, "fstat", shrunk)
+    assert st.read_bytes("f.json", 5000) == b"x" * 1000
+    assert st.read_bytes("f.json", 1000) == b"x" * 1000
+    with pytest.raises(TraceFormatError, match="more than the limit of 999 bytes"):
+        st.read_bytes("f.json", 999)

@@ -394,6 +394,17 @@ write_file_nogil(const char *dir, const char *tmp, const char *name, struct iove
             err = errno;
             goto fail;
         }
+        if (w == 0) {  /* the group's chunks were all empty, or no progress (an error) */
+            int end = i + group;
+            while (i < end && iov[i].iov_len == 0) {
+                i++;
+            }
+            if (i < end) {
+                err = EIO;
+                goto fail;
+            }
+            continue;
+        }
         *written += w;
         /* skip what was written; a short write leaves the rest of an iovec */
         while (i < n && (size_t)w >= iov[i].iov_len) {

@@ -52,9 +52,10 @@ def _temps(d: Path) -> list[str]:
         [b"abc", bytearray(b"de"), memoryview(b"fgh")[1:]],
         [np.arange(10, dtype=np.float32).data, b"", b"x"],
         [bytes([i % 251]) * (i % 7) for i in range(2500)],  # more chunks than IOV_MAX
+        [b""] * 1500 + [b"tail"],  # a first writev of only empty chunks
         [os.urandom(3_000_000), os.urandom(5)],
     ],
-    ids=["none", "empty", "mixed-types", "ndarray-buffer", "2500-chunks", "large"],
+    ids=["none", "empty", "mixed-types", "ndarray-buffer", "2500-chunks", "empty-group", "large"],
 )
 def test_write_atomic_writes_exactly_the_chunks(
     tmp_path: Path, path_kind: str, chunks: list[Any]

@@ -34,6 +34,7 @@ import numpy as np
 from gymnasium import spaces
 
 import gym_recording
+from gym_recording import _storage
 from gym_recording import recording as _recording
 from gym_recording.wrappers import TraceRecordingWrapper
 
@@ -143,19 +144,20 @@ def _dir_bytes(d: str) -> int:
 def run_ours(
     spec: dict[str, Any], steps: int, tmp: str, *, pure_python: bool = False
 ) -> tuple[float, int]:
-    """Record with the wrapper; ``pure_python`` leaves the C step out (as without a compiler)."""
+    """Record with the wrapper; ``pure_python`` leaves the C extension out (as without a
+    compiler): the step in Python, and the files written through atomicwrites."""
     d = tempfile.mkdtemp(dir=tmp)
-    saved = _recording._speedups
-    if pure_python:
-        _recording._speedups = None  # read when the wrapper is made
+    saved = _recording._speedups, _storage._speedups
+    if pure_python:  # the step is chosen when the wrapper is made, the writer at each write
+        _recording._speedups = _storage._speedups = None  # type: ignore[assignment]
     try:
         env = TraceRecordingWrapper(spec["make"](), d)
+        t = time.perf_counter()
+        drive(env, spec["action"](env), steps, spec.get("alternate", False))
+        env.close()
+        dt = time.perf_counter() - t
     finally:
-        _recording._speedups = saved
-    t = time.perf_counter()
-    drive(env, spec["action"](env), steps, spec.get("alternate", False))
-    env.close()
-    dt = time.perf_counter() - t
+        _recording._speedups, _storage._speedups = saved
     nbytes = _dir_bytes(d)
     shutil.rmtree(d)
     return dt, nbytes
@@ -452,17 +454,18 @@ def main() -> None:
     emit()
     c_step = _recording._speedups is not None
     emit(
-        "The C step (`gym_recording._speedups`) is "
+        "The C extension (`gym_recording._speedups`: the step, and the file writes) is "
         + ("built and used: `ours`." if c_step else "NOT built: `ours` is pure Python too.")
-        + " `ours, pure Python` is the same library with the C step left out, as it runs "
+        + " `ours, pure Python` is the same library with the extension left out, as it runs "
         "where no C compiler was found at install."
     )
     emit()
-    emit(
-        "Minari is its `DataCollector` with `record_infos=False`, in each storage format: "
-        "hdf5 (its default) and arrow."
-    )
-    emit()
+    if formats:
+        emit(
+            "Minari is its `DataCollector` with `record_infos=False`, in each storage format: "
+            "hdf5 (its default) and arrow."
+        )
+        emit()
     m_cols = "".join(f" Minari {f} / bare | ours / Minari {f} |" for f in formats)
     emit(
         "| workload | bare steps/s | ours steps/s | ours / bare | ours, pure Python / bare "

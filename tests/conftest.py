@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from gym_recording import _format
 from gym_recording.wrappers import TraceRecordingWrapper
 
 # --------------------------------------------------------------------------------------------
@@ -469,3 +470,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
         report.outcome = "failed"
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped in CI, where every optional component is installed: {reason}"
+
+
+@pytest.fixture
+def general_only(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Switch the reader's fast paths off inside a ``with``: everything takes the general path
+    (per episode, every reference through ``DecodeContext.array``), the reference that the
+    fast paths are compared with."""
+
+    class Off:
+        def __enter__(self) -> None:
+            monkeypatch.setattr(_format.DecodeContext, "_fast_array", lambda self, ref: None)
+            monkeypatch.setattr(_format, "decode_batch_plain", lambda *args: None)
+
+        def __exit__(self, *exc: object) -> None:
+            monkeypatch.undo()
+
+    return Off()

@@ -162,21 +162,6 @@ def one(directory: Path, objs: list[dict[str, Any]], blob: bytes) -> Path:
 
 
 @pytest.fixture
-def general_only(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Switch both fast paths off inside a ``with``: everything takes the general path."""
-
-    class Off:
-        def __enter__(self) -> None:
-            monkeypatch.setattr(_format.DecodeContext, "_fast_array", lambda self, ref: None)
-            monkeypatch.setattr(_format, "decode_batch_plain", lambda *args: None)
-
-        def __exit__(self, *exc: object) -> None:
-            monkeypatch.undo()
-
-    return Off()
-
-
-@pytest.fixture
 def plain_counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Per batch decoded by the batch path: how many of its objects it took."""
     counts: list[int] = []

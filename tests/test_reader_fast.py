@@ -115,21 +115,6 @@ def read_all(directory: Path) -> list[Episode]:
 
 
 @pytest.fixture
-def general_only(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Switch the fast paths off inside a ``with``: everything takes the general path."""
-
-    class Off:
-        def __enter__(self) -> None:
-            monkeypatch.setattr(_format.DecodeContext, "_fast_array", lambda self, ref: None)
-            monkeypatch.setattr(_format, "decode_batch_plain", lambda *args: None)
-
-        def __exit__(self, *exc: object) -> None:
-            monkeypatch.undo()
-
-    return Off()
-
-
-@pytest.fixture
 def fast_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Records, per call of the array fast path, whether it returned an array."""
     calls: list[bool] = []

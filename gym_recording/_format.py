@@ -1335,6 +1335,37 @@ def decode_episode(obj: Any, ctx: DecodeContext, where: str) -> dict[str, Any]:
         started_at = _unix_time(started_at, "started_at", ctx, where)
     if type(ended_at) is not float:
         ended_at = _unix_time(ended_at, "ended_at", ctx, where)
+    return _decoded_episode(
+        obs,
+        acts,
+        rew,
+        terminated,
+        truncated,
+        continues,
+        part,
+        seed,
+        options,
+        infos,
+        started_at,
+        ended_at,
+    )
+
+
+def _decoded_episode(
+    obs: Any,
+    acts: Any,
+    rew: Any,
+    terminated: bool,
+    truncated: bool,
+    continues: bool,
+    part: int,
+    seed: Any,
+    options: Any,
+    infos: Any,
+    started_at: Any,
+    ended_at: Any,
+) -> dict[str, Any]:
+    """The dict :func:`decode_episode` returns (and :func:`plain_decoded` for the batch path)."""
     return {
         "observations": obs,
         "actions": acts,
@@ -1638,20 +1669,9 @@ def decode_batch_plain(
 def plain_decoded(episode: PlainEpisode) -> dict[str, Any]:
     """What :func:`decode_episode` returns for the plain episode object decoded as ``episode``."""
     obs, acts, rew, terminated, truncated, seed, options, started_at, ended_at = episode
-    return {
-        "observations": obs,
-        "actions": acts,
-        "rewards": rew,
-        "terminated": terminated,
-        "truncated": truncated,
-        "continues": False,
-        "part": 0,
-        "seed": seed,
-        "options": options,
-        "infos": None,
-        "started_at": started_at,
-        "ended_at": ended_at,
-    }
+    return _decoded_episode(
+        obs, acts, rew, terminated, truncated, False, 0, seed, options, None, started_at, ended_at
+    )
 
 
 def decode_batch_episodes(obj: Any, entry: BatchEntry, path: str) -> list[Any]:

@@ -32,15 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "hostile"))
 from make_cases import Blob
 
 PREFIX = "openaigym.trace.0.7.batchpath"
-MANIFEST = f"{PREFIX}.manifest.json"
+MANIFEST = _format.manifest_name(PREFIX)
 
 
 def batch_json(first: int) -> str:
-    return f"{PREFIX}.ep{first:09d}.json"
+    return _format.batch_names(PREFIX, first)[0]
 
 
 def batch_bin(first: int) -> str:
-    return f"{PREFIX}.ep{first:09d}.bin"
+    return _format.batch_names(PREFIX, first)[1]
 
 
 def ref(fn: str, arr: np.ndarray, off: int) -> dict[str, Any]:

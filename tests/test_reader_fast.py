@@ -28,15 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "hostile"))
 from make_cases import Blob  # arrays at 8-aligned offsets, as the writer lays them out
 
 PREFIX = "openaigym.trace.0.7.fastpath"
-MANIFEST = f"{PREFIX}.manifest.json"
+MANIFEST = _format.manifest_name(PREFIX)
 
 
 def batch_json(first: int) -> str:
-    return f"{PREFIX}.ep{first:09d}.json"
+    return _format.batch_names(PREFIX, first)[0]
 
 
 def batch_bin(first: int) -> str:
-    return f"{PREFIX}.ep{first:09d}.bin"
+    return _format.batch_names(PREFIX, first)[1]
 
 
 def episode_obj(
@@ -139,22 +139,7 @@ def assert_same_array(a: np.ndarray, b: np.ndarray) -> None:
 
 # ---------------------------------------------------------------------------- round trips
 
-DTYPES = [
-    "bool",
-    "int8",
-    "uint8",
-    "int16",
-    "uint16",
-    "int32",
-    "uint32",
-    "int64",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-]
+DTYPES = sorted(_format.ALLOWED_DTYPES)  # every dtype the format allows
 SHAPES = [(), (3,), (2, 3), (1, 2, 3, 1)]
 
 

@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import operator
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,12 @@ try:  # optional (the `fast` extra): parses batch files about 2.5x faster than t
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on what is installed
     _orjson = None  # type: ignore[assignment]
+try:  # encode_columns' per-episode loop in C (optional, as for the recorded step)
+    from gym_recording import _speedups
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _speedups = None  # type: ignore[assignment]
+if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
+    _speedups = None  # type: ignore[assignment]
 
 # Every digit to "0", every other byte to " ": a run of 19 digits is then a plain substring,
 # found at memory speed (a regex takes longer than orjson's whole parse).
@@ -510,6 +517,40 @@ def _json_float(t: float | None) -> str:
     return "" if t is None else repr(float(t))
 
 
+def _encode_spans_c(
+    spans: list[EpisodeSpan],
+    bin_name: str,
+    a_dtype: str,
+    a_tail: str,
+    a_row: int,
+    o_dtype: str,
+    o_tail: str,
+    o_row: int,
+    o_base: int,
+    r_base: int,
+) -> bytes:
+    """:func:`encode_columns`' batch JSON, the per-episode loop in C: the same bytes."""
+    fn = json.dumps(bin_name)
+    parts = (
+        '{"actions":{"__type":"ndarray","shape":[',
+        f'{a_tail}],"order":"C","dtype":"{a_dtype}","npyfile":{fn},"npyoff":',
+        ',"size":',
+        '},"observations":{"__type":"ndarray","shape":[',
+        f'{o_tail}],"order":"C","dtype":"{o_dtype}","npyfile":{fn},"npyoff":',
+        ',"size":',
+        '},"rewards":{"__type":"ndarray","shape":[',
+        f'],"order":"C","dtype":"float64","npyfile":{fn},"npyoff":',
+        ',"size":',
+        '},"terminated":',
+        ',"truncated":',
+        ',"seed":',
+        ',"options":null',
+    )
+    encoded = tuple(p.encode() for p in parts)
+    # The blob holds the actions (from offset 0), the observations, then the rewards.
+    return _speedups.encode_spans(spans, encoded, 0, a_row, o_base, o_row, r_base)
+
+
 def encode_columns(
     obs: Any, act: Any, rewards: np.ndarray, spans: list[EpisodeSpan], bin_name: str
 ) -> tuple[bytes, list[Any], int] | None:
@@ -539,9 +580,13 @@ def encode_columns(
     a_base, o_base = 0, act.nbytes
     r_base = o_base + obs.nbytes
     size = r_base + rewards.nbytes
-    fn = json.dumps(bin_name).replace("%", "%%")  # it goes into a %-template
     o_tail = "".join("," + str(d) for d in obs.shape[1:])
     a_tail = "".join("," + str(d) for d in act.shape[1:])
+    if _speedups is not None:
+        a_dt, o_dt = dtype_name(act.dtype), dtype_name(obs.dtype)
+        args = (a_dt, a_tail, a_row, o_dt, o_tail, o_row, o_base, r_base)
+        return _encode_spans_c(spans, bin_name, *args), chunks, size
+    fn = json.dumps(bin_name).replace("%", "%%")  # it goes into a %-template
     # One template per batch; per episode, one %-format of its numbers.
     template = (
         '{"actions":{"__type":"ndarray","shape":[%d'

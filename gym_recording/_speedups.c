@@ -19,6 +19,10 @@
  * fsync, rename, fsync of the directory), with the GIL released once for the whole sequence.
  * On the background writer thread each GIL release and retake can stall the thread stepping
  * the env; atomicwrites makes about fifteen per file, this makes one.
+ *
+ * encode_spans(spans, parts, ...) writes a batch JSON of the common layout (every episode a
+ * row range of three arrays): the per-episode loop of gym_recording._format.encode_columns,
+ * the same bytes (tests/test_format_encode.py checks both ways).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -356,6 +360,274 @@ static PyTypeObject FusedStepType = {
     .tp_new = fused_new,
 };
 
+/* ------------------------------------------------------------------ encode_spans */
+
+/* A growing byte buffer for encode_spans. */
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
+
+static int
+out_grow(Out *o, Py_ssize_t n)
+{
+    if (o->len + n <= o->cap) {
+        return 0;
+    }
+    Py_ssize_t cap = o->cap ? o->cap : 4096;
+    while (cap < o->len + n) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *p = PyMem_Realloc(o->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int
+out_put(Out *o, const char *s, Py_ssize_t n)
+{
+    if (out_grow(o, n) < 0) {
+        return -1;
+    }
+    memcpy(o->p + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static inline int
+out_ll(Out *o, long long v)
+{
+    char s[24];
+    char *e = s + sizeof s, *p = e;
+    /* Digits from the right; the magnitude as unsigned, so that LLONG_MIN works too. */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *--p = '-';
+    }
+    return out_put(o, p, e - p);
+}
+
+/* str(obj) for an int (any size), as %d and str() print it. */
+static int
+out_int_obj(Out *o, PyObject *v)
+{
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (!overflow) {
+        return out_ll(o, x);
+    }
+    PyObject *s = PyObject_Str(v);
+    if (s == NULL) {
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    int r = u == NULL ? -1 : out_put(o, u, n);
+    Py_DECREF(s);
+    return r;
+}
+
+/* repr(float(v)), as _format._json_float writes a time. */
+static int
+out_float_obj(Out *o, PyObject *v)
+{
+    double d = PyFloat_AsDouble(v);
+    if (d == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (s == NULL) {
+        return -1;
+    }
+    int r = out_put(o, s, (Py_ssize_t)strlen(s));
+    PyMem_Free(s);
+    return r;
+}
+
+/* An int attribute of a span as a C long long (the row numbers of a batch: small). */
+static int
+span_ll(PyObject *span, PyObject *name, long long *x)
+{
+    PyObject *v = PyObject_GetAttr(span, name);
+    if (v == NULL) {
+        return -1;
+    }
+    *x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *x == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+enum {
+    S_OBS_START, S_OBS_STOP, S_ACT_START, S_ACT_STOP, S_TERMINATED, S_TRUNCATED, S_SEED,
+    S_STARTED_AT, S_ENDED_AT, S_PART, S_CONTINUES, S_COUNT
+};
+static const char *span_attr_names[S_COUNT] = {
+    "obs_start", "obs_stop", "act_start", "act_stop", "terminated", "truncated", "seed",
+    "started_at", "ended_at", "part", "continues",
+};
+static PyObject *span_attrs[S_COUNT];
+
+/* The number of constant pieces of an episode object's JSON (see encode_spans). */
+#define N_PARTS 13
+
+static int
+encode_span(Out *o, PyObject *span, const char *const *part, const Py_ssize_t *plen,
+            const long long *base)
+{
+    long long obs_start, obs_stop, act_start, act_stop, n_part;
+    if (span_ll(span, span_attrs[S_OBS_START], &obs_start) < 0 ||
+        span_ll(span, span_attrs[S_OBS_STOP], &obs_stop) < 0 ||
+        span_ll(span, span_attrs[S_ACT_START], &act_start) < 0 ||
+        span_ll(span, span_attrs[S_ACT_STOP], &act_stop) < 0 ||
+        span_ll(span, span_attrs[S_PART], &n_part) < 0) {
+        return -1;
+    }
+    const long long a_base = base[0], a_row = base[1], o_base = base[2], o_row = base[3],
+                    r_base = base[4];
+    const long long n_act = act_stop - act_start, n_obs = obs_stop - obs_start;
+    /* The numbers between the pieces, in order (the flags, seed and times follow). */
+    const long long nums[9] = {
+        n_act, a_base + act_start * a_row, n_act * a_row,
+        n_obs, o_base + obs_start * o_row, n_obs * o_row,
+        n_act, r_base + act_start * 8, n_act * 8,
+    };
+    for (int i = 0; i < 9; i++) {
+        if (out_put(o, part[i], plen[i]) < 0 || out_ll(o, nums[i]) < 0) {
+            return -1;
+        }
+    }
+    PyObject *v[S_COUNT] = {NULL};
+    int r = -1;
+    for (int k = S_TERMINATED; k <= S_CONTINUES; k++) {
+        if (k != S_PART && (v[k] = PyObject_GetAttr(span, span_attrs[k])) == NULL) {
+            goto done;
+        }
+    }
+    int terminated = PyObject_IsTrue(v[S_TERMINATED]);
+    int truncated = PyObject_IsTrue(v[S_TRUNCATED]);
+    int continues = PyObject_IsTrue(v[S_CONTINUES]);
+    if (terminated < 0 || truncated < 0 || continues < 0) {
+        goto done;
+    }
+    if (out_put(o, part[9], plen[9]) < 0 ||
+        out_put(o, terminated ? "true" : "false", terminated ? 4 : 5) < 0 ||
+        out_put(o, part[10], plen[10]) < 0 ||
+        out_put(o, truncated ? "true" : "false", truncated ? 4 : 5) < 0 ||
+        out_put(o, part[11], plen[11]) < 0) {
+        goto done;
+    }
+    if (v[S_SEED] == Py_None) {
+        if (out_put(o, "null", 4) < 0) {
+            goto done;
+        }
+    }
+    else {
+        PyObject *seed = PyNumber_Index(v[S_SEED]);  /* int(seed), as the Python encoder */
+        if (seed == NULL) {
+            goto done;
+        }
+        int e = out_int_obj(o, seed);
+        Py_DECREF(seed);
+        if (e < 0) {
+            goto done;
+        }
+    }
+    if (out_put(o, part[12], plen[12]) < 0) {
+        goto done;
+    }
+    if (v[S_STARTED_AT] != Py_None &&
+        (out_put(o, ",\"started_at\":", 14) < 0 || out_float_obj(o, v[S_STARTED_AT]) < 0)) {
+        goto done;
+    }
+    if (v[S_ENDED_AT] != Py_None &&
+        (out_put(o, ",\"ended_at\":", 12) < 0 || out_float_obj(o, v[S_ENDED_AT]) < 0)) {
+        goto done;
+    }
+    if (n_part && (out_put(o, ",\"part\":", 8) < 0 || out_ll(o, n_part) < 0)) {
+        goto done;
+    }
+    if (continues && out_put(o, ",\"continues\":true", 17) < 0) {
+        goto done;
+    }
+    r = out_put(o, "}", 1);
+done:
+    for (int k = 0; k < S_COUNT; k++) {
+        Py_XDECREF(v[k]);
+    }
+    return r;
+}
+
+PyDoc_STRVAR(encode_spans_doc,
+"encode_spans(spans, parts, a_base, a_row, o_base, o_row, r_base, /)\n\n"
+"The batch JSON of episodes that are row ranges of three arrays (actions, observations,\n"
+"rewards; see gym_recording._format.encode_columns, which this does in C): b'{\"episodes\":['\n"
+"and, for each EpisodeSpan, the 13 bytes pieces of parts with its numbers between them, its\n"
+"flags, seed and times, ']}'.");
+
+static PyObject *
+encode_spans(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *spans, *parts;
+    long long base[5];
+    if (!PyArg_ParseTuple(args, "O!O!LLLLL:encode_spans", &PyList_Type, &spans, &PyTuple_Type,
+                          &parts, &base[0], &base[1], &base[2], &base[3], &base[4])) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(parts) != N_PARTS) {
+        PyErr_Format(PyExc_ValueError, "encode_spans(): expected %d parts, got %zd", N_PARTS,
+                     PyTuple_GET_SIZE(parts));
+        return NULL;
+    }
+    const char *part[N_PARTS];
+    Py_ssize_t plen[N_PARTS];
+    for (int i = 0; i < N_PARTS; i++) {
+        PyObject *p = PyTuple_GET_ITEM(parts, i);
+        if (!PyBytes_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "encode_spans(): expected parts to be bytes");
+            return NULL;
+        }
+        part[i] = PyBytes_AS_STRING(p);
+        plen[i] = PyBytes_GET_SIZE(p);
+    }
+    Out o = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (out_put(&o, "{\"episodes\":[", 13) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
+        PyObject *span = PyList_GET_ITEM(spans, i);
+        Py_INCREF(span);
+        int e = (i && out_put(&o, ",", 1) < 0) || encode_span(&o, span, part, plen, base) < 0;
+        Py_DECREF(span);
+        if (e) {
+            goto done;
+        }
+    }
+    if (out_put(&o, "]}", 2) < 0) {
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(o.p, o.len);
+done:
+    PyMem_Free(o.p);
+    return result;
+}
+
 #ifndef _WIN32
 /* ------------------------------------------------------------------ write_file */
 
@@ -367,7 +639,7 @@ static PyTypeObject FusedStepType = {
  * the failing call was about: 't' the temporary file, 'n' the final name, 'd' the directory. */
 static int
 write_file_nogil(const char *dir, const char *tmp, const char *name, struct iovec *iov,
-                 int n, mode_t mode, char *failed, Py_ssize_t *written)
+                 int n, mode_t mode, int sync_dir, char *failed, Py_ssize_t *written)
 {
     int err = 0, fd = -1;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -430,7 +702,7 @@ write_file_nogil(const char *dir, const char *tmp, const char *name, struct iove
         err = errno;
         goto fail;
     }
-    if (fsync(dfd) < 0) {  /* the rename is durable: the file is published */
+    if (sync_dir && fsync(dfd) < 0) {  /* the rename is durable: the file is published */
         err = errno;
         *failed = 'd';
         close(dfd);
@@ -453,25 +725,26 @@ fail:
 }
 
 PyDoc_STRVAR(write_file_doc,
-"write_file(directory, tmp_name, name, chunks, mode) -> int\n\n"
+"write_file(directory, tmp_name, name, chunks, mode, sync_dir=True) -> int\n\n"
 "Write the buffers ``chunks`` as file ``name`` in ``directory`` atomically: create\n"
 "``tmp_name`` there (O_EXCL, permission bits ``mode``), write, fsync, close, rename it to\n"
-"``name``, fsync the directory. The GIL is released for the whole sequence. Returns the\n"
-"number of bytes written. Raises OSError (filename: the temporary file when it could not\n"
-"be created, the directory when it could not be opened or synced, else ``name``); the\n"
-"temporary file is removed when the file was not published.");
+"``name``, and with ``sync_dir`` fsync the directory (without it, the rename is durable\n"
+"after the next fsync of the directory). The GIL is released for the whole sequence.\n"
+"Returns the number of bytes written. Raises OSError (filename: the temporary file when it\n"
+"could not be created, the directory when it could not be opened or synced, else ``name``);\n"
+"the temporary file is removed when the file was not published.");
 
 static PyObject *
 write_file(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *dir = NULL, *tmp = NULL, *name = NULL, *chunks, *seq = NULL, *result = NULL;
-    int mode;
+    int mode, sync_dir = 1;
     Py_buffer *bufs = NULL;
     struct iovec *iov = NULL;
     Py_ssize_t n = 0, got = 0;
-    if (!PyArg_ParseTuple(args, "O&O&O&Oi:write_file", PyUnicode_FSConverter, &dir,
+    if (!PyArg_ParseTuple(args, "O&O&O&Oi|p:write_file", PyUnicode_FSConverter, &dir,
                           PyUnicode_FSConverter, &tmp, PyUnicode_FSConverter, &name, &chunks,
-                          &mode)) {
+                          &mode, &sync_dir)) {
         goto done;
     }
     seq = PySequence_Fast(chunks, "write_file: chunks must be a sequence of buffers");
@@ -501,8 +774,8 @@ write_file(PyObject *Py_UNUSED(module), PyObject *args)
     int err;
     Py_BEGIN_ALLOW_THREADS
     err = write_file_nogil(PyBytes_AS_STRING(dir), PyBytes_AS_STRING(tmp),
-                           PyBytes_AS_STRING(name), iov, (int)n, (mode_t)mode, &failed,
-                           &written);
+                           PyBytes_AS_STRING(name), iov, (int)n, (mode_t)mode, sync_dir,
+                           &failed, &written);
     Py_END_ALLOW_THREADS
     if (err) {
         PyObject *about = failed == 't' ? tmp : failed == 'd' ? dir : name;
@@ -532,6 +805,7 @@ done:
 #endif /* !_WIN32 */
 
 static PyMethodDef speedups_methods[] = {
+    {"encode_spans", encode_spans, METH_VARARGS, encode_spans_doc},
 #ifndef _WIN32
     {"write_file", write_file, METH_VARARGS, write_file_doc},
 #endif
@@ -541,8 +815,8 @@ static PyMethodDef speedups_methods[] = {
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "gym_recording._speedups",
-    .m_doc = "The recorded step and the atomic file write in C (optional: gym_recording "
-             "falls back to Python without it).",
+    .m_doc = "The recorded step, the atomic file write and the batch JSON of the common "
+             "layout in C (optional: gym_recording falls back to Python without it).",
     .m_size = -1,
     .m_methods = speedups_methods,
 };
@@ -551,6 +825,11 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     import_array();
+    for (int k = 0; k < S_COUNT; k++) {
+        if ((span_attrs[k] = PyUnicode_InternFromString(span_attr_names[k])) == NULL) {
+            return NULL;
+        }
+    }
     if (PyType_Ready(&FusedStepType) < 0) {
         return NULL;
     }

@@ -26,5 +26,21 @@ class FusedStep:
     ) -> None: ...
 
 def write_file(
-    directory: str, tmp_name: str, name: str, chunks: Sequence[Any], mode: int, /
+    directory: str,
+    tmp_name: str,
+    name: str,
+    chunks: Sequence[Any],
+    mode: int,
+    sync_dir: bool = True,
+    /,
 ) -> int: ...
+def encode_spans(
+    spans: list[Any],
+    parts: tuple[bytes, ...],
+    a_base: int,
+    a_row: int,
+    o_base: int,
+    o_row: int,
+    r_base: int,
+    /,
+) -> bytes: ...

@@ -81,8 +81,18 @@ class Storage(Protocol):
         """Where the files are (a directory path or a URL), for messages."""
         ...
 
-    def write_atomic(self, name: str, chunks: Iterable[BytesLike]) -> int:
-        """Write ``chunks`` as file ``name`` atomically; return the number of bytes written."""
+    def write_atomic(
+        self, name: str, chunks: Iterable[BytesLike], *, sync_directory: bool = True
+    ) -> int:
+        """Write ``chunks`` as file ``name`` atomically; return the number of bytes written.
+
+        With ``sync_directory`` false, a local file's rename may not be durable (survive a
+        power loss) until the next write with it, or :meth:`sync`.
+        """
+        ...
+
+    def sync(self) -> None:
+        """Make every file written so far durable (a local directory's fsync)."""
         ...
 
     def read_bytes(self, name: str, max_size: int) -> bytes:
@@ -103,7 +113,14 @@ class Storage(Protocol):
 
 
 class _TraceAtomicWriter(AtomicWriter):
-    """``AtomicWriter`` with recognisable temporary names and normal file permissions."""
+    """``AtomicWriter`` with recognisable temporary names and normal file permissions.
+
+    With ``sync_directory=False`` the rename is not followed by an fsync of the directory.
+    """
+
+    def __init__(self, path: str, *, sync_directory: bool = True, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.sync_directory = sync_directory
 
     def get_fileobject(self, suffix: str = "", prefix: str = TEMP_PREFIX, **kwargs: Any) -> Any:
         return super().get_fileobject(suffix=suffix, prefix=prefix, **kwargs)
@@ -112,6 +129,12 @@ class _TraceAtomicWriter(AtomicWriter):
         f.flush()
         os.fchmod(f.fileno(), _FILE_MODE)
         super().sync(f)
+
+    def commit(self, f: Any) -> None:
+        if self.sync_directory or os.name == "nt":  # (Windows: a write-through move)
+            super().commit(f)  # rename, then fsync of the directory
+        else:
+            os.replace(f.name, self._path)
 
 
 def _write_all(f: Any, chunks: list[BytesLike]) -> int:
@@ -146,12 +169,14 @@ def _write_all(f: Any, chunks: list[BytesLike]) -> int:
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 
 
-def _write_file_c(write_file: Any, directory: str, name: str, chunks: list[BytesLike]) -> int:
+def _write_file_c(
+    write_file: Any, directory: str, name: str, chunks: list[BytesLike], sync_directory: bool
+) -> int:
     """``write_file`` (C) under a fresh temporary name; another name if that one is taken."""
     for _ in range(100):
         tmp = TEMP_PREFIX + secrets.token_hex(6)
         try:
-            return int(write_file(directory, tmp, name, chunks, _FILE_MODE))
+            return int(write_file(directory, tmp, name, chunks, _FILE_MODE, sync_directory))
         except FileExistsError as exc:
             if exc.filename != tmp:  # not the temporary name: a real failure
                 raise
@@ -211,8 +236,17 @@ class LocalStorage:
             raise TraceFormatError(msg, self.directory)
         return os.path.join(self.directory, name)
 
-    def write_atomic(self, name: str, chunks: Iterable[BytesLike]) -> int:
+    def write_atomic(
+        self, name: str, chunks: Iterable[BytesLike], *, sync_directory: bool = True
+    ) -> int:
         """Write ``chunks`` as file ``name``: temporary file, fsync, rename, fsync directory.
+
+        Args:
+            name: The file's plain name.
+            chunks: Its bytes, in pieces.
+            sync_directory: Whether to fsync the directory after the rename. Without it the
+                file is complete and visible, but its name may not survive a power loss
+                until the directory is synced (by a later write with it, or :meth:`sync`).
 
         Raises:
             RecordingError: the write failed (disk full, file too large, permission denied...);
@@ -223,13 +257,34 @@ class LocalStorage:
         write_file = getattr(_speedups, "write_file", None)
         try:
             if write_file is not None:
-                return _write_file_c(write_file, self.directory, name, list(chunks))
-            with _TraceAtomicWriter(path, mode="wb", overwrite=True).open() as f:
+                return _write_file_c(write_file, self.directory, name, list(chunks), sync_directory)
+            writer = _TraceAtomicWriter(
+                path, mode="wb", overwrite=True, sync_directory=sync_directory
+            )
+            with writer.open() as f:
                 total = _write_all(f, list(chunks))
         except OSError as exc:
             msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"
             raise RecordingError(msg) from exc
         return total
+
+    def sync(self) -> None:
+        """Fsync the directory: every rename so far survives a power loss.
+
+        Raises:
+            RecordingError: the directory could not be synced.
+        """
+        if os.name == "nt":  # pragma: no cover - renames there are write-through (atomicwrites)
+            return
+        try:
+            fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            msg = f"could not sync the directory {self.directory!r} ({exc.strerror or exc})"
+            raise RecordingError(msg) from exc
 
     def read_bytes(self, name: str, max_size: int) -> bytes:
         """Read file ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""

@@ -97,8 +97,12 @@ class FsspecStorage:
     def _where(self, name: str) -> str:
         return f"{self.url.rstrip('/')}/{name}"
 
-    def write_atomic(self, name: str, chunks: Iterable[BytesLike]) -> int:
+    def write_atomic(
+        self, name: str, chunks: Iterable[BytesLike], *, sync_directory: bool = True
+    ) -> int:
         """Write ``chunks`` as object ``name`` with a single PUT of the joined bytes.
+
+        ``sync_directory`` is for local directories: a PUT is durable once it returns.
 
         Raises:
             RecordingError: the upload failed; nothing becomes visible under ``name``.
@@ -111,6 +115,9 @@ class FsspecStorage:
             msg = f"could not write {self._where(name)!r} ({exc}); nothing of it was published"
             raise RecordingError(msg) from exc
         return len(data)
+
+    def sync(self) -> None:
+        """Nothing to do: each PUT was durable when it returned."""
 
     def read_bytes(self, name: str, max_size: int) -> bytes:
         """Read object ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""

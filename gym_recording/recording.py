@@ -80,13 +80,16 @@ atexit.register(_close_open_recordings)
 class _WriteJob:
     """A batch's files, written in order (blob, batch JSON, manifest).
 
+    Each file is ``(name, chunks, sync_directory)``: whether its write ends with an fsync of
+    the directory (see TraceRecording._submit_batch).
+
     Written on a background thread (``start``), which spends its time in write and fsync with
     the GIL released, so the env keeps stepping meanwhile; or in the caller's thread
     (``run``). Either way an error is kept and raised by ``wait``. The job owns its bytes, so
     it can be retried if it fails.
     """
 
-    def __init__(self, storage: Storage, files: list[tuple[str, list[Any]]]) -> None:
+    def __init__(self, storage: Storage, files: list[tuple[str, list[Any], bool]]) -> None:
         self.storage = storage
         self.files = files
         self.done = 0  # files written
@@ -102,8 +105,8 @@ class _WriteJob:
         t = time.perf_counter()
         try:
             while self.done < len(self.files):
-                name, chunks = self.files[self.done]
-                self.storage.write_atomic(name, chunks)
+                name, chunks, sync_directory = self.files[self.done]
+                self.storage.write_atomic(name, chunks, sync_directory=sync_directory)
                 self.done += 1
         except Exception as exc:  # handed to the recording's thread by wait()
             self.error = exc
@@ -299,6 +302,7 @@ class TraceRecording:
         self._pending: list[_format.EpisodeSpan] = []
         self._open: _Open | None = None
         self._job: _WriteJob | None = None
+        self._unsynced = False  # a manifest was renamed without the directory's fsync
         # What a batch write costs, measured in the foreground (None: not yet measured), when
         # the buffer last started filling, and background writes since the last measurement.
         self._write_seconds: float | None = None
@@ -642,7 +646,8 @@ class TraceRecording:
         """Write the completed episodes as one batch and update the manifest; wait for it.
 
         The blob is written first, then the batch JSON, then the manifest, each atomically.
-        The open episode, if any, stays in the buffer.
+        When it returns, every episode written is durable (it survives a power loss). The open
+        episode, if any, stays in the buffer.
 
         Raises:
             RecordingError: a write failed (twice); nothing of that batch was published, and
@@ -650,6 +655,9 @@ class TraceRecording:
         """
         self._submit_batch()
         self._wait_for_writes()
+        if self._unsynced:  # the last manifest's rename, made durable now
+            self._storage.sync()
+            self._unsynced = False
 
     def _submit_batch(self) -> None:
         """Encode the completed episodes and hand their files to a background write.
@@ -685,14 +693,19 @@ class TraceRecording:
         self._wait_for_writes()  # one batch in flight at a time keeps the write order
         self.batches.append(entry)
         self._batch_entries.append(_format.dumps(entry))
+        # Three fsyncs of the files, and one of the directory (each a disk cache flush): after
+        # the batch JSON, which makes the blob's and its own renames durable before the
+        # manifest names them. The manifest's rename is made durable by the next batch's, or
+        # by save_complete (FORMAT.md §2).
         job = self._job = _WriteJob(
             self._storage,
             [
-                (bin_fn, chunks),
-                (batch_fn, [json_bytes]),
-                (_format.manifest_name(self.file_prefix), [self._manifest_bytes()]),
+                (bin_fn, chunks, False),
+                (batch_fn, [json_bytes], True),
+                (_format.manifest_name(self.file_prefix), [self._manifest_bytes()], False),
             ],
         )
+        self._unsynced = True
         # A write that costs little next to the time the batch took to fill is done here: a
         # background thread would cost more than it saves (a thread start, GIL handoffs, and
         # on virtual machines an fsync on another CPU slows this one). A costly write (large

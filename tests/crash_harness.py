@@ -240,8 +240,8 @@ def _record_written_sizes() -> dict[str, int]:
     written: dict[str, int] = {}
     real = _storage.LocalStorage.write_atomic
 
-    def write_atomic(self: Any, name: str, chunks: Any) -> int:
-        n = real(self, name, chunks)
+    def write_atomic(self: Any, name: str, chunks: Any, **kw: Any) -> int:
+        n = real(self, name, chunks, **kw)
         written[name] = n
         return n
 

@@ -135,6 +135,68 @@ def test_columnar_batch_decodes_like_per_episode_batch(obs_row, act_row):
             assert obj[key]["npyoff"] % 8 == 0
 
 
+def _encode_both_ways(monkeypatch, *args):
+    """encode_columns with its per-episode loop in C, then in Python."""
+    if _format._speedups is None:
+        pytest.skip("gym_recording._speedups is not built (no C compiler at install?)")
+    c = _format.encode_columns(*args)
+    monkeypatch.setattr(_format, "_speedups", None)
+    py = _format.encode_columns(*args)
+    monkeypatch.undo()
+    assert c is not None and py is not None
+    return c, py
+
+
+@pytest.mark.parametrize(
+    "span_kw",
+    [
+        {},
+        {"seed": 2**70},  # beyond 64 bits: written as the exact decimal
+        {"seed": -(2**63)},  # the most negative 64-bit int
+        {"seed": np.int64(-5)},  # int() of a numpy int, as the Python path does
+        {"seed": None, "started_at": None, "ended_at": None},
+        {"started_at": 0.1, "ended_at": 1e22},  # shortest repr, exponent form
+        {"started_at": 5.0, "ended_at": -0.0},
+        {"started_at": np.float64(1796043172.4935718)},
+        {"part": 3, "continues": True},
+        {"terminated": 1, "truncated": np.bool_(True)},  # truthiness, as the Python path
+    ],
+)
+@pytest.mark.parametrize("name", ["c.bin", 'we"ird %s %% \u00e9\\.bin'])
+def test_columnar_json_in_c_is_the_python_templates_bytes(monkeypatch, span_kw, name):
+    """The per-episode loop in C (``_speedups.encode_spans``) writes the template's bytes."""
+    spans, n_obs, n_act = _spans([3, 0, 5, 1, 2], **span_kw)
+    obs = np.zeros((n_obs, 2, 3), np.float64)
+    act = np.zeros((n_act, 2), np.float32)
+    rew = np.zeros(n_act)
+    (c_data, c_chunks, c_size), (p_data, p_chunks, p_size) = _encode_both_ways(
+        monkeypatch, obs, act, rew, spans, name
+    )
+    assert c_data == p_data
+    assert c_size == p_size and [bytes(x) for x in c_chunks] == [bytes(x) for x in p_chunks]
+    json.loads(c_data)  # and it is JSON
+
+
+def test_columnar_json_in_c_random_batches(monkeypatch):
+    """Random batches (lengths, flags, seeds, times, parts): the same bytes both ways."""
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        lengths = rng.integers(0, 40, size=int(rng.integers(1, 30))).tolist()
+        spans, n_obs, n_act = _spans(lengths)
+        for sp in spans:
+            sp.terminated, sp.truncated = bool(rng.random() < 0.5), bool(rng.random() < 0.5)
+            sp.seed = [None, int(rng.integers(-(2**62), 2**62))][int(rng.integers(2))]
+            sp.started_at = None if rng.random() < 0.2 else float(rng.random() * 2e9)
+            sp.ended_at = None if rng.random() < 0.2 else float(rng.normal() * 1e-300)
+            sp.part = int(rng.integers(0, 3))
+        spans[-1].continues = bool(rng.random() < 0.5)
+        obs = np.zeros((n_obs, 4), np.float32)
+        act = np.zeros(n_act, np.int64)
+        rew = np.zeros(n_act)
+        c, py = _encode_both_ways(monkeypatch, obs, act, rew, spans, "r.bin")
+        assert c[0] == py[0]
+
+
 @pytest.mark.parametrize(
     "case",
     ["odd_rows", "options", "infos", "dict_field", "int_rewards"],

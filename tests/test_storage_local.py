@@ -186,3 +186,25 @@ def test_read_bytes_reads_a_file_that_grew_since_fstat_within_the_limit(
     assert st.read_bytes("f.json", 1000) == b"x" * 1000
     with pytest.raises(TraceFormatError, match="more than the limit of 999 bytes"):
         st.read_bytes("f.json", 999)
+
+
+@pytest.mark.parametrize("sync_directory", [True, False])
+def test_write_without_the_directory_sync_publishes_the_same_file(
+    tmp_path: Path, path_kind: str, sync_directory: bool
+) -> None:
+    """``sync_directory=False`` leaves out only the directory's fsync (its effect is traced in
+    tests/test_durability.py): the file, its replacement and its permissions are the same."""
+    st = LocalStorage(tmp_path)
+    st.write_atomic("m.json", [b"old contents"], sync_directory=sync_directory)
+    st.write_atomic("m.json", [b"new", b"!"], sync_directory=sync_directory)
+    assert (tmp_path / "m.json").read_bytes() == b"new!"
+    assert stat.S_IMODE(os.stat(tmp_path / "m.json").st_mode) == _storage._FILE_MODE
+    assert not _temps(tmp_path)
+    st.sync()
+
+
+def test_sync_of_a_vanished_directory_is_a_recording_error(tmp_path: Path) -> None:
+    st = LocalStorage(tmp_path / "d")
+    (tmp_path / "d").rmdir()
+    with pytest.raises(RecordingError, match="could not sync the directory"):
+        st.sync()

@@ -61,11 +61,11 @@ def _fail_writes(monkeypatch: pytest.MonkeyPatch, fails: Any) -> Any:
     the real one."""
     real = LocalStorage.write_atomic
 
-    def write_atomic(self: Any, name: str, chunks: Any) -> int:
+    def write_atomic(self: Any, name: str, chunks: Any, **kw: Any) -> int:
         if fails(name):
             msg = f"could not write {name!r} (simulated); nothing of it was published"
             raise RecordingError(msg)
-        return real(self, name, chunks)
+        return real(self, name, chunks, **kw)
 
     monkeypatch.setattr(LocalStorage, "write_atomic", write_atomic)
     return real
@@ -153,11 +153,11 @@ def test_ctrl_c_during_a_foreground_write_propagates_and_loses_nothing(
     real = LocalStorage.write_atomic
     calls = {"n": 0}
 
-    def interrupted(self: Any, name: str, chunks: Any) -> int:
+    def interrupted(self: Any, name: str, chunks: Any, **kw: Any) -> int:
         calls["n"] += 1
         if calls["n"] == 5:  # inside the second batch's write
             raise KeyboardInterrupt
-        return real(self, name, chunks)
+        return real(self, name, chunks, **kw)
 
     monkeypatch.setattr(LocalStorage, "write_atomic", interrupted)
     rec = R.TraceRecording(tmp_path, batch_bytes=600)

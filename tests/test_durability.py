@@ -1,0 +1,107 @@
+"""The order of a recording's fsyncs and renames, seen at the system-call level (strace).
+
+FORMAT.md §2: the blob and the batch JSON are synced to disk, renamed, and their renames made
+durable (one fsync of the directory) before the manifest that names them is written; the
+manifest's own rename is made durable by the next batch's directory fsync, or at
+``save_complete``/``close``. Both write paths (the C ``write_file`` and atomicwrites) are
+traced. Needs ``strace`` (CI installs it); a killed process's view of the files is tested by
+tests/test_crash.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gym_recording._storage import TEMP_PREFIX
+
+RECORD = """
+import sys
+import numpy as np
+from gym_recording.recording import TraceRecording
+
+rec = TraceRecording(sys.argv[1], batch_bytes=2000)
+for e in range(12):
+    rec.add_reset(np.full(4, e, np.float32), seed=e)
+    for t in range(20):
+        rec.add_step(t % 2, np.full(4, t, np.float32), 1.0, terminated=t == 19)
+rec.end_episode()
+rec.save_complete()  # the last batch, and the directory synced
+rec.save_complete()  # nothing new: no write, no sync
+rec.close()  # likewise
+"""
+
+# fsync(3</path/to/file>) = 0 ; renameat(AT_FDCWD</x>, "/d/a", AT_FDCWD</x>, "/d/b") = 0
+_SYNC = re.compile(r"^(?:\d+ +)?f(?:data)?sync\(\d+<(?P<path>[^>]*)>\) += 0")
+_RENAME = re.compile(r"^(?:\d+ +)?rename(?:at2?)?\((?P<args>.*)\) += 0")
+_STR = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _trace(tmp_path: Path, pure_python: bool) -> tuple[Path, list[tuple[str, str]]]:
+    """Record in a child process under strace; its fsyncs and renames in the recording dir."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (apt-get install strace)")
+    d = tmp_path / "traces"
+    log = tmp_path / "strace.log"
+    env = dict(os.environ)
+    env.pop("GYM_RECORDING_PURE_PYTHON", None)
+    if pure_python:
+        env["GYM_RECORDING_PURE_PYTHON"] = "1"
+    cmd = [strace, "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2"]
+    cmd += ["-o", str(log), sys.executable, "-c", RECORD, str(d)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0 and "ptrace" in run.stderr:
+        pytest.skip(f"strace cannot trace here: {run.stderr.strip()[:200]}")
+    assert run.returncode == 0, run.stderr
+    events: list[tuple[str, str]] = []
+    for line in log.read_text().splitlines():
+        if m := _SYNC.match(line):
+            path = m["path"]
+            if path == str(d):
+                events.append(("dirsync", ""))
+            elif os.path.dirname(path) == str(d):
+                events.append(("filesync", os.path.basename(path)))
+        elif m := _RENAME.match(line):
+            names = [os.path.basename(s) for s in _STR.findall(m["args"])]
+            if len(names) == 2 and names[0].startswith(TEMP_PREFIX):
+                events.append(("rename", f"{names[0]} {names[1]}"))
+    return d, events
+
+
+@pytest.mark.parametrize("pure_python", [False, True], ids=["c-write-file", "atomicwrites"])
+def test_each_batch_is_durable_before_its_manifest_and_the_last_manifest_at_close(
+    tmp_path: Path, pure_python: bool
+) -> None:
+    d, events = _trace(tmp_path, pure_python)
+    renames = [e[1].split() for e in events if e[0] == "rename"]
+    manifests = [dst for _, dst in renames if dst.endswith(".manifest.json")]
+    batches = [dst for _, dst in renames if dst.endswith(".json") and dst not in manifests]
+    assert len(batches) >= 3, events  # several batches were written
+    assert len(manifests) == len(batches)  # one manifest update per batch
+    assert sorted(os.listdir(d)) == sorted({dst for _, dst in renames})  # no leftovers
+
+    synced: set[str] = set()  # temporary files fsynced so far
+    pending: list[str] = []  # renames not yet made durable by a directory fsync
+    for kind, arg in events:
+        if kind == "filesync":
+            synced.add(arg)
+        elif kind == "dirsync":
+            pending.clear()
+        else:
+            tmp, dst = arg.split()
+            assert tmp in synced, f"{dst} was renamed before its data was fsynced"
+            if dst.endswith(".manifest.json"):
+                assert pending == [], f"{dst} names files whose renames are not durable: {pending}"
+            pending.append(dst)
+    assert pending == [], "save_complete() returned with renames not made durable"
+    # One directory fsync per batch (after its JSON), and one by the first save_complete: not
+    # one per file, and none when nothing new was written.
+    assert sum(kind == "dirsync" for kind, _ in events) == len(batches) + 1
+    assert events[-1] == ("dirsync", "")

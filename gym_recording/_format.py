@@ -30,12 +30,16 @@ try:  # optional (the `fast` extra): parses batch files about 2.5x faster than t
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on what is installed
     _orjson = None  # type: ignore[assignment]
-try:  # encode_columns' per-episode loop in C (optional, as for the recorded step)
+
+try:  # optional, built at install when a C compiler is at hand: the batch JSON of the common
+    # layout (encode_columns) and the reader's batch path (decode_batch_plain) in C
     from gym_recording import _speedups
-except ImportError:  # pragma: no cover - a build without a C compiler
+except ImportError:  # pragma: no cover - depends on the build
     _speedups = None  # type: ignore[assignment]
 if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
     _speedups = None  # type: ignore[assignment]
+#: The batch-level fast path in C (:func:`decode_batch_plain`), or ``None``.
+_decode_plain_c = getattr(_speedups, "decode_plain", None)
 
 # Every digit to "0", every other byte to " ": a run of 19 digits is then a plain substring,
 # found at memory speed (a regex takes longer than orjson's whole parse).
@@ -967,6 +971,23 @@ class DecodeContext:
             self._opened[name] = (b, len(b), not memoryview(b).readonly)
         return b
 
+    def _open_plain(self, fn: str) -> tuple[memoryview, int, bool] | None:
+        """Blob ``fn`` opened for the batch path: its bytes, their length, whether writable.
+
+        ``None`` if ``fn`` is not a plain name or the blob cannot be opened (the general path
+        then reports why).
+        """
+        opened = self._opened.get(fn)
+        if opened is None:
+            if not is_plain_name(fn):
+                return None
+            try:
+                self.blob(fn)
+            except TraceFormatError:
+                return None
+            opened = self._opened[fn]
+        return opened
+
     def _fast_array(
         self,
         ref: Any,
@@ -1517,15 +1538,9 @@ def _batch_column(refs: tuple[Any, ...], ctx: DecodeContext) -> _Column | None:
         ints += dims
     if list(map(type, ints)).count(int) != len(ints):
         return None
-    opened = ctx._opened.get(fn)
+    opened = ctx._open_plain(fn)
     if opened is None:
-        if not is_plain_name(fn):
-            return None
-        try:
-            ctx.blob(fn)
-        except TraceFormatError:
-            return None
-        opened = ctx._opened[fn]
+        return None
     blob, blob_len, writable = opened
     dt, itemsize = _LE_DTYPE_SIZES[dtype]
     row_items = math.prod(tail)
@@ -1534,10 +1549,10 @@ def _batch_column(refs: tuple[Any, ...], ctx: DecodeContext) -> _Column | None:
         return None
     p0 = offs[0] % row_bytes
     col = np.frombuffer(blob, dt, (blob_len - p0) // row_bytes * row_items, p0)
+    if writable:  # keep the promise of read-only views (views of it inherit it)
+        col.flags.writeable = False
     if tail:
         col = col.reshape(-1, *tail)
-    if writable:  # keep the promise of read-only views (slices inherit it)
-        col.flags.writeable = False
     # The writer's layout: consecutive arrays of whole rows (none for a zero-step episode).
     ends = list(map(operator.add, offs, sizes))
     if (
@@ -1602,6 +1617,33 @@ def decode_batch_plain(
     objs: list[Any], ctx: DecodeContext, last_continues: bool
 ) -> PlainBatch | None:
     """Decode a batch's plain episode objects all at once: the reader's fast path.
+
+    With the C extension, a batch laid out as the writer lays it out, every object plain, is
+    decoded in C (``_speedups.decode_plain``, to exactly what :func:`decode_batch_plain_py`
+    gives); every other batch, and every batch without the extension, by
+    :func:`decode_batch_plain_py`, which says what is plain. Never raises because of what the
+    JSON holds.
+
+    Args:
+        objs: The batch's episode objects (from :func:`decode_batch_episodes`).
+        ctx: The batch's decoding context.
+        last_continues: The manifest lists the batch as continuing (its last object goes to
+            the general path).
+
+    Returns:
+        The episodes decoded, or ``None`` when the batch does not fit at all.
+    """
+    if _decode_plain_c is not None:
+        got = _decode_plain_c(objs, _LE_DTYPE_SIZES, ctx._opened, ctx._open_plain, last_continues)
+        if got is not None:
+            return PlainBatch(got[0], True, got[1])
+    return decode_batch_plain_py(objs, ctx, last_continues)
+
+
+def decode_batch_plain_py(
+    objs: list[Any], ctx: DecodeContext, last_continues: bool
+) -> PlainBatch | None:
+    """Decode a batch's plain episode objects all at once: the reader's fast path, in Python.
 
     A plain episode object holds ndarray references for observations, actions and rewards
     (per key one dtype, one blob and the same dimensions after the step axis throughout the

@@ -279,6 +279,8 @@ class Episode:
 
 #: The fields of an :class:`Episode`, in declaration order (the order of its ``__dict__``).
 _EPISODE_FIELDS = tuple(f.name for f in dataclasses.fields(Episode))
+#: Makes a plain episode's :class:`Episode` in C (``_speedups.plain_episode``), or ``None``.
+_plain_episode = getattr(_format._speedups, "plain_episode", None)
 
 
 @dataclass(frozen=True)
@@ -477,6 +479,7 @@ class Recording(Sequence[Episode]):
     def __iter__(self) -> Iterator[Episode]:
         idx = 0
         check_open, episode, new = self._check_open, self._episode, object.__new__
+        make = _plain_episode
         for w, writer in enumerate(list(self._writers)):
             # A plain episode's fields, in declaration order: the writer's, then its own.
             fields = dict.fromkeys(_EPISODE_FIELDS)
@@ -493,7 +496,9 @@ class Recording(Sequence[Episode]):
                     p = plain[j]
                     if p is None:
                         yield episode(idx, w, b, j, batch)
-                    else:  # as _episode does, inlined: the common case
+                    elif make is not None:  # the common case, in C
+                        yield make(Episode, fields, p, idx)
+                    else:  # as _episode does, inlined
                         ep = new(Episode)
                         d = ep.__dict__
                         d.update(fields)

@@ -23,6 +23,10 @@
  * encode_spans(spans, parts, ...) writes a batch JSON of the common layout (every episode a
  * row range of three arrays): the per-episode loop of gym_recording._format.encode_columns,
  * the same bytes (tests/test_format_encode.py checks both ways).
+ *
+ * decode_plain(...) and plain_episode(...) are the reader's side: a batch of plain episodes
+ * as the writer lays them out decoded at once, and their Episode objects built (see their
+ * section; tests/test_reader_batch_c.py holds them to the Python path).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -804,8 +808,598 @@ done:
 }
 #endif /* !_WIN32 */
 
+/* ------------------------------------------------------------------ decode_plain
+ *
+ * decode_plain(objs, dtypes, opened, open_blob, last_continues) is the reader's batch-level
+ * fast path (gym_recording._format.decode_batch_plain) for the batches the writer writes:
+ * every episode object plain and, per key (observations, actions, rewards), one dtype, one
+ * blob, the same dimensions after the first, and the arrays one after the other in the blob.
+ * For such a batch it returns what the Python path returns, as (episodes, steps): the same
+ * tuples, of read-only views sliced from one view of the blob (the same dtype, shape, strides,
+ * flags and base). For anything else -- a value of another type, an int beyond 64 bits, an
+ * array out of place, another key, an episode continuing into the next batch -- it returns
+ * None and the Python path decides. Before a blob is opened the checks the Python path makes
+ * first are made, so it opens no blob that the Python path would not open. It raises only
+ * what opening a blob raises: never because of what the JSON holds.
+ */
+
+#define PLAIN_MAX_NDIM 32 /* gym_recording._format.MAX_NDIM */
+
+/* The keys and strings looked up (interned at import). */
+static PyObject *s_observations, *s_actions, *s_rewards, *s_terminated, *s_truncated, *s_seed,
+    *s_options, *s_started_at, *s_ended_at, *s_type, *s_order, *s_dtype, *s_npyfile, *s_npyoff,
+    *s_size, *s_shape, *s_ndarray, *s_C, *s_index;
+
+/* The keys of an episode object, and of an ndarray reference, that decode_plain reads. */
+enum { E_OBS, E_ACT, E_REW, E_TERM, E_TRUNC, E_SEED, E_OPTIONS, E_T0, E_T1, E_KEYS };
+enum { R_TYPE, R_ORDER, R_DTYPE, R_NPYFILE, R_NPYOFF, R_SIZE, R_SHAPE, R_KEYS };
+static PyObject *episode_names[E_KEYS], *ref_names[R_KEYS];
+
+typedef struct {
+    PyObject *fn;               /* the blob's name (strong) */
+    PyArray_Descr *descr;       /* the dtype (strong) */
+    int ndim;
+    npy_intp dims[PLAIN_MAX_NDIM];  /* dims[0] is set per array; the others are shared */
+    int64_t row_bytes;          /* bytes per step */
+    int64_t start, end;         /* the bytes of the key's arrays, consecutive */
+    int64_t *rows;              /* per episode object, its array's first dimension */
+    PyObject *flat;             /* the 1-D view of the blob the arrays are sliced from */
+    int64_t p0;                 /* flat's first byte in the blob: start modulo row_bytes */
+} PlainColumn;
+
+/* The value of an exact dict under an exact str key, borrowed, or NULL (never an exception:
+ * hashing and comparing exact strs cannot fail). */
+static inline PyObject *
+plain_get(PyObject *d, PyObject *key)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && PyErr_Occurred()) {
+        PyErr_Clear();  /* (unreachable) */
+    }
+    return v;
+}
+
+/* Whether a and b are both exact strs, of the same characters. */
+static inline int
+plain_str_eq(PyObject *a, PyObject *b)
+{
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b)) {
+        return 0;
+    }
+    return a == b || (PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) &&
+                      PyUnicode_Compare(a, b) == 0);
+}
+
+/* The keys to look up names[0..n) with (new references): the equal key objects of the exact
+ * dict d where it has them, else the names. A parser gives all its objects the same key
+ * objects (orjson caches them, the json module memoizes them), so that a lookup with them
+ * compares no characters; any other key object equal to a name finds the same values. */
+static void
+plain_keys(PyObject *d, PyObject *const *names, int n, PyObject **keys)
+{
+    for (int j = 0; j < n; j++) {
+        keys[j] = names[j];
+    }
+    if (d != NULL && PyDict_CheckExact(d)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(d, &pos, &k, &v)) {
+            for (int j = 0; j < n; j++) {
+                if (keys[j] == names[j] && plain_str_eq(k, names[j])) {
+                    keys[j] = k;
+                    break;
+                }
+            }
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        Py_INCREF(keys[j]);
+    }
+}
+
+/* Whether v is an exact int (a bool is not) within int64; if so, *out is its value. */
+static inline int
+plain_int64(PyObject *v, int64_t *out)
+{
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)x;
+    return 1;
+}
+
+/* Whether the n references of one key are ndarray references ({"__type": "ndarray", "order":
+ * "C"}) of one allowed dtype, one blob and the same positive dimensions after the first,
+ * placed one after the other from a non-negative offset, each of exactly prod(shape) *
+ * itemsize bytes. Fills c, but for the blob (not opened yet). Returns 1 or 0; never raises,
+ * and runs no Python code. */
+static int
+plain_column_check(PyObject *const *refs, Py_ssize_t n, PyObject *dtypes, PyObject *const *rk,
+                   PlainColumn *c)
+{
+    PyObject *fn = NULL, *dtype = NULL;
+    PyArray_Descr *descr = NULL;
+    int64_t next = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = refs[i];
+        if (!PyDict_CheckExact(r)) {
+            return 0;
+        }
+        PyObject *kind = plain_get(r, rk[R_TYPE]), *order = plain_get(r, rk[R_ORDER]);
+        PyObject *dt = plain_get(r, rk[R_DTYPE]), *name = plain_get(r, rk[R_NPYFILE]);
+        PyObject *off_o = plain_get(r, rk[R_NPYOFF]), *size_o = plain_get(r, rk[R_SIZE]);
+        PyObject *shape = plain_get(r, rk[R_SHAPE]);
+        if (kind == NULL || order == NULL || dt == NULL || name == NULL || off_o == NULL ||
+            size_o == NULL || shape == NULL || !plain_str_eq(kind, s_ndarray) ||
+            !plain_str_eq(order, s_C) || !PyList_CheckExact(shape)) {
+            return 0;
+        }
+        Py_ssize_t nd = PyList_GET_SIZE(shape);
+        if (i == 0) {
+            if (!PyUnicode_CheckExact(dt) || !PyUnicode_CheckExact(name) || nd < 1 ||
+                nd > PLAIN_MAX_NDIM) {
+                return 0;
+            }
+            PyObject *entry = plain_get(dtypes, dt);
+            if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 1 ||
+                !PyArray_DescrCheck(PyTuple_GET_ITEM(entry, 0))) {
+                return 0;
+            }
+            descr = (PyArray_Descr *)PyTuple_GET_ITEM(entry, 0);
+            int64_t row_bytes = (int64_t)PyDataType_ELSIZE(descr);
+            if (row_bytes <= 0) {
+                return 0;
+            }
+            for (Py_ssize_t k = 1; k < nd; k++) {
+                int64_t d;
+                if (!plain_int64(PyList_GET_ITEM(shape, k), &d) || d <= 0 ||
+                    d > INT64_MAX / row_bytes) {
+                    return 0;
+                }
+                row_bytes *= d;
+                c->dims[k] = (npy_intp)d;  /* (fits: row_bytes <= the blob's length, later) */
+            }
+            c->ndim = (int)nd;
+            c->row_bytes = row_bytes;
+            fn = name;
+            dtype = dt;
+        }
+        else {
+            if (nd != c->ndim || !plain_str_eq(dt, dtype) || !plain_str_eq(name, fn)) {
+                return 0;
+            }
+            for (Py_ssize_t k = 1; k < nd; k++) {
+                int64_t d;
+                if (!plain_int64(PyList_GET_ITEM(shape, k), &d) || d != (int64_t)c->dims[k]) {
+                    return 0;
+                }
+            }
+        }
+        int64_t rows, off, size;
+        if (!plain_int64(PyList_GET_ITEM(shape, 0), &rows) || !plain_int64(off_o, &off) ||
+            !plain_int64(size_o, &size) || rows < 0 || rows > INT64_MAX / c->row_bytes ||
+            size != rows * c->row_bytes || off < 0 || off > INT64_MAX - size ||
+            (i > 0 && off != next)) {
+            return 0;
+        }
+        if (i == 0) {
+            c->start = off;
+        }
+        next = off + size;
+        c->rows[i] = rows;
+    }
+    c->end = next;
+    Py_INCREF(fn);
+    c->fn = fn;
+    Py_INCREF(descr);
+    c->descr = descr;
+    return 1;
+}
+
+/* Open the column's blob as the Python path does (a blob opened already, else
+ * open_blob(name): its (buffer, length, writable), or None if it cannot be opened), and make
+ * the view its arrays are sliced from, if every array lies within the blob. Returns 1, 0 (does
+ * not fit), or -1 with an exception (from opening the blob). */
+static int
+plain_column_open(PlainColumn *c, PyObject *opened, PyObject *open_blob)
+{
+    PyObject *entry = PyDict_GetItemWithError(opened, c->fn);
+    if (entry != NULL) {
+        Py_INCREF(entry);
+    }
+    else if (PyErr_Occurred() || (entry = PyObject_CallOneArg(open_blob, c->fn)) == NULL) {
+        return -1;
+    }
+    int ok = 0;
+    Py_ssize_t blob_len;
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
+        goto done;  /* (None: the blob cannot be opened) */
+    }
+    blob_len = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
+    if (blob_len < 0) {
+        PyErr_Clear();
+        goto done;
+    }
+    /* As np.frombuffer: the buffer's address, kept valid by the base; an object that tracks
+     * its exports (a memoryview, a bytearray) is wrapped in a memoryview of its own, an
+     * export that keeps it from being released or resized while the arrays live. */
+    PyObject *blob = PyTuple_GET_ITEM(entry, 0);
+    PyBufferProcs *procs = Py_TYPE(blob)->tp_as_buffer;
+    if (procs != NULL && procs->bf_releasebuffer != NULL) {
+        blob = PyMemoryView_FromObject(blob);
+        if (blob == NULL) {
+            ok = -1;
+            goto done;
+        }
+    }
+    else {
+        Py_INCREF(blob);
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(blob, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(blob);
+        ok = -1;
+        goto done;
+    }
+    char *buf = (char *)view.buf;
+    Py_ssize_t len = view.len;
+    PyBuffer_Release(&view);
+    if (len != blob_len || c->row_bytes > (int64_t)blob_len || c->end > (int64_t)blob_len) {
+        Py_DECREF(blob);
+        goto done;
+    }
+    c->p0 = c->start % c->row_bytes;
+    npy_intp count = (npy_intp)(((int64_t)blob_len - c->p0) / c->row_bytes *
+                                (c->row_bytes / (int64_t)PyDataType_ELSIZE(c->descr)));
+    Py_INCREF(c->descr);
+    c->flat = PyArray_NewFromDescr(&PyArray_Type, c->descr, 1, &count, NULL, buf + c->p0, 0,
+                                   NULL);  /* (flags 0: read-only) */
+    if (c->flat == NULL) {
+        Py_DECREF(blob);
+        ok = -1;
+        goto done;
+    }
+    if (PyArray_SetBaseObject((PyArrayObject *)c->flat, blob) < 0) {  /* (steals blob) */
+        Py_CLEAR(c->flat);
+        ok = -1;
+        goto done;
+    }
+    ok = 1;
+done:
+    Py_DECREF(entry);
+    return ok;
+}
+
+/* The read-only array of `rows` steps at byte `at` of the column's view (an array of its own
+ * if empty, as np.empty makes it). New reference, or NULL with an exception. */
+static PyObject *
+plain_column_array(PlainColumn *c, int64_t at, int64_t rows)
+{
+    c->dims[0] = (npy_intp)rows;
+    Py_INCREF(c->descr);
+    if (rows == 0) {
+        PyObject *a = PyArray_NewFromDescr(&PyArray_Type, c->descr, c->ndim, c->dims, NULL,
+                                           NULL, 0, NULL);
+        if (a != NULL) {
+            PyArray_CLEARFLAGS((PyArrayObject *)a, NPY_ARRAY_WRITEABLE);
+        }
+        return a;
+    }
+    PyObject *a = PyArray_NewFromDescr(&PyArray_Type, c->descr, c->ndim, c->dims, NULL,
+                                       PyArray_BYTES((PyArrayObject *)c->flat) + at, 0, NULL);
+    if (a == NULL) {
+        return NULL;
+    }
+    Py_INCREF(c->flat);
+    if (PyArray_SetBaseObject((PyArrayObject *)a, c->flat) < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+static void
+plain_column_clear(PlainColumn *c)
+{
+    Py_CLEAR(c->fn);
+    Py_CLEAR(c->descr);
+    Py_CLEAR(c->flat);
+}
+
+/* Whether the byte ranges of two columns' arrays cannot meet (another blob, or disjoint). */
+static inline int
+plain_apart(const PlainColumn *x, const PlainColumn *y)
+{
+    return !plain_str_eq(x->fn, y->fn) || x->start >= y->end || y->start >= x->end;
+}
+
+/* An episode's unix time: null, or a float below 2**63 in magnitude (see decode_batch_plain). */
+static inline int
+plain_time_ok(PyObject *t)
+{
+    if (t == Py_None) {
+        return 1;
+    }
+    if (!PyFloat_CheckExact(t)) {
+        return 0;
+    }
+    double x = PyFloat_AS_DOUBLE(t);
+    return !(x >= 9223372036854775808.0 || x <= -9223372036854775808.0);
+}
+
+PyDoc_STRVAR(decode_plain_doc,
+"decode_plain(objs, dtypes, opened, open_blob, last_continues) -> (episodes, steps) | None\n\n"
+"Decode a batch's episode objects ``objs`` when every one is plain and the arrays lie as the\n"
+"writer lays them out (see gym_recording._format.decode_batch_plain, which this mirrors).\n"
+"``dtypes`` maps allowed dtype names to (dtype, itemsize); ``opened`` maps blob names to\n"
+"(buffer, length, writable), and ``open_blob(name)`` opens one (None if it cannot). Returns\n"
+"the PlainEpisode tuples and the batch's steps, or None for the Python path to decide.");
+
+static PyObject *
+decode_plain(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *objs, *dtypes, *opened, *open_blob;
+    int last_continues;
+    if (!PyArg_ParseTuple(args, "OO!O!Op:decode_plain", &objs, &PyDict_Type, &dtypes,
+                          &PyDict_Type, &opened, &open_blob, &last_continues)) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(objs) || PyList_GET_SIZE(objs) == 0 || last_continues) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(objs);
+    /* Per object: its three references (borrowed), then its flags, seed and times (held:
+     * Python code runs when a blob is opened); per column, the rows of its arrays. */
+    enum { REFS = 3, KEPT = 5, COLS = 3 };
+    if ((size_t)n >
+        PY_SSIZE_T_MAX / ((REFS + KEPT) * sizeof(PyObject *) + COLS * sizeof(int64_t))) {
+        return PyErr_NoMemory();
+    }
+    PyObject **refs = PyMem_Malloc((size_t)n * (REFS + KEPT) * sizeof(PyObject *));
+    int64_t *rows = PyMem_Malloc((size_t)n * COLS * sizeof(int64_t));
+    if (refs == NULL || rows == NULL) {
+        PyMem_Free(refs);
+        PyMem_Free(rows);
+        return PyErr_NoMemory();
+    }
+    PyObject **kept = refs + REFS * n;
+    Py_ssize_t n_kept = 0;  /* objects whose KEPT values are held */
+    PlainColumn cols[COLS];  /* observations, actions, rewards */
+    memset(cols, 0, sizeof(cols));
+    for (int k = 0; k < COLS; k++) {
+        cols[k].rows = rows + k * n;
+    }
+    PlainColumn *obs = &cols[0], *act = &cols[1], *rew = &cols[2];
+    PyObject *result = NULL, *episodes = NULL;
+    /* The keys, as the first object and its rewards' reference hold them. */
+    PyObject *ek[E_KEYS], *rk[R_KEYS];
+    PyObject *first = PyList_GET_ITEM(objs, 0);
+    plain_keys(first, episode_names, E_KEYS, ek);
+    plain_keys(PyDict_CheckExact(first) ? plain_get(first, ek[E_REW]) : NULL, ref_names, R_KEYS,
+               rk);
+
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyList_GET_ITEM(objs, i);
+        if (!PyDict_CheckExact(o)) {
+            goto decline;
+        }
+        PyObject *ro = plain_get(o, ek[E_OBS]), *ra = plain_get(o, ek[E_ACT]);
+        PyObject *rr = plain_get(o, ek[E_REW]), *term = plain_get(o, ek[E_TERM]);
+        PyObject *trunc = plain_get(o, ek[E_TRUNC]), *seed = plain_get(o, ek[E_SEED]);
+        PyObject *options = plain_get(o, ek[E_OPTIONS]);
+        PyObject *t0 = plain_get(o, ek[E_T0]), *t1 = plain_get(o, ek[E_T1]);
+        /* Exactly these keys (the times may be absent): no part, continues, infos or other. */
+        Py_ssize_t keys = 7 + (t0 != NULL) + (t1 != NULL);
+        t0 = t0 == NULL ? Py_None : t0;
+        t1 = t1 == NULL ? Py_None : t1;
+        if (ro == NULL || ra == NULL || rr == NULL || term == NULL || trunc == NULL ||
+            seed == NULL || options != Py_None || PyDict_GET_SIZE(o) != keys ||
+            !PyBool_Check(term) || !PyBool_Check(trunc) ||
+            !(seed == Py_None || PyLong_CheckExact(seed)) || !plain_time_ok(t0) ||
+            !plain_time_ok(t1)) {
+            goto decline;
+        }
+        refs[i] = ro;
+        refs[n + i] = ra;
+        refs[2 * n + i] = rr;
+        PyObject **h = kept + KEPT * i;
+        h[0] = term;
+        h[1] = trunc;
+        h[2] = seed;
+        h[3] = t0;
+        h[4] = t1;
+        for (int k = 0; k < KEPT; k++) {
+            Py_INCREF(h[k]);
+        }
+        n_kept = i + 1;
+    }
+    /* Every reference checked before any blob is opened; rewards first, as in Python. */
+    if (!plain_column_check(refs + 2 * n, n, dtypes, rk, rew) || rew->ndim != 1 ||
+        memchr("biuf", rew->descr->kind, 4) == NULL ||
+        !plain_column_check(refs + n, n, dtypes, rk, act) ||
+        !plain_column_check(refs, n, dtypes, rk, obs)) {
+        goto decline;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (act->rows[i] != rew->rows[i] || obs->rows[i] != rew->rows[i] + 1) {
+            goto decline;  /* (rows < 2**63 / row_bytes: no overflow) */
+        }
+    }
+    if (!plain_apart(obs, act) || !plain_apart(obs, rew) || !plain_apart(act, rew)) {
+        goto decline;
+    }
+    for (int k = COLS - 1; k >= 0; k--) {  /* rewards, actions, observations */
+        int r = plain_column_open(&cols[k], opened, open_blob);
+        if (r < 0) {
+            goto error;
+        }
+        if (r == 0) {
+            goto decline;
+        }
+    }
+    episodes = PyList_New(n);
+    if (episodes == NULL) {
+        goto error;
+    }
+    int64_t at[COLS], steps = 0;
+    for (int k = 0; k < COLS; k++) {
+        at[k] = cols[k].start - cols[k].p0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_New(9);
+        if (t == NULL) {
+            goto error;
+        }
+        PyList_SET_ITEM(episodes, i, t);
+        for (int k = 0; k < COLS; k++) {
+            int64_t r = cols[k].rows[i];
+            PyObject *a = plain_column_array(&cols[k], at[k], r);
+            if (a == NULL) {
+                goto error;
+            }
+            PyTuple_SET_ITEM(t, k, a);
+            at[k] += r * cols[k].row_bytes;
+        }
+        PyObject **h = kept + KEPT * i;
+        Py_INCREF(h[0]);
+        PyTuple_SET_ITEM(t, 3, h[0]);
+        Py_INCREF(h[1]);
+        PyTuple_SET_ITEM(t, 4, h[1]);
+        Py_INCREF(h[2]);
+        PyTuple_SET_ITEM(t, 5, h[2]);
+        Py_INCREF(Py_None);
+        PyTuple_SET_ITEM(t, 6, Py_None);  /* options */
+        Py_INCREF(h[3]);
+        PyTuple_SET_ITEM(t, 7, h[3]);
+        Py_INCREF(h[4]);
+        PyTuple_SET_ITEM(t, 8, h[4]);
+        /* Arrays, bools, ints, floats and None: no cycle can pass through the tuple (the
+         * collector would untrack it at its first collection; spare it the work). */
+        PyObject_GC_UnTrack(t);
+        steps += rew->rows[i];
+    }
+    result = Py_BuildValue("(OL)", episodes, (long long)steps);
+    goto done;
+
+decline:
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(episodes);
+    for (Py_ssize_t i = 0; i < KEPT * n_kept; i++) {
+        Py_DECREF(kept[i]);
+    }
+    for (int k = 0; k < COLS; k++) {
+        plain_column_clear(&cols[k]);
+    }
+    for (int j = 0; j < E_KEYS; j++) {
+        Py_DECREF(ek[j]);
+    }
+    for (int j = 0; j < R_KEYS; j++) {
+        Py_DECREF(rk[j]);
+    }
+    PyMem_Free(refs);
+    PyMem_Free(rows);
+    return result;
+}
+
+PyDoc_STRVAR(plain_episode_doc,
+"plain_episode(cls, fields, plain, index) -> object\n\n"
+"An instance of ``cls`` made as ``object.__new__(cls)`` makes it, whose ``__dict__`` is a\n"
+"copy of ``fields`` (every key in order) with the observations, actions, rewards,\n"
+"terminated, truncated, seed, options, started_at and ended_at of the PlainEpisode tuple\n"
+"``plain``, and ``index``: the reader's Episode of a plain episode, without Python code.");
+
+static PyObject *empty_tuple;
+
+static PyObject *
+plain_episode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1]) ||
+        !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "plain_episode(): expected a type, a dict, a 9-tuple and an index");
+        return NULL;
+    }
+    PyObject *const keys[9] = {s_observations, s_actions, s_rewards, s_terminated, s_truncated,
+                               s_seed, s_options, s_started_at, s_ended_at};
+    PyObject *plain = args[2];
+    PyObject *ep = PyBaseObject_Type.tp_new((PyTypeObject *)args[0], empty_tuple, NULL);
+    if (ep == NULL) {
+        return NULL;
+    }
+    PyObject *d = PyObject_GenericGetDict(ep, NULL);
+    if (d == NULL) {
+        goto fail;
+    }
+    if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != 0) {
+        PyErr_SetString(PyExc_TypeError, "plain_episode(): expected a type with a __dict__");
+        goto fail;
+    }
+    if (PyDict_Update(d, args[1]) < 0) {
+        goto fail;
+    }
+    for (int k = 0; k < 9; k++) {
+        if (PyDict_SetItem(d, keys[k], PyTuple_GET_ITEM(plain, k)) < 0) {
+            goto fail;
+        }
+    }
+    if (PyDict_SetItem(d, s_index, args[3]) < 0) {
+        goto fail;
+    }
+    Py_DECREF(d);
+    return ep;
+fail:
+    Py_XDECREF(d);
+    Py_DECREF(ep);
+    return NULL;
+}
+
+/* Intern the strings decode_plain looks up; 0, or -1 with an exception. */
+static int
+plain_init(void)
+{
+    struct {
+        PyObject **slot;
+        const char *s;
+    } strs[] = {
+        {&s_observations, "observations"}, {&s_actions, "actions"}, {&s_rewards, "rewards"},
+        {&s_terminated, "terminated"}, {&s_truncated, "truncated"}, {&s_seed, "seed"},
+        {&s_options, "options"}, {&s_started_at, "started_at"}, {&s_ended_at, "ended_at"},
+        {&s_type, "__type"}, {&s_order, "order"}, {&s_dtype, "dtype"},
+        {&s_npyfile, "npyfile"}, {&s_npyoff, "npyoff"}, {&s_size, "size"},
+        {&s_shape, "shape"}, {&s_ndarray, "ndarray"}, {&s_C, "C"}, {&s_index, "index"},
+    };
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        if (*strs[i].slot == NULL && (*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL) {
+            return -1;
+        }
+    }
+    PyObject *const e[E_KEYS] = {s_observations, s_actions, s_rewards, s_terminated,
+                                 s_truncated, s_seed, s_options, s_started_at, s_ended_at};
+    PyObject *const r[R_KEYS] = {s_type, s_order, s_dtype, s_npyfile, s_npyoff, s_size, s_shape};
+    memcpy(episode_names, e, sizeof(e));
+    memcpy(ref_names, r, sizeof(r));
+    if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"encode_spans", encode_spans, METH_VARARGS, encode_spans_doc},
+    {"decode_plain", decode_plain, METH_VARARGS, decode_plain_doc},
+    {"plain_episode", (PyCFunction)(void (*)(void))plain_episode, METH_FASTCALL, plain_episode_doc},
 #ifndef _WIN32
     {"write_file", write_file, METH_VARARGS, write_file_doc},
 #endif
@@ -815,8 +1409,9 @@ static PyMethodDef speedups_methods[] = {
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "gym_recording._speedups",
-    .m_doc = "The recorded step, the atomic file write and the batch JSON of the common "
-             "layout in C (optional: gym_recording falls back to Python without it).",
+    .m_doc = "The recorded step, the atomic file write, the batch JSON of the common layout "
+             "and the reader's batch decoding in C (optional: gym_recording falls back to "
+             "Python without it).",
     .m_size = -1,
     .m_methods = speedups_methods,
 };
@@ -829,6 +1424,9 @@ PyInit__speedups(void)
         if ((span_attrs[k] = PyUnicode_InternFromString(span_attr_names[k])) == NULL) {
             return NULL;
         }
+    }
+    if (plain_init() < 0) {
+        return NULL;
     }
     if (PyType_Ready(&FusedStepType) < 0) {
         return NULL;

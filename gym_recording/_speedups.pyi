@@ -1,5 +1,7 @@
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 class FusedStep:
     room: int
@@ -44,3 +46,14 @@ def encode_spans(
     r_base: int,
     /,
 ) -> bytes: ...
+def decode_plain(
+    objs: Any,
+    dtypes: dict[str, tuple[Any, int]],
+    opened: dict[str, tuple[memoryview, int, bool]],
+    open_blob: Callable[[str], tuple[memoryview, int, bool] | None],
+    last_continues: bool,
+    /,
+) -> tuple[list[tuple[Any, ...]], int] | None: ...
+def plain_episode(
+    cls: type[_T], fields: dict[str, Any], plain: tuple[Any, ...], index: int, /
+) -> _T: ...

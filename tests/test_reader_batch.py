@@ -6,6 +6,11 @@ seed, times) and makes their views by slicing one view of the blob; every object
 and every batch it cannot take as a whole, goes to the per-episode path. Each test compares
 with that per-episode path (both fast paths switched off), on batches laid out as the writer
 lays them out (all actions, then all observations, then all rewards) and otherwise.
+
+Every test runs twice (the ``batch_impl`` fixture): with the C batch path
+(``_speedups.decode_plain``, which takes the writer's layout and leaves every other batch to
+Python, and ``_speedups.plain_episode``), then with Python alone; test_reader_batch_c.py
+compares the two directly, on hostile batches aimed at the C checks.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 import pytest
 
 import gym_recording
-from gym_recording import TraceFormatError, _format
+from gym_recording import TraceFormatError, _format, _reader
 from gym_recording._reader import Episode
 from gym_recording._storage import LocalStorage
 from gym_recording._verify import verify
@@ -32,6 +37,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "hostile"))
 from make_cases import Blob
 
 PREFIX = "openaigym.trace.0.7.batchpath"
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def batch_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run each test with the C batch path, then with the pure-Python one."""
+    if request.param == "c":
+        if _format._decode_plain_c is None or _reader._plain_episode is None:
+            pytest.skip("gym_recording._speedups is not built (or GYM_RECORDING_PURE_PYTHON)")
+    else:
+        monkeypatch.setattr(_format, "_decode_plain_c", None)
+        monkeypatch.setattr(_reader, "_plain_episode", None)
+    return str(request.param)
+
+
 MANIFEST = _format.manifest_name(PREFIX)
 
 
@@ -304,6 +323,27 @@ def test_writable_blobs_give_read_only_views(tmp_path):
                 with pytest.raises(ValueError):
                     arr[...] = 0
     assert bytes(buf) == blob
+
+
+def test_views_keep_their_blob_alive_and_unresizable(tmp_path):
+    """The views hold an export of the blob's memory, as np.frombuffer's do: the memoryview
+    handed to the decoder may be released, but the bytes stay, and a bytearray under it
+    cannot be resized (its memory would move)."""
+    objs, blob = columnar(batch_bin(0), episodes_of([2, 4]))
+    raw = bytearray(blob)
+    buf = memoryview(raw)
+    out = _format.decode_batch_plain(objs, _format.DecodeContext("p.json", lambda n: buf), False)
+    assert out is not None and out.complete
+    buf.release()
+    with pytest.raises(BufferError):
+        raw.extend(b"x" * 4096)
+    for entry, obj in zip(out.episodes, objs, strict=True):
+        assert entry is not None
+        for arr, key in zip(entry[:3], ("observations", "actions", "rewards"), strict=True):
+            r = obj[key]
+            assert arr.tobytes() == blob[r["npyoff"] : r["npyoff"] + r["size"]]
+    del out, entry, arr
+    raw.extend(b"x" * 4096)  # the views are gone: nothing holds the bytes any more
 
 
 def test_random_access_loads_one_batch(tmp_path, monkeypatch):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from gym_recording import _format
+from gym_recording._cext import speedups as _speedups
 
 __all__ = ["BytesLeaf", "Field", "ScalarLeaf"]
 
@@ -135,6 +136,20 @@ class _ArrayLeaf:
         return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
 
 
+def stack_numbers(values: list[Any], stop: int, kind: str) -> np.ndarray | None:
+    """``values[:stop]`` as an int64 (``kind`` "q") or float64 ("d") array, stacked in C.
+
+    ``None`` without the C extension, or if any value is not an exact int within int64
+    ("q") or an exact float ("d"): then NumPy stacks them (to the same values, when it can).
+    """
+    if _speedups is None:
+        return None
+    packed = _speedups.pack_list(values, stop, kind)
+    if packed is None:
+        return None
+    return np.frombuffer(packed, np.int64 if kind == "q" else np.float64)
+
+
 class ScalarLeaf:
     """Python or numpy scalars (Discrete values, flags): a list, stacked at flush."""
 
@@ -142,6 +157,9 @@ class ScalarLeaf:
         self.pytype = pytype
         self.dtype = dtype
         self.values: list[Any] = []
+        # Python ints as int64 and floats as float64 are stacked in C when the extension is
+        # there (_speedups.pack_list); any other value, there or not, by NumPy.
+        self._pack_kind = {(int, "int64"): "q", (float, "float64"): "d"}.get((pytype, dtype.name))
         app = self.values.append
         lo, hi = (
             (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) if dtype.kind in "iu" else (0, 0)
@@ -171,6 +189,10 @@ class ScalarLeaf:
         return len(self.values)
 
     def take(self, start: int, stop: int) -> Any:
+        if self._pack_kind is not None and start == 0:
+            packed = stack_numbers(self.values, stop, self._pack_kind)
+            if packed is not None:
+                return packed
         vals = self.values[start:stop]
         try:
             return np.array(vals, dtype=self.dtype)

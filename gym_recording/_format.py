@@ -15,7 +15,6 @@ import itertools
 import json
 import math
 import operator
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from gym_recording._cext import speedups as _speedups
 from gym_recording._errors import TraceFormatError
 from gym_recording._storage import is_plain_name
 
@@ -31,13 +31,6 @@ try:  # optional (the `fast` extra): parses batch files about 2.5x faster than t
 except ImportError:  # pragma: no cover - depends on what is installed
     _orjson = None  # type: ignore[assignment]
 
-try:  # optional, built at install when a C compiler is at hand: the batch JSON of the common
-    # layout (encode_columns) and the reader's batch path (decode_batch_plain) in C
-    from gym_recording import _speedups
-except ImportError:  # pragma: no cover - depends on the build
-    _speedups = None  # type: ignore[assignment]
-if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
-    _speedups = None  # type: ignore[assignment]
 #: The batch-level fast path in C (:func:`decode_batch_plain`), or ``None``.
 _decode_plain_c = getattr(_speedups, "decode_plain", None)
 
@@ -522,6 +515,7 @@ def _json_float(t: float | None) -> str:
 
 
 def _encode_spans_c(
+    encode_spans: Callable[..., bytes],
     spans: list[EpisodeSpan],
     bin_name: str,
     a_dtype: str,
@@ -552,7 +546,7 @@ def _encode_spans_c(
     )
     encoded = tuple(p.encode() for p in parts)
     # The blob holds the actions (from offset 0), the observations, then the rewards.
-    return _speedups.encode_spans(spans, encoded, 0, a_row, o_base, o_row, r_base)
+    return encode_spans(spans, encoded, 0, a_row, o_base, o_row, r_base)
 
 
 def encode_columns(
@@ -589,7 +583,7 @@ def encode_columns(
     if _speedups is not None:
         a_dt, o_dt = dtype_name(act.dtype), dtype_name(obs.dtype)
         args = (a_dt, a_tail, a_row, o_dt, o_tail, o_row, o_base, r_base)
-        return _encode_spans_c(spans, bin_name, *args), chunks, size
+        return _encode_spans_c(_speedups.encode_spans, spans, bin_name, *args), chunks, size
     fn = json.dumps(bin_name).replace("%", "%%")  # it goes into a %-template
     # One template per batch; per episode, one %-format of its numbers.
     template = (

@@ -632,6 +632,69 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ pack_list */
+
+PyDoc_STRVAR(pack_list_doc,
+"pack_list(values, stop, kind, /) -> bytearray | None\n\n"
+"values[:stop] as raw native bytes: kind 'd' if every one is an exact float (C doubles),\n"
+"kind 'q' if every one is an exact int within int64 (a bool is not). None otherwise (the\n"
+"caller converts with NumPy, which gives the same values for these). The recording's\n"
+"rewards and Discrete actions are lists of Python numbers; this stacks them ~10x faster.");
+
+static PyObject *
+pack_list(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *values;
+    Py_ssize_t stop;
+    int kind;
+    if (!PyArg_ParseTuple(args, "O!nC:pack_list", &PyList_Type, &values, &stop, &kind)) {
+        return NULL;
+    }
+    if (kind != 'd' && kind != 'q') {
+        PyErr_SetString(PyExc_ValueError, "pack_list(): expected kind 'd' or 'q'");
+        return NULL;
+    }
+    if (stop < 0 || stop > PyList_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_IndexError, "pack_list(): stop out of range");
+        return NULL;
+    }
+    if (stop > PY_SSIZE_T_MAX / 8) {
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, stop * 8);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *p = PyByteArray_AS_STRING(out);
+    /* No Python code runs in the loop: the list cannot change under it. */
+    for (Py_ssize_t i = 0; i < stop; i++) {
+        PyObject *v = PyList_GET_ITEM(values, i);
+        if (kind == 'd') {
+            if (!PyFloat_CheckExact(v)) {
+                goto decline;
+            }
+            double d = PyFloat_AS_DOUBLE(v);
+            memcpy(p + 8 * i, &d, 8);
+        }
+        else {
+            if (!PyLong_CheckExact(v)) {
+                goto decline;
+            }
+            int overflow;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow) {
+                goto decline;
+            }
+            int64_t q = (int64_t)x;
+            memcpy(p + 8 * i, &q, 8);
+        }
+    }
+    return out;
+decline:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 #ifndef _WIN32
 /* ------------------------------------------------------------------ write_file */
 
@@ -1398,6 +1461,7 @@ plain_init(void)
 
 static PyMethodDef speedups_methods[] = {
     {"encode_spans", encode_spans, METH_VARARGS, encode_spans_doc},
+    {"pack_list", pack_list, METH_VARARGS, pack_list_doc},
     {"decode_plain", decode_plain, METH_VARARGS, decode_plain_doc},
     {"plain_episode", (PyCFunction)(void (*)(void))plain_episode, METH_FASTCALL, plain_episode_doc},
 #ifndef _WIN32

@@ -20,14 +20,8 @@ from typing import Any, Protocol, TypeGuard
 
 from atomicwrites import AtomicWriter
 
+from gym_recording._cext import speedups as _speedups
 from gym_recording._errors import RecordingError, TraceFormatError
-
-try:
-    from gym_recording import _speedups
-except ImportError:  # built without a C compiler: atomicwrites does it all
-    _speedups = None  # type: ignore[assignment]
-if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
-    _speedups = None  # type: ignore[assignment]
 
 __all__ = ["TEMP_PREFIX", "LocalStorage", "Storage", "is_plain_name", "is_url", "open_storage"]
 

@@ -28,17 +28,11 @@ from typing import Any
 import numpy as np
 
 from gym_recording import _format
-from gym_recording._buffer import BytesLeaf, Field, ScalarLeaf
+from gym_recording._buffer import BytesLeaf, Field, ScalarLeaf, stack_numbers
+from gym_recording._cext import speedups as _speedups
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording._storage import Storage, open_storage
 from gym_recording._version import __version__
-
-try:  # the recorded step in C (built at install when a compiler is there; optional)
-    from gym_recording import _speedups
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _speedups = None  # type: ignore[assignment]
-if os.environ.get("GYM_RECORDING_PURE_PYTHON"):  # for comparing and testing both paths
-    _speedups = None  # type: ignore[assignment]
 
 __all__ = ["TraceRecording"]
 
@@ -673,7 +667,10 @@ class TraceRecording:
         # Convert the batch's steps once, then give each episode views of them.
         obs = self._obs.take(0, pending[-1].obs_stop)
         act = self._act.take(0, pending[-1].act_stop)
-        rewards = np.asarray(rew[: pending[-1].act_stop], dtype=np.float64).reshape(-1)
+        n_act = pending[-1].act_stop
+        rewards = stack_numbers(rew, n_act, "d")
+        if rewards is None:  # not all Python floats (or no C extension)
+            rewards = np.asarray(rew[:n_act], dtype=np.float64).reshape(-1)
         steps = sum(p.act_stop - p.act_start for p in pending)
         encoded = _format.encode_columns(obs, act, rewards, pending, bin_fn)
         if encoded is None:  # not three plain arrays: encode episode by episode

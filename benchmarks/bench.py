@@ -34,7 +34,7 @@ import numpy as np
 from gymnasium import spaces
 
 import gym_recording
-from gym_recording import _storage
+from gym_recording import _buffer, _format, _storage
 from gym_recording import recording as _recording
 from gym_recording.wrappers import TraceRecordingWrapper
 
@@ -145,11 +145,14 @@ def run_ours(
     spec: dict[str, Any], steps: int, tmp: str, *, pure_python: bool = False
 ) -> tuple[float, int]:
     """Record with the wrapper; ``pure_python`` leaves the C extension out (as without a
-    compiler): the step in Python, and the files written through atomicwrites."""
+    compiler): the step in Python, the batch JSON and the stacking of rewards and actions in
+    Python and NumPy, and the files written through atomicwrites."""
     d = tempfile.mkdtemp(dir=tmp)
-    saved = _recording._speedups, _storage._speedups
-    if pure_python:  # the step is chosen when the wrapper is made, the writer at each write
-        _recording._speedups = _storage._speedups = None  # type: ignore[assignment]
+    users = (_recording, _storage, _format, _buffer)  # the modules that use the extension
+    saved = [m._speedups for m in users]
+    if pure_python:  # the step is chosen when the wrapper is made, the rest when used
+        for m in users:
+            m._speedups = None
     try:
         env = TraceRecordingWrapper(spec["make"](), d)
         t = time.perf_counter()
@@ -157,7 +160,8 @@ def run_ours(
         env.close()
         dt = time.perf_counter() - t
     finally:
-        _recording._speedups, _storage._speedups = saved
+        for m, ext in zip(users, saved, strict=True):
+            m._speedups = ext
     nbytes = _dir_bytes(d)
     shutil.rmtree(d)
     return dt, nbytes
@@ -454,7 +458,8 @@ def main() -> None:
     emit()
     c_step = _recording._speedups is not None
     emit(
-        "The C extension (`gym_recording._speedups`: the step, and the file writes) is "
+        "The C extension (`gym_recording._speedups`: the step, the stacking of rewards and "
+        "actions, the batch JSON, the file writes, and the reader's batch decoding) is "
         + ("built and used: `ours`." if c_step else "NOT built: `ours` is pure Python too.")
         + " `ours, pure Python` is the same library with the extension left out, as it runs "
         "where no C compiler was found at install."

@@ -31,6 +31,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <math.h>
 #include <string.h>
 
 #ifndef _WIN32
@@ -158,7 +159,8 @@ fused_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
             goto fail;
         }
         if (t || u) {
-            PyObject *r = PyObject_CallFunctionObjArgs(self->on_flags, terminated, truncated, NULL);
+            PyObject *argv[2] = {terminated, truncated};
+            PyObject *r = PyObject_Vectorcall(self->on_flags, argv, 2, NULL);
             if (r == NULL) {
                 goto fail;
             }
@@ -168,7 +170,8 @@ fused_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
     return result;
 
 slow: {
-        PyObject *r = PyObject_CallFunctionObjArgs(self->slow, action, result, NULL);
+        PyObject *argv[2] = {action, result};
+        PyObject *r = PyObject_Vectorcall(self->slow, argv, 2, NULL);
         if (r == NULL) {
             goto fail;
         }
@@ -454,6 +457,35 @@ out_float_obj(Out *o, PyObject *v)
     double d = PyFloat_AsDouble(v);
     if (d == -1.0 && PyErr_Occurred()) {
         return -1;
+    }
+    /* The recording's times are whole microseconds (the double nearest to one): between
+     * 1e-4 (below, repr writes an exponent) and 2**32 (below, doubles are closer than 1 us
+     * apart), repr(d) is then the microseconds' decimal without its trailing zeros -- any
+     * shorter decimal is another microsecond, hence another double -- written here without
+     * the general shortest-digits search. tests/test_format_encode.py compares with repr. */
+    if (d >= 1e-4 && d < 4294967296.0) {
+        double us = nearbyint(d * 1e6);
+        if (us / 1e6 == d) {
+            long long u = (long long)us;
+            char s[32];
+            char *e = s + sizeof s, *p = e;
+            long long frac = u % 1000000, whole = u / 1000000;
+            int digits = 6;
+            while (digits > 1 && frac % 10 == 0) {  /* trailing zeros, but keep one digit */
+                frac /= 10;
+                digits--;
+            }
+            for (int i = 0; i < digits; i++) {
+                *--p = (char)('0' + frac % 10);
+                frac /= 10;
+            }
+            *--p = '.';
+            do {
+                *--p = (char)('0' + whole % 10);
+                whole /= 10;
+            } while (whole);
+            return out_put(o, p, e - p);
+        }
     }
     char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (s == NULL) {

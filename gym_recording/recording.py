@@ -185,6 +185,15 @@ def _plain_json(obj: Any, what: str) -> Any:
         raise RecordingError(msg) from exc
 
 
+def _now() -> float:
+    """The wall-clock time in unix seconds, to the microsecond (an episode's start or end).
+
+    Whole microseconds are written to JSON without the general float-to-text search
+    (``_speedups.encode_spans``), and read back as the same float.
+    """
+    return time.time_ns() // 1000 / 1e6
+
+
 def _library_versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {
         "gym_recording": __version__,
@@ -347,10 +356,10 @@ class TraceRecording:
             len(self._rew),
             None if seed is None else int(seed),
             None if options is None else _format.snapshot(options),
-            time.time(),
+            _now(),
             [_format.snapshot(info)] if self.record_infos else None,
         )
-        self._sync_room()
+        self._set_room(self._room)  # (_sync_room, with an episode open)
 
     def add_step(
         self,
@@ -570,13 +579,13 @@ class TraceRecording:
         if ep is None:
             return
         self._open = None
-        self._sync_room()
-        self._pending.append(self._pending_of(ep, continues=False))
+        self._set_room(-1)  # (_sync_room, with no episode open)
+        self._pending.append(self._pending_of(ep, False))
         self.episode_count += 1
         if len(self._rew) >= self._target_steps:
             self._submit_batch()
 
-    def _pending_of(self, ep: _Open, *, continues: bool) -> _format.EpisodeSpan:
+    def _pending_of(self, ep: _Open, continues: bool) -> _format.EpisodeSpan:
         steps = len(self._rew)
         last = ep.flagged_at == steps and not continues
         first = ep.part == 0
@@ -591,7 +600,7 @@ class TraceRecording:
             ep.options if first else None,
             list(ep.infos) if ep.infos is not None else None,
             ep.started_at if first else None,
-            None if continues else time.time(),
+            None if continues else _now(),
             ep.part,
             continues,
         )
@@ -627,7 +636,7 @@ class TraceRecording:
                 self._room = split_at
                 self._sync_room()
                 return
-            self._pending.append(self._pending_of(ep, continues=True))
+            self._pending.append(self._pending_of(ep, True))
             # The next part starts at the last observation, which both parts hold.
             ep.obs_start = len(self._rew) + self._resets - 1
             ep.act_start = len(self._rew)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
 
-from gym_recording import _format
+from gym_recording import _format, recording
 
 
 def _record(**kw):
@@ -175,6 +176,38 @@ def test_columnar_json_in_c_is_the_python_templates_bytes(monkeypatch, span_kw, 
     assert c_data == p_data
     assert c_size == p_size and [bytes(x) for x in c_chunks] == [bytes(x) for x in p_chunks]
     json.loads(c_data)  # and it is JSON
+
+
+def test_microsecond_times_are_written_as_repr_writes_them(monkeypatch):
+    """The recording's times are whole microseconds, which C writes without the shortest-digits
+    search (from 1e-4 to 2**32); the text is still exactly repr's, at and beyond the edges."""
+    rng = np.random.default_rng(11)
+    us = np.concatenate(
+        [
+            rng.integers(100, 2**32 * 10**6, 3000),
+            rng.integers(1_700_000_000 * 10**6, 1_900_000_000 * 10**6, 3000),
+            rng.integers(100, 10**8, 3000),
+        ]
+    )
+    times = [int(u) / 1e6 for u in us]
+    times += [1e-4, 0.5, 5.0, 1.0, 123.456, 0.000101, 1700000000.25, 4294967295.999999]
+    times += [9.9e-5, 1e-5, 0.0, -0.0, -1.5, 2.0**32, 4294967296.5, 1e22, 0.1 + 0.2]
+    times += [1796043172.4935718, float(np.nextafter(0.5, 1.0))]  # not whole microseconds
+    spans, n_obs, n_act = _spans([1] * len(times))
+    for sp, t in zip(spans, times, strict=True):
+        sp.started_at, sp.ended_at = t, -t
+    obs = np.zeros((n_obs, 4), np.float32)
+    act = np.zeros(n_act, np.int64)
+    c, py = _encode_both_ways(monkeypatch, obs, act, np.zeros(n_act), spans, "t.bin")
+    assert c[0] == py[0]
+    decoded = [(e["started_at"], e["ended_at"]) for e in json.loads(c[0])["episodes"]]
+    assert decoded == [(t, -t) for t in times]  # and they read back as the same floats
+
+
+def test_recorded_times_are_whole_microseconds():
+    for _ in range(100):
+        t = recording._now()
+        assert round(t * 1e6) / 1e6 == t and abs(t - time.time()) < 1
 
 
 def test_columnar_json_in_c_random_batches(monkeypatch):

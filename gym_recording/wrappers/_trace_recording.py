@@ -167,7 +167,9 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         if not self._closed:
             rec.end_episode()
         self.episode_id += 1
-        self._set_active(False)  # until the env's reset succeeds (it may raise)
+        # Not recording until the env's reset succeeds (it may raise): _set_active(False).
+        self._active = False
+        self.__dict__.pop("step", None)
         if self._gymnasium_env:
             result = self.env.reset(seed=seed, options=options, **kwargs)
             obs, info = result
@@ -187,7 +189,8 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         )
         if active:
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
-        self._set_active(active)
+            self._active = True  # _set_active(True), inlined: this runs once per episode
+            self.__dict__["step"] = self._fused_step
         return result
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:

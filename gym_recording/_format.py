@@ -514,22 +514,17 @@ def _json_float(t: float | None) -> str:
     return "" if t is None else repr(float(t))
 
 
-def _encode_spans_c(
-    encode_spans: Callable[..., bytes],
-    spans: list[EpisodeSpan],
-    bin_name: str,
-    a_dtype: str,
-    a_tail: str,
-    a_row: int,
-    o_dtype: str,
-    o_tail: str,
-    o_row: int,
-    o_base: int,
-    r_base: int,
-) -> bytes:
-    """:func:`encode_columns`' batch JSON, the per-episode loop in C: the same bytes."""
+def _columns_json_parts(
+    bin_name: str, a_dtype: str, a_tail: str, o_dtype: str, o_tail: str
+) -> tuple[str, ...]:
+    """The 13 constant pieces of an episode object in :func:`encode_columns`' batch JSON.
+
+    Between the first ten go the nine numbers of the three references (shape[0], npyoff and
+    size of the actions, observations and rewards); then the two flags, the seed, and the
+    optional keys (times, part, continues) and ``}``.
+    """
     fn = json.dumps(bin_name)
-    parts = (
+    return (
         '{"actions":{"__type":"ndarray","shape":[',
         f'{a_tail}],"order":"C","dtype":"{a_dtype}","npyfile":{fn},"npyoff":',
         ',"size":',
@@ -544,9 +539,6 @@ def _encode_spans_c(
         ',"seed":',
         ',"options":null',
     )
-    encoded = tuple(p.encode() for p in parts)
-    # The blob holds the actions (from offset 0), the observations, then the rewards.
-    return encode_spans(spans, encoded, 0, a_row, o_base, o_row, r_base)
 
 
 def encode_columns(
@@ -580,32 +572,17 @@ def encode_columns(
     size = r_base + rewards.nbytes
     o_tail = "".join("," + str(d) for d in obs.shape[1:])
     a_tail = "".join("," + str(d) for d in act.shape[1:])
-    if _speedups is not None:
-        a_dt, o_dt = dtype_name(act.dtype), dtype_name(obs.dtype)
-        args = (a_dt, a_tail, a_row, o_dt, o_tail, o_row, o_base, r_base)
-        return _encode_spans_c(_speedups.encode_spans, spans, bin_name, *args), chunks, size
-    fn = json.dumps(bin_name).replace("%", "%%")  # it goes into a %-template
-    # One template per batch; per episode, one %-format of its numbers.
-    template = (
-        '{"actions":{"__type":"ndarray","shape":[%d'
-        + a_tail
-        + '],"order":"C","dtype":"'
-        + dtype_name(act.dtype)
-        + '","npyfile":'
-        + fn
-        + ',"npyoff":%d,"size":%d},'
-        '"observations":{"__type":"ndarray","shape":[%d'
-        + o_tail
-        + '],"order":"C","dtype":"'
-        + dtype_name(obs.dtype)
-        + '","npyfile":'
-        + fn
-        + ',"npyoff":%d,"size":%d},'
-        '"rewards":{"__type":"ndarray","shape":[%d],"order":"C","dtype":"float64","npyfile":'
-        + fn
-        + ',"npyoff":%d,"size":%d},"terminated":%s,"truncated":%s,"seed":%s,'
-        '"options":null%s%s%s%s}'
+    parts = _columns_json_parts(
+        bin_name, dtype_name(act.dtype), a_tail, dtype_name(obs.dtype), o_tail
     )
+    if _speedups is not None:  # the per-episode loop in C: the same bytes
+        encoded = tuple(p.encode() for p in parts)
+        json_bytes = _speedups.encode_spans(spans, encoded, a_base, a_row, o_base, o_row, r_base)
+        return json_bytes, chunks, size
+    # One %-template per batch (the pieces escaped); per episode, one %-format of its values.
+    esc = [p.replace("%", "%%") for p in parts]
+    template = "%d".join(esc[:10]) + "%s" + esc[10] + "%s" + esc[11] + "%s" + esc[12]
+    template += "%s%s%s%s}"
     out = []
     for sp in spans:
         n_act = sp.act_stop - sp.act_start

@@ -111,6 +111,19 @@ append_row(PyObject *buf, const void *src, Py_ssize_t n)
     return 0;
 }
 
+/* f(a, b), its result dropped: 0, or -1 with an exception. */
+static inline int
+call2(PyObject *f, PyObject *a, PyObject *b)
+{
+    PyObject *argv[2] = {a, b};
+    PyObject *r = PyObject_Vectorcall(f, argv, 2, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
 static PyObject *
 fused_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -158,26 +171,17 @@ fused_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         if (u < 0) {
             goto fail;
         }
-        if (t || u) {
-            PyObject *argv[2] = {terminated, truncated};
-            PyObject *r = PyObject_Vectorcall(self->on_flags, argv, 2, NULL);
-            if (r == NULL) {
-                goto fail;
-            }
-            Py_DECREF(r);
+        if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) {
+            goto fail;
         }
     }
     return result;
 
-slow: {
-        PyObject *argv[2] = {action, result};
-        PyObject *r = PyObject_Vectorcall(self->slow, argv, 2, NULL);
-        if (r == NULL) {
-            goto fail;
-        }
-        Py_DECREF(r);
-        return result;
+slow:
+    if (call2(self->slow, action, result) < 0) {
+        goto fail;
     }
+    return result;
 fail:
     Py_DECREF(result);
     return NULL;

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import json
 import mmap
 import random
@@ -34,7 +35,7 @@ from gym_recording._storage import LocalStorage
 from gym_recording._verify import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "hostile"))
-from make_cases import Blob
+from make_cases import Blob, write_batches
 
 PREFIX = "openaigym.trace.0.7.batchpath"
 
@@ -145,34 +146,24 @@ def write(
     raw: dict[int, bytes] | None = None,
 ) -> None:
     """Write the batches (episode objects, blob) and a manifest listing them."""
-    directory.mkdir(parents=True, exist_ok=True)
-    entries = []
-    first = 0
-    for i, (objs, blob) in enumerate(batches):
-        fn, bn = batch_json(first), batch_bin(first)
-        data = (raw or {}).get(i) or json.dumps({"episodes": objs}).encode()
-        (directory / fn).write_bytes(data)
-        (directory / bn).write_bytes(blob)
-        entry: dict[str, Any] = {
-            "first": first,
-            "len": len(objs),
-            "fn": fn,
-            "bin": bn,
-            "bytes": len(data) + len(blob),
-        }
-        if i in continues:
-            entry["continues"] = True
-        entries.append(entry)
-        first += len(objs)
-    manifest = {
-        "format": "gym-recording",
-        "format_version": "2.0",
-        "writer": "0.7.batchpath",
-        "created": "2026-01-01T00:00:00+00:00",
-        "env_id": "Batch-v0",
-        "batches": entries,
-    }
-    (directory / MANIFEST).write_text(json.dumps(manifest))
+    named = [
+        (objs, batch_bin(first), blob, (raw or {}).get(i))
+        for i, (first, (objs, blob)) in enumerate(zip(_firsts(batches), batches, strict=True))
+    ]
+    write_batches(directory, PREFIX, named, env_id="Batch-v0", continues=continues)
+
+
+def _firsts(batches: list[tuple[list[Any], Any]]) -> list[int]:
+    """The index of each batch's first episode object."""
+    return list(itertools.accumulate((len(objs) for objs, _ in batches), initial=0))[:-1]
+
+
+def stored(directory: Path, laid: tuple[list[dict[str, Any]], bytes]) -> Any:
+    """A batch laid out for batch 0 (episode objects, blob): its blob written to
+    ``directory``; the objects and a storage to read the blob from."""
+    objs, blob = laid
+    (directory / batch_bin(0)).write_bytes(blob)
+    return objs, LocalStorage(str(directory), create=False)
 
 
 def one(directory: Path, objs: list[dict[str, Any]], blob: bytes) -> Path:
@@ -781,9 +772,8 @@ def test_batch_path_never_accepts_more_than_the_general_path(tmp_path, seed):
     """
     rng = random.Random(seed)
     lay = columnar if seed % 2 else by_episode
-    base, blob = lay(batch_bin(0), episodes_of([2, 3, 1, 2, 4], (2,), seed=seed))
-    (tmp_path / batch_bin(0)).write_bytes(blob)
-    storage = LocalStorage(str(tmp_path), create=False)
+    episodes = episodes_of([2, 3, 1, 2, 4], (2,), seed=seed)
+    base, storage = stored(tmp_path, lay(batch_bin(0), episodes))
     taken = 0
     for _ in range(25):
         objs = copy.deepcopy(base)

@@ -28,6 +28,7 @@ from tests.test_reader_batch import (
     batch_bin,
     columnar,
     episodes_of,
+    stored,
 )
 
 #: The C function, as the module found it at import (None without the extension).
@@ -320,9 +321,7 @@ C_TAKES = {
 @pytest.mark.parametrize("case", sorted(C_EDGES))
 def test_c_declines_hostile_batches(tmp_path, case):
     """Numbers beyond int64, wrapping products, wrong types, odd keys: C leaves them to Python."""
-    objs, blob = columnar(batch_bin(0), episodes_of([2, 3, 2]))
-    (tmp_path / batch_bin(0)).write_bytes(blob)
-    storage = LocalStorage(str(tmp_path), create=False)
+    objs, storage = stored(tmp_path, columnar(batch_bin(0), episodes_of([2, 3, 2])))
     C_EDGES[case](objs)
     got, _ = c_and_python(objs, storage)
     assert got is None
@@ -330,9 +329,7 @@ def test_c_declines_hostile_batches(tmp_path, case):
 
 @pytest.mark.parametrize("case", sorted(C_TAKES))
 def test_c_takes_what_python_takes_whole(tmp_path, case):
-    objs, blob = columnar(batch_bin(0), episodes_of([2, 3, 2]))
-    (tmp_path / batch_bin(0)).write_bytes(blob)
-    storage = LocalStorage(str(tmp_path), create=False)
+    objs, storage = stored(tmp_path, columnar(batch_bin(0), episodes_of([2, 3, 2])))
     C_TAKES[case](objs)
     got, want = c_and_python(objs, storage)
     assert got is not None and want is not None
@@ -368,9 +365,8 @@ def test_c_opens_no_blob_python_would_not(tmp_path):
 def test_c_batch_path_gives_what_the_python_batch_path_gives(tmp_path, seed):
     """Mutated batches: whatever C decodes, Python decodes whole, to the same episodes."""
     rng = random.Random(1000 + seed)
-    base, blob = columnar(batch_bin(0), episodes_of([2, 3, 1, 2, 4], (2,), seed=seed))
-    (tmp_path / batch_bin(0)).write_bytes(blob)
-    storage = LocalStorage(str(tmp_path), create=False)
+    episodes = episodes_of([2, 3, 1, 2, 4], (2,), seed=seed)
+    base, storage = stored(tmp_path, columnar(batch_bin(0), episodes))
     taken = 0
     for k in range(25):
         objs = copy.deepcopy(base)
@@ -383,9 +379,8 @@ def test_c_batch_path_gives_what_the_python_batch_path_gives(tmp_path, seed):
 
 def test_c_declines_rows_wider_than_the_blob(tmp_path):
     """Zero-step episodes whose action rows would each be wider than the blob."""
-    objs, blob = columnar(batch_bin(0), episodes_of([0, 0, 0]))
+    objs, storage = stored(tmp_path, columnar(batch_bin(0), episodes_of([0, 0, 0])))
     for obj in objs:
         obj["actions"].update(shape=[0, 2**40], size=0)
-    (tmp_path / batch_bin(0)).write_bytes(blob)
-    got, _ = c_and_python(objs, LocalStorage(str(tmp_path), create=False))
+    got, _ = c_and_python(objs, storage)
     assert got is None

@@ -25,7 +25,10 @@ from gym_recording._reader import Episode
 from gym_recording._verify import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "hostile"))
-from make_cases import Blob  # arrays at 8-aligned offsets, as the writer lays them out
+from make_cases import (  # arrays at 8-aligned offsets, as the writer lays them out
+    Blob,
+    write_batches,
+)
 
 PREFIX = "openaigym.trace.0.7.fastpath"
 MANIFEST = _format.manifest_name(PREFIX)
@@ -57,34 +60,8 @@ def write_recording(
     continues: tuple[int, ...] = (),
 ) -> None:
     """Write ``batches`` (episode objects and their blob) and a manifest listing them."""
-    directory.mkdir(parents=True, exist_ok=True)
-    entries = []
-    first = 0
-    for i, (objs, blob) in enumerate(batches):
-        fn = batch_json(first)
-        data = json.dumps({"episodes": objs}).encode()
-        (directory / fn).write_bytes(data)
-        (directory / blob.name).write_bytes(bytes(blob.data))
-        entry: dict[str, Any] = {
-            "first": first,
-            "len": len(objs),
-            "fn": fn,
-            "bin": blob.name,
-            "bytes": len(data) + len(blob.data),
-        }
-        if i in continues:
-            entry["continues"] = True
-        entries.append(entry)
-        first += len(objs)
-    manifest = {
-        "format": "gym-recording",
-        "format_version": "2.0",
-        "writer": "0.7.fastpath",
-        "created": "2026-01-01T00:00:00+00:00",
-        "env_id": "Fast-v0",
-        "batches": entries,
-    }
-    (directory / MANIFEST).write_text(json.dumps(manifest))
+    named = [(objs, blob.name, bytes(blob.data), None) for objs, blob in batches]
+    write_batches(directory, PREFIX, named, env_id="Fast-v0", continues=continues)
 
 
 def one_batch(directory: Path, objs_of: Any) -> Path:

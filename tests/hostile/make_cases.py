@@ -100,6 +100,39 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def write_batches(
+    directory: Path,
+    prefix: str,
+    batches: list[tuple[list[Any], str, bytes, bytes | None]],
+    *,
+    env_id: str,
+    continues: tuple[int, ...] = (),
+) -> None:
+    """Write a version-2 recording of one writer (for the reader's tests).
+
+    Each batch is ``(episode objects, blob name, blob bytes, batch JSON bytes or None)``: its
+    JSON file is those bytes, or the objects dumped. The manifest (``prefix``'s, writer id
+    taken from it) lists every batch with its byte count; those in ``continues`` continue.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    entries = []
+    first = 0
+    for i, (objs, bin_name, blob, raw) in enumerate(batches):
+        fn = f"{prefix}.ep{first:09d}.json"
+        data = raw or json.dumps({"episodes": objs}).encode()
+        (directory / fn).write_bytes(data)
+        (directory / bin_name).write_bytes(blob)
+        entry: dict[str, Any] = {"first": first, "len": len(objs), "fn": fn, "bin": bin_name}
+        entry["bytes"] = len(data) + len(blob)
+        if i in continues:
+            entry["continues"] = True
+        entries.append(entry)
+        first += len(objs)
+    manifest = _manifest(entries, writer=prefix.removeprefix("openaigym.trace."))
+    manifest["env_id"] = env_id
+    (directory / f"{prefix}.manifest.json").write_bytes(dumps(manifest))
+
+
 def _steps(episodes: list[Any]) -> int | None:
     total = 0
     for e in episodes:

@@ -19,6 +19,9 @@
  * fsync, rename, fsync of the directory), with the GIL released once for the whole sequence.
  * On the background writer thread each GIL release and retake can stall the thread stepping
  * the env; atomicwrites makes about fifteen per file, this makes one.
+ * write_files(directory, files, mode, published) does the same for a batch's files at once:
+ * all written and fsynced (on Linux their writeback started together, for one journal
+ * commit), then renamed in order, the directory synced after those that ask for it.
  *
  * encode_spans(spans, parts, ...) writes a batch JSON of the common layout (every episode a
  * row range of three arrays): the per-episode loop of gym_recording._format.encode_columns,
@@ -732,32 +735,25 @@ decline:
 }
 
 #ifndef _WIN32
-/* ------------------------------------------------------------------ write_file */
+/* ------------------------------------------------------------------ write_file(s) */
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
 #endif
 
-/* The whole protocol, without the GIL. Returns 0, or an errno with *failed naming the file
- * the failing call was about: 't' the temporary file, 'n' the final name, 'd' the directory. */
+typedef struct {
+    const char *tmp;        /* the temporary name, in the directory */
+    const char *name;       /* the final name */
+    struct iovec *iov;      /* the file's bytes */
+    int n;
+    int sync_dir;           /* fsync the directory after this file's rename */
+    int fd;
+} GroupFile;
+
+/* Write the iovecs to fd whole: 0, or an errno. */
 static int
-write_file_nogil(const char *dir, const char *tmp, const char *name, struct iovec *iov,
-                 int n, mode_t mode, int sync_dir, char *failed, Py_ssize_t *written)
+writev_all(int fd, struct iovec *iov, int n, Py_ssize_t *written)
 {
-    int err = 0, fd = -1;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        *failed = 'd';
-        return errno;
-    }
-    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0) {
-        *failed = 't';
-        err = errno;
-        close(dfd);
-        return err;
-    }
-    *failed = 'n';  /* from here on, failures are about the file being written */
     int i = 0;
     while (i < n) {
         int group = n - i < IOV_MAX ? n - i : IOV_MAX;
@@ -766,8 +762,7 @@ write_file_nogil(const char *dir, const char *tmp, const char *name, struct iove
             if (errno == EINTR) {
                 continue;
             }
-            err = errno;
-            goto fail;
+            return errno;
         }
         if (w == 0) {  /* the group's chunks were all empty, or no progress (an error) */
             int end = i + group;
@@ -775,8 +770,7 @@ write_file_nogil(const char *dir, const char *tmp, const char *name, struct iove
                 i++;
             }
             if (i < end) {
-                err = EIO;
-                goto fail;
+                return EIO;
             }
             continue;
         }
@@ -791,40 +785,204 @@ write_file_nogil(const char *dir, const char *tmp, const char *name, struct iove
             iov[i].iov_len -= (size_t)w;
         }
     }
-    if (fsync(fd) < 0) {
-        err = errno;
-        goto fail;
-    }
-    if (close(fd) < 0) {
-        fd = -1;
-        err = errno;
-        goto fail;
-    }
-    fd = -1;
-    if (renameat(dfd, tmp, dfd, name) < 0) {
-        err = errno;
-        goto fail;
-    }
-    if (sync_dir && fsync(dfd) < 0) {  /* the rename is durable: the file is published */
-        err = errno;
+    return 0;
+}
+
+/* The whole protocol for files f[0..nf), without the GIL: every temporary file created and
+ * written, every one fsynced, then each renamed in order, the directory fsynced after those
+ * that ask for it. Returns 0, or an errno with *failed_at the file the failing call was about
+ * and *failed what: 't' its temporary file, 'n' its final name, 'd' the directory.
+ * *published counts the files renamed (and synced, where asked) before any failure; the
+ * temporary files of the others are removed. */
+static int
+write_group_nogil(const char *dir, GroupFile *f, int nf, mode_t mode, int *published,
+                  int *failed_at, char *failed, Py_ssize_t *written)
+{
+    int err = 0, opened = 0, renamed = 0, i;
+    *published = 0;
+    *failed_at = 0;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
         *failed = 'd';
-        close(dfd);
-        return err;
+        return errno;
+    }
+    for (i = 0; i < nf; i++) {
+        *failed_at = i;
+        f[i].fd = openat(dfd, f[i].tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                         mode);
+        if (f[i].fd < 0) {
+            *failed = 't';
+            err = errno;
+            goto fail;
+        }
+        opened = i + 1;
+        *failed = 'n';  /* from here on, failures are about the file being written */
+        if ((err = writev_all(f[i].fd, f[i].iov, f[i].n, written)) != 0) {
+            goto fail;
+        }
+    }
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+    /* Start every file's writeback before the first fsync: their blocks are then allocated
+     * in one journal transaction, which that fsync commits, instead of one commit per file.
+     * Only a hint: each file is still fsynced below. */
+    if (nf > 1) {
+        for (i = nf - 1; i >= 0; i--) {
+            (void)sync_file_range(f[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+        }
+    }
+#endif
+    for (i = 0; i < nf; i++) {
+        *failed_at = i;
+        *failed = 'n';
+        if (fsync(f[i].fd) < 0) {
+            err = errno;
+            goto fail;
+        }
+        int fd = f[i].fd;
+        f[i].fd = -1;
+        if (close(fd) < 0) {
+            err = errno;
+            goto fail;
+        }
+    }
+    for (i = 0; i < nf; i++) {
+        *failed_at = i;
+        if (renameat(dfd, f[i].tmp, dfd, f[i].name) < 0) {
+            *failed = 'n';
+            err = errno;
+            goto fail;
+        }
+        renamed = i + 1;
+        if (f[i].sync_dir && fsync(dfd) < 0) {  /* the renames so far are durable */
+            *failed = 'd';
+            err = errno;
+            goto fail;
+        }
+        *published = i + 1;
     }
     if (close(dfd) < 0) {
+        *failed_at = nf - 1;
         *failed = 'd';
         return errno;
     }
     return 0;
 
 fail:
-    /* nothing of the file is published: remove the temporary file (best effort) */
-    if (fd >= 0) {
-        close(fd);
+    /* nothing more is published: remove the temporary files not renamed (best effort) */
+    for (i = renamed; i < opened; i++) {
+        if (f[i].fd >= 0) {
+            close(f[i].fd);
+        }
+        unlinkat(dfd, f[i].tmp, 0);
     }
-    unlinkat(dfd, tmp, 0);
+    for (i = opened; i < nf; i++) {
+        f[i].fd = -1;
+    }
     close(dfd);
     return err;
+}
+
+/* The bytes of one file (a sequence of buffers) as iovecs into iov, their views kept in bufs
+ * (*got of them: the caller releases them). 0, or -1 with an exception. */
+static int
+gather_chunks(PyObject *chunks, const char *fn, Py_buffer **bufs, struct iovec **iov, int *n,
+              Py_ssize_t *got)
+{
+    PyObject *seq = PySequence_Fast(chunks, "chunks must be a sequence of buffers");
+    if (seq == NULL) {
+        return -1;
+    }
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    if (k > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: too many chunks", fn);
+        Py_DECREF(seq);
+        return -1;
+    }
+    *bufs = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Py_buffer));
+    *iov = PyMem_Calloc(k ? (size_t)k : 1, sizeof(struct iovec));
+    if (*bufs == NULL || *iov == NULL) {
+        PyErr_NoMemory();
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (*got = 0; *got < k; (*got)++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, *got), &(*bufs)[*got],
+                               PyBUF_SIMPLE) < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        (*iov)[*got].iov_base = (*bufs)[*got].buf;
+        (*iov)[*got].iov_len = (size_t)(*bufs)[*got].len;
+    }
+    *n = (int)k;
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* Write files[0..nf) (names as bytes, chunks as sequences) with the GIL released once; append
+ * the names published to `published` (a list, or NULL); raise OSError naming what failed. */
+static PyObject *
+write_group(PyObject *dir, PyObject **tmps, PyObject **names, PyObject **chunks,
+            const int *sync_dirs, int nf, int mode, PyObject *published, const char *fn)
+{
+    PyObject *result = NULL;
+    GroupFile *f = PyMem_Calloc((size_t)nf, sizeof(GroupFile));
+    Py_buffer **bufs = PyMem_Calloc((size_t)nf, sizeof(Py_buffer *));
+    Py_ssize_t *got = PyMem_Calloc((size_t)nf, sizeof(Py_ssize_t));
+    if (f == NULL || bufs == NULL || got == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int i = 0; i < nf; i++) {
+        f[i].tmp = PyBytes_AS_STRING(tmps[i]);
+        f[i].name = PyBytes_AS_STRING(names[i]);
+        f[i].sync_dir = sync_dirs[i];
+        f[i].fd = -1;
+        if (gather_chunks(chunks[i], fn, &bufs[i], &f[i].iov, &f[i].n, &got[i]) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t written = 0;
+    int n_published = 0, failed_at = 0, err;
+    char failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    err = write_group_nogil(PyBytes_AS_STRING(dir), f, nf, (mode_t)mode, &n_published,
+                            &failed_at, &failed, &written);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; published != NULL && i < n_published; i++) {
+        PyObject *s = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(names[i]),
+                                                       PyBytes_GET_SIZE(names[i]));
+        if (s == NULL || PyList_Append(published, s) < 0) {
+            Py_XDECREF(s);
+            goto done;
+        }
+        Py_DECREF(s);
+    }
+    if (err) {
+        PyObject *about = failed == 't' ? tmps[failed_at] : failed == 'd' ? dir : names[failed_at];
+        PyObject *name = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(about),
+                                                          PyBytes_GET_SIZE(about));
+        if (name != NULL) {
+            errno = err;
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name);
+            Py_DECREF(name);
+        }
+        goto done;
+    }
+    result = PyLong_FromSsize_t(written);
+
+done:
+    for (int i = 0; f != NULL && bufs != NULL && got != NULL && i < nf; i++) {
+        for (Py_ssize_t j = 0; j < got[i]; j++) {
+            PyBuffer_Release(&bufs[i][j]);
+        }
+        PyMem_Free(bufs[i]);
+        PyMem_Free(f[i].iov);
+    }
+    PyMem_Free(f);
+    PyMem_Free(bufs);
+    PyMem_Free(got);
+    return result;
 }
 
 PyDoc_STRVAR(write_file_doc,
@@ -840,69 +998,81 @@ PyDoc_STRVAR(write_file_doc,
 static PyObject *
 write_file(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *dir = NULL, *tmp = NULL, *name = NULL, *chunks, *seq = NULL, *result = NULL;
+    PyObject *dir = NULL, *tmp = NULL, *name = NULL, *chunks, *result = NULL;
     int mode, sync_dir = 1;
-    Py_buffer *bufs = NULL;
-    struct iovec *iov = NULL;
-    Py_ssize_t n = 0, got = 0;
-    if (!PyArg_ParseTuple(args, "O&O&O&Oi|p:write_file", PyUnicode_FSConverter, &dir,
-                          PyUnicode_FSConverter, &tmp, PyUnicode_FSConverter, &name, &chunks,
-                          &mode, &sync_dir)) {
-        goto done;
+    if (PyArg_ParseTuple(args, "O&O&O&Oi|p:write_file", PyUnicode_FSConverter, &dir,
+                         PyUnicode_FSConverter, &tmp, PyUnicode_FSConverter, &name, &chunks,
+                         &mode, &sync_dir)) {
+        result = write_group(dir, &tmp, &name, &chunks, &sync_dir, 1, mode, NULL,
+                             "write_file");
     }
-    seq = PySequence_Fast(chunks, "write_file: chunks must be a sequence of buffers");
-    if (seq == NULL) {
-        goto done;
-    }
-    n = PySequence_Fast_GET_SIZE(seq);
-    if (n > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "write_file: too many chunks");
-        goto done;
-    }
-    bufs = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
-    iov = PyMem_Calloc(n ? (size_t)n : 1, sizeof(struct iovec));
-    if (bufs == NULL || iov == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (; got < n; got++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &bufs[got], PyBUF_SIMPLE) < 0) {
-            goto done;
-        }
-        iov[got].iov_base = bufs[got].buf;
-        iov[got].iov_len = (size_t)bufs[got].len;
-    }
-    Py_ssize_t written = 0;
-    char failed = 0;
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = write_file_nogil(PyBytes_AS_STRING(dir), PyBytes_AS_STRING(tmp),
-                           PyBytes_AS_STRING(name), iov, (int)n, (mode_t)mode, sync_dir,
-                           &failed, &written);
-    Py_END_ALLOW_THREADS
-    if (err) {
-        PyObject *about = failed == 't' ? tmp : failed == 'd' ? dir : name;
-        PyObject *fn = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(about),
-                                                        PyBytes_GET_SIZE(about));
-        if (fn != NULL) {
-            errno = err;
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, fn);
-            Py_DECREF(fn);
-        }
-        goto done;
-    }
-    result = PyLong_FromSsize_t(written);
-
-done:
-    for (Py_ssize_t i = 0; i < got; i++) {
-        PyBuffer_Release(&bufs[i]);
-    }
-    PyMem_Free(bufs);
-    PyMem_Free(iov);
-    Py_XDECREF(seq);
     Py_XDECREF(dir);
     Py_XDECREF(tmp);
     Py_XDECREF(name);
+    return result;
+}
+
+PyDoc_STRVAR(write_files_doc,
+"write_files(directory, files, mode, published) -> int\n\n"
+"Write several files atomically and publish them in order, with the GIL released once.\n"
+"``files`` is a sequence of ``(tmp_name, name, chunks, sync_dir)``. Every temporary file is\n"
+"created (O_EXCL, permission bits ``mode``) and written, then every one fsynced (on Linux\n"
+"their writeback is started together first, so that one journal commit covers them), then\n"
+"each renamed to its name in order, the directory fsynced after each whose ``sync_dir`` is\n"
+"true. Appends to the list ``published`` each name renamed (and synced, where asked) before\n"
+"any failure; the temporary files of the others are removed. Returns the number of bytes\n"
+"written. Raises OSError naming what failed, as write_file does.");
+
+static PyObject *
+write_files(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *dir = NULL, *files, *published, *seq = NULL, *result = NULL;
+    PyObject **tmps = NULL, **names = NULL, **chunks = NULL;
+    int *sync_dirs = NULL, mode, nf = 0, i;
+    if (!PyArg_ParseTuple(args, "O&OiO!:write_files", PyUnicode_FSConverter, &dir, &files,
+                          &mode, &PyList_Type, &published)) {
+        goto done;
+    }
+    seq = PySequence_Fast(files, "write_files: files must be a sequence");
+    if (seq == NULL) {
+        goto done;
+    }
+    if (PySequence_Fast_GET_SIZE(seq) < 1 || PySequence_Fast_GET_SIZE(seq) > 64) {
+        PyErr_SetString(PyExc_ValueError, "write_files: expected 1 to 64 files");
+        goto done;
+    }
+    nf = (int)PySequence_Fast_GET_SIZE(seq);
+    tmps = PyMem_Calloc((size_t)nf, sizeof(PyObject *));
+    names = PyMem_Calloc((size_t)nf, sizeof(PyObject *));
+    chunks = PyMem_Calloc((size_t)nf, sizeof(PyObject *));
+    sync_dirs = PyMem_Calloc((size_t)nf, sizeof(int));
+    if (tmps == NULL || names == NULL || chunks == NULL || sync_dirs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < nf; i++) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i),
+                              "O&O&Op;write_files: each file is (tmp_name, name, chunks, "
+                              "sync_dir)",
+                              PyUnicode_FSConverter, &tmps[i], PyUnicode_FSConverter,
+                              &names[i], &chunks[i], &sync_dirs[i])) {
+            goto done;
+        }
+    }
+    result = write_group(dir, tmps, names, chunks, sync_dirs, nf, mode, published,
+                         "write_files");
+
+done:
+    for (i = 0; i < nf; i++) {
+        Py_XDECREF(tmps ? tmps[i] : NULL);
+        Py_XDECREF(names ? names[i] : NULL);
+    }
+    PyMem_Free(tmps);
+    PyMem_Free(names);
+    PyMem_Free(chunks);
+    PyMem_Free(sync_dirs);
+    Py_XDECREF(seq);
+    Py_XDECREF(dir);
     return result;
 }
 #endif /* !_WIN32 */
@@ -1502,6 +1672,7 @@ static PyMethodDef speedups_methods[] = {
     {"plain_episode", (PyCFunction)(void (*)(void))plain_episode, METH_FASTCALL, plain_episode_doc},
 #ifndef _WIN32
     {"write_file", write_file, METH_VARARGS, write_file_doc},
+    {"write_files", write_files, METH_VARARGS, write_files_doc},
 #endif
     {NULL, NULL, 0, NULL},
 };

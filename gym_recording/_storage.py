@@ -5,6 +5,8 @@ sequences of byte chunks; each file appears atomically (temporary file, fsync, r
 the directory) through the ``atomicwrites`` package, or, where the optional C extension is built
 (POSIX), through ``_speedups.write_file``: the same protocol with the GIL released once per file
 instead of at every system call, which matters on the recording's background writer thread.
+A batch's files go together through ``_speedups.write_files`` (:meth:`LocalStorage.write_files`):
+all written and fsynced, then renamed in order.
 Readers get bytes or a read-only memory map.
 """
 
@@ -12,10 +14,11 @@ from __future__ import annotations
 
 import mmap
 import os
+import random
 import re
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeGuard
 
 from atomicwrites import AtomicWriter
@@ -23,7 +26,16 @@ from atomicwrites import AtomicWriter
 from gym_recording._cext import speedups as _speedups
 from gym_recording._errors import RecordingError, TraceFormatError
 
-__all__ = ["TEMP_PREFIX", "LocalStorage", "Storage", "is_plain_name", "is_url", "open_storage"]
+__all__ = [
+    "TEMP_PREFIX",
+    "FileToWrite",
+    "LocalStorage",
+    "Storage",
+    "is_plain_name",
+    "is_url",
+    "open_storage",
+    "write_in_turn",
+]
 
 #: Prefix of the temporary files that atomic writes leave behind if the process dies mid-write.
 TEMP_PREFIX = ".gymrec-tmp-"
@@ -36,6 +48,31 @@ os.umask(_UMASK)
 _FILE_MODE = 0o666 & ~_UMASK
 
 BytesLike = bytes | bytearray | memoryview
+#: A file for :meth:`Storage.write_files`: its name, its bytes in pieces, and whether the
+#: directory is synced after its rename (see :meth:`LocalStorage.write_atomic`).
+FileToWrite = tuple[str, Iterable[BytesLike], bool]
+
+
+# Temporary names come from a generator seeded from the OS (reseeded in a forked child), not
+# from secrets.token_hex: os.urandom releases the GIL, and on the background writer thread
+# each release hands the GIL to the thread stepping the env, which may keep it for a while
+# (up to the interpreter's switch interval) before the write can begin. A name is only a
+# candidate: O_EXCL and O_NOFOLLOW refuse whatever holds it, and another is drawn.
+_names = random.Random(secrets.randbits(128))
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _names.seed(secrets.randbits(128)))
+
+
+def _temp_name() -> str:
+    """A fresh temporary file name (``TEMP_PREFIX`` and 12 hex digits)."""
+    return f"{TEMP_PREFIX}{_names.getrandbits(48):012x}"
+
+
+def write_in_turn(storage: Storage, files: Sequence[FileToWrite], published: list[str]) -> None:
+    """:meth:`Storage.write_files` as one :meth:`Storage.write_atomic` per file, in order."""
+    for name, chunks, sync_directory in files:
+        storage.write_atomic(name, chunks, sync_directory=sync_directory)
+        published.append(name)
 
 
 def is_plain_name(name: object) -> TypeGuard[str]:
@@ -82,6 +119,14 @@ class Storage(Protocol):
 
         With ``sync_directory`` false, a local file's rename may not be durable (survive a
         power loss) until the next write with it, or :meth:`sync`.
+        """
+        ...
+
+    def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:
+        """Write ``files`` (``(name, chunks, sync_directory)``), each atomically, in order.
+
+        Each name is appended to ``published`` as its file becomes visible, so that after a
+        failure the caller knows which files to write again. See :func:`write_in_turn`.
         """
         ...
 
@@ -168,7 +213,7 @@ def _write_file_c(
 ) -> int:
     """``write_file`` (C) under a fresh temporary name; another name if that one is taken."""
     for _ in range(100):
-        tmp = TEMP_PREFIX + secrets.token_hex(6)
+        tmp = _temp_name()
         try:
             return int(write_file(directory, tmp, name, chunks, _FILE_MODE, sync_directory))
         except FileExistsError as exc:
@@ -261,6 +306,52 @@ class LocalStorage:
             msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"
             raise RecordingError(msg) from exc
         return total
+
+    def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:
+        """Write ``files`` (``(name, chunks, sync_directory)``), each atomically, in order.
+
+        With the C extension, a batch's files are written as a group: every temporary file
+        is written and fsynced before the first rename (on Linux their writeback starts
+        together, so that one journal commit covers them all, where one per file was made),
+        then each is renamed in order, the directory fsynced after those that ask for it.
+        What becomes visible, and when it is durable, is as with :meth:`write_atomic` per
+        file. Without the extension it is :meth:`write_atomic` per file.
+
+        Args:
+            files: The files, in the order they must become visible.
+            published: Each name is appended as its file becomes visible (and durable, with
+                ``sync_directory``).
+
+        Raises:
+            RecordingError: a write failed; the files after those in ``published`` are not
+                visible, and their temporary files are removed.
+        """
+        for name, _, _ in files:
+            self._path(name)  # (checks the name: none is written if one is not plain)
+        write_files = getattr(_speedups, "write_files", None)
+        if write_files is None or len(files) < 2:
+            write_in_turn(self, files, published)
+            return
+        group = [(name, list(chunks), sync) for name, chunks, sync in files]
+        try:
+            for _ in range(100):
+                tmps = [_temp_name() for _ in group]
+                try:
+                    write_files(
+                        self.directory,
+                        [(t, n, c, s) for t, (n, c, s) in zip(tmps, group, strict=True)],
+                        _FILE_MODE,
+                        published,
+                    )
+                    return
+                except FileExistsError as exc:
+                    if exc.filename not in tmps:  # not a temporary name: a real failure
+                        raise
+            raise FileExistsError(f"no free temporary file names in {self.directory!r}")
+        except OSError as exc:
+            path = self._path(files[len(published)][0])
+            msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"
+            raise RecordingError(msg) from exc
 
     def sync(self) -> None:
         """Fsync the directory: every rename so far survives a power loss.

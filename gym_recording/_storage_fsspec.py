@@ -12,12 +12,12 @@ is imported only when a URL is opened.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gym_recording._errors import RecordingError, TraceFormatError
 from gym_recording._optional import require
-from gym_recording._storage import BytesLike, is_plain_name, is_url
+from gym_recording._storage import BytesLike, FileToWrite, is_plain_name, is_url, write_in_turn
 
 __all__ = ["FsspecStorage", "is_url"]
 
@@ -115,6 +115,10 @@ class FsspecStorage:
             msg = f"could not write {self._where(name)!r} ({exc}); nothing of it was published"
             raise RecordingError(msg) from exc
         return len(data)
+
+    def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:
+        """Write ``files`` (``(name, chunks, sync_directory)``) in order, one PUT each."""
+        write_in_turn(self, files, published)
 
     def sync(self) -> None:
         """Nothing to do: each PUT was durable when it returned."""

@@ -72,10 +72,12 @@ atexit.register(_close_open_recordings)
 
 
 class _WriteJob:
-    """A batch's files, written in order (blob, batch JSON, manifest).
+    """A batch's files, published in order (blob, batch JSON, manifest).
 
-    Each file is ``(name, chunks, sync_directory)``: whether its write ends with an fsync of
-    the directory (see TraceRecording._submit_batch).
+    Each file is ``(name, chunks, sync_directory)``: whether its rename is followed by an
+    fsync of the directory (see TraceRecording._submit_batch). They go to the storage as one
+    group (``Storage.write_files``), which locally writes and fsyncs all three before the
+    first rename.
 
     Written on a background thread (``start``), which spends its time in write and fsync with
     the GIL released, so the env keeps stepping meanwhile; or in the caller's thread
@@ -97,14 +99,13 @@ class _WriteJob:
         A KeyboardInterrupt (in the caller's thread) propagates; the job can be run again.
         """
         t = time.perf_counter()
+        published: list[str] = []
         try:
-            while self.done < len(self.files):
-                name, chunks, sync_directory = self.files[self.done]
-                self.storage.write_atomic(name, chunks, sync_directory=sync_directory)
-                self.done += 1
+            self.storage.write_files(self.files[self.done :], published)
         except Exception as exc:  # handed to the recording's thread by wait()
             self.error = exc
         finally:
+            self.done += len(published)
             self.seconds = time.perf_counter() - t
 
     def _run_in_thread(self) -> None:
@@ -699,10 +700,11 @@ class TraceRecording:
         self._wait_for_writes()  # one batch in flight at a time keeps the write order
         self.batches.append(entry)
         self._batch_entries.append(_format.dumps(entry))
-        # Three fsyncs of the files, and one of the directory (each a disk cache flush): after
-        # the batch JSON, which makes the blob's and its own renames durable before the
-        # manifest names them. The manifest's rename is made durable by the next batch's, or
-        # by save_complete (FORMAT.md §2).
+        # The three files are written and fsynced (locally their writeback starts together,
+        # for one journal commit), then renamed in order, with one fsync of the directory
+        # after the batch JSON's rename: it makes the blob's and its own renames durable
+        # before the manifest names them. The manifest's rename is made durable by the next
+        # batch's, or by save_complete (FORMAT.md §2).
         job = self._job = _WriteJob(
             self._storage,
             [

@@ -234,7 +234,8 @@ def _install_kill_point(n: int, phase: str) -> None:
 
 
 def _record_written_sizes() -> dict[str, int]:
-    """Patch storage so that each successful atomic write records its file's final size."""
+    """Patch storage so that each successful atomic write records its file's final size (a
+    file written alone, or one of a batch's group)."""
     from gym_recording import _storage
 
     written: dict[str, int] = {}
@@ -245,7 +246,20 @@ def _record_written_sizes() -> dict[str, int]:
         written[name] = n
         return n
 
+    real_files = _storage.LocalStorage.write_files
+
+    def write_files(self: Any, files: Any, published: list[str]) -> None:
+        files = [(name, list(chunks), sync) for name, chunks, sync in files]
+        sizes = {name: sum(memoryview(c).nbytes for c in chunks) for name, chunks, _ in files}
+        start = len(published)
+        try:
+            real_files(self, files, published)
+        finally:
+            for name in published[start:]:
+                written[name] = sizes[name]
+
     _storage.LocalStorage.write_atomic = write_atomic  # type: ignore[method-assign]
+    _storage.LocalStorage.write_files = write_files  # type: ignore[method-assign]
     return written
 
 

@@ -1,4 +1,5 @@
-"""LocalStorage.write_atomic, through atomicwrites and through the C ``write_file``.
+"""LocalStorage.write_atomic and write_files, through atomicwrites and through the C
+``write_file``/``write_files``.
 
 Both paths run the same protocol (temporary file, write, fsync, rename, fsync of the directory)
 and must leave the same files, the same permission bits, and the same errors. Every test here
@@ -142,7 +143,7 @@ def test_whatever_holds_the_temporary_name_is_left_alone(
         pytest.skip("the C extension is not built")
     monkeypatch.setattr(_storage, "_speedups", _speedups)
     names = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
-    monkeypatch.setattr(_storage.secrets, "token_hex", lambda n: next(names))
+    monkeypatch.setattr(_storage, "_temp_name", lambda: TEMP_PREFIX + next(names))
     taken = tmp_path / f"{TEMP_PREFIX}aaaaaaaaaaaa"
     outside = tmp_path / "outside"
     if squatter == "file":
@@ -208,3 +209,117 @@ def test_sync_of_a_vanished_directory_is_a_recording_error(tmp_path: Path) -> No
     (tmp_path / "d").rmdir()
     with pytest.raises(RecordingError, match="could not sync the directory"):
         st.sync()
+
+
+def _group(n: int = 3) -> list[tuple[str, list[Any], bool]]:
+    """A batch's files: a blob, a batch JSON (the directory synced after it), a manifest."""
+    return [
+        ("b.bin", [os.urandom(100_000), np.arange(7, dtype=np.float64).data], False),
+        ("b.json", [b'{"episodes":', b"[]}"], True),
+        ("m.manifest.json", [b"{}"], False),
+    ][:n]
+
+
+def _joined(chunks: list[Any]) -> bytes:
+    return b"".join(bytes(memoryview(c).cast("B")) for c in chunks)
+
+
+def test_write_files_publishes_every_file_in_order(tmp_path: Path, path_kind: str) -> None:
+    st = LocalStorage(tmp_path)
+    (tmp_path / "m.manifest.json").write_bytes(b"the old manifest")
+    files, published = _group(), []  # type: ignore[var-annotated]
+    st.write_files(files, published)
+    assert published == ["b.bin", "b.json", "m.manifest.json"]
+    for name, chunks, _ in files:
+        assert (tmp_path / name).read_bytes() == _joined(chunks)
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == _storage._FILE_MODE
+    assert not _temps(tmp_path)
+    st.write_files(_group(1), published)  # one file alone
+    assert published[-1] == "b.bin"
+
+
+@pytest.mark.parametrize("at", [0, 1, 2])
+def test_write_files_stops_at_the_file_that_fails(tmp_path: Path, path_kind: str, at: int) -> None:
+    """The files before the failing one are published (and listed), the failing one and those
+    after it are not, and no temporary file is left; the error names the failing file."""
+    st = LocalStorage(tmp_path)
+    files = _group()
+    taken = tmp_path / files[at][0]
+    taken.mkdir()
+    (taken / "inside").write_bytes(b"x")  # a non-empty directory: the rename fails
+    published: list[str] = []
+    with pytest.raises(RecordingError, match=rf"'.*{files[at][0]}'.*nothing of it was published"):
+        st.write_files(files, published)
+    assert published == [name for name, _, _ in files[:at]]
+    for name, chunks, _ in files[:at]:
+        assert (tmp_path / name).read_bytes() == _joined(chunks)
+    for name, _, _ in files[at + 1 :]:
+        assert not (tmp_path / name).exists()
+    assert not _temps(tmp_path)
+    (taken / "inside").unlink()
+    taken.rmdir()
+    st.write_files(files[at:], published)  # the rest, as a retry writes it
+    assert published == [name for name, _, _ in files]
+
+
+def test_write_files_takes_other_temporary_names_when_one_is_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not HAVE_C:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setattr(_storage, "_speedups", _speedups)
+    names = iter(["a" * 12, "b" * 12, "c" * 12, "d" * 12, "e" * 12, "f" * 12])
+    monkeypatch.setattr(_storage, "_temp_name", lambda: TEMP_PREFIX + next(names))
+    taken = tmp_path / f"{TEMP_PREFIX}{'b' * 12}"  # the second file's first name
+    taken.write_bytes(b"someone else's")
+    published: list[str] = []
+    LocalStorage(tmp_path).write_files(_group(), published)
+    assert published == ["b.bin", "b.json", "m.manifest.json"]
+    assert _temps(tmp_path) == [taken.name]
+    assert taken.read_bytes() == b"someone else's"
+
+
+def test_write_files_checks_names_before_writing(tmp_path: Path, path_kind: str) -> None:
+    published: list[str] = []
+    with pytest.raises(TraceFormatError, match="plain file name"):
+        LocalStorage(tmp_path).write_files(
+            [("ok", [b"x"], False), ("../x", [b"y"], False)], published
+        )
+    assert published == []
+    assert not (tmp_path / "ok").exists()
+    assert not _temps(tmp_path)
+
+
+def test_c_write_files_rejects_what_it_cannot_write(tmp_path: Path) -> None:
+    if not HAVE_C:
+        pytest.skip("the C extension is not built")
+    bad: list[Any] = [
+        [(TEMP_PREFIX + "x", "f", [b"a", 3], False)],  # not a buffer
+        [(TEMP_PREFIX + "x", "f", [b"a"])],  # not four items
+        [],  # no files
+        [(TEMP_PREFIX + str(i), str(i), [b"a"], False) for i in range(65)],  # too many
+    ]
+    for files in bad:
+        with pytest.raises((TypeError, ValueError)):
+            _speedups.write_files(str(tmp_path), files, 0o644, [])
+    with pytest.raises(TypeError):
+        _speedups.write_files(str(tmp_path), [], 0o644, ())  # published is not a list
+    assert os.listdir(tmp_path) == []  # nothing was created before the arguments were checked
+
+
+def test_temporary_names_differ_and_change_in_a_forked_child(tmp_path: Path) -> None:
+    names = {_storage._temp_name() for _ in range(1000)}
+    assert len(names) == 1000
+    assert all(n.startswith(TEMP_PREFIX) and len(n) == len(TEMP_PREFIX) + 12 for n in names)
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next name, to the parent
+        os.write(w, _storage._temp_name().encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    child = os.read(r, 100).decode()
+    os.close(r)
+    assert child != _storage._temp_name()

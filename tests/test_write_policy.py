@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import gym_recording
+from gym_recording import _storage
 from gym_recording import recording as R
 from gym_recording._errors import RecordingError
-from gym_recording._storage import LocalStorage
+from gym_recording._storage import LocalStorage, write_in_turn
 
 
 def _record(d: Path, episodes: int = 12) -> R.TraceRecording:
@@ -56,9 +57,20 @@ def _episodes(d: Path) -> list[tuple[Any, ...]]:
         ]
 
 
+def _file_by_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make a batch's files go through ``LocalStorage.write_atomic`` one by one (not as one
+    group through the C ``write_files``), so that a test can stop any one of them."""
+
+    def write_files(self: Any, files: Any, published: list[str]) -> None:
+        write_in_turn(self, files, published)
+
+    monkeypatch.setattr(LocalStorage, "write_files", write_files)
+
+
 def _fail_writes(monkeypatch: pytest.MonkeyPatch, fails: Any) -> Any:
-    """Make ``LocalStorage.write_atomic`` raise for the names ``fails(name)`` picks; return
-    the real one."""
+    """Make ``LocalStorage.write_atomic`` raise for the names ``fails(name)`` picks (each file
+    written on its own); return the real one."""
+    _file_by_file(monkeypatch)
     real = LocalStorage.write_atomic
 
     def write_atomic(self: Any, name: str, chunks: Any, **kw: Any) -> int:
@@ -159,6 +171,7 @@ def test_ctrl_c_during_a_foreground_write_propagates_and_loses_nothing(
             raise KeyboardInterrupt
         return real(self, name, chunks, **kw)
 
+    _file_by_file(monkeypatch)
     monkeypatch.setattr(LocalStorage, "write_atomic", interrupted)
     rec = R.TraceRecording(tmp_path, batch_bytes=600)
     seen = 0
@@ -176,3 +189,42 @@ def test_ctrl_c_during_a_foreground_write_propagates_and_loses_nothing(
     rec.close()
     seeds = [e[0] for e in _episodes(tmp_path)]
     assert seeds == list(range(12))
+
+
+@pytest.mark.skipif(
+    getattr(_storage._speedups, "write_files", None) is None, reason="needs the C extension"
+)
+@pytest.mark.parametrize("share", [1e9, 0.0], ids=["foreground", "background"])
+@pytest.mark.parametrize("failing", [".bin", ".json"], ids=["blob", "batch-json"])
+def test_a_group_failing_midway_is_finished_at_the_next_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float, failing: str
+) -> None:
+    """The C group write fails once at one file of the second batch (its rename: the name is
+    taken by a directory): the files before it stay published, the rest are written at the
+    next flush, and every episode reads back once."""
+    monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", share)
+    real = _storage._speedups.write_files
+    state = {"batches": 0, "failed": 0}
+
+    def write_files(directory: str, files: Any, mode: int, published: list[str]) -> int:
+        if len(files) == 3:
+            state["batches"] += 1
+        if state["batches"] == 2 and not state["failed"]:
+            state["failed"] = 1
+            name = next(n for _, n, _, _ in files if n.endswith(failing) and "manifest" not in n)
+            squat = Path(directory) / name
+            squat.mkdir()
+            (squat / "x").write_bytes(b"")  # a non-empty directory: the rename fails
+            try:
+                return int(real(directory, files, mode, published))
+            finally:
+                (squat / "x").unlink()
+                squat.rmdir()
+        return int(real(directory, files, mode, published))
+
+    monkeypatch.setattr(_storage._speedups, "write_files", write_files)
+    rec = _record(tmp_path)
+    rec.close()
+    assert state["failed"] == 1
+    assert [e[0] for e in _episodes(tmp_path)] == list(range(12))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(_storage.TEMP_PREFIX)]

@@ -279,8 +279,44 @@ class Episode:
 
 #: The fields of an :class:`Episode`, in declaration order (the order of its ``__dict__``).
 _EPISODE_FIELDS = tuple(f.name for f in dataclasses.fields(Episode))
-#: Makes a plain episode's :class:`Episode` in C (``_speedups.plain_episode``), or ``None``.
-_plain_episode = getattr(_format._speedups, "plain_episode", None)
+
+
+def _episode_fields(manifest: _format.Manifest) -> dict[str, Any]:
+    """Every field of an :class:`Episode` of ``manifest``'s writer, in declaration order.
+
+    The writer's own are filled in, the rest ``None`` (for :func:`_plain_episode`).
+    """
+    fields = dict.fromkeys(_EPISODE_FIELDS)
+    fields.update(writer=manifest.writer, env_id=manifest.env_id)
+    return fields
+
+
+def _plain_episode_py(
+    cls: type[Episode], fields: dict[str, Any], plain: _format.PlainEpisode, index: int
+) -> Episode:
+    """Episode ``index`` of a plain episode decoded with its batch: ``_speedups.plain_episode``.
+
+    ``fields`` come from :func:`_episode_fields`; ``plain`` is the batch path's tuple.
+    """
+    ep = cls._of(fields)
+    d = ep.__dict__
+    (
+        d["observations"],
+        d["actions"],
+        d["rewards"],
+        d["terminated"],
+        d["truncated"],
+        d["seed"],
+        d["options"],
+        d["started_at"],
+        d["ended_at"],
+    ) = plain
+    d["index"] = index
+    return ep
+
+
+#: Makes a plain episode's :class:`Episode`: in C (``_speedups.plain_episode``) when built.
+_plain_episode = getattr(_format._speedups, "plain_episode", None) or _plain_episode_py
 
 
 @dataclass(frozen=True)
@@ -478,12 +514,9 @@ class Recording(Sequence[Episode]):
 
     def __iter__(self) -> Iterator[Episode]:
         idx = 0
-        check_open, episode, new = self._check_open, self._episode, object.__new__
-        make = _plain_episode
+        check_open, episode, make = self._check_open, self._episode, _plain_episode
         for w, writer in enumerate(list(self._writers)):
-            # A plain episode's fields, in declaration order: the writer's, then its own.
-            fields = dict.fromkeys(_EPISODE_FIELDS)
-            fields.update(writer=writer.manifest.writer, env_id=writer.manifest.env_id)
+            fields = _episode_fields(writer.manifest)
             for b, (n, first) in enumerate(zip(writer.starts, writer.first_obj, strict=True)):
                 if not n:
                     continue
@@ -496,25 +529,8 @@ class Recording(Sequence[Episode]):
                     p = plain[j]
                     if p is None:
                         yield episode(idx, w, b, j, batch)
-                    elif make is not None:  # the common case, in C
+                    else:  # the common case
                         yield make(Episode, fields, p, idx)
-                    else:  # as _episode does, inlined
-                        ep = new(Episode)
-                        d = ep.__dict__
-                        d.update(fields)
-                        (
-                            d["observations"],
-                            d["actions"],
-                            d["rewards"],
-                            d["terminated"],
-                            d["truncated"],
-                            d["seed"],
-                            d["options"],
-                            d["started_at"],
-                            d["ended_at"],
-                        ) = p
-                        d["index"] = idx
-                        yield ep
                     idx += 1
 
     def _batch(self, w: int, b: int, plain: bool = False) -> _Batch:
@@ -592,24 +608,7 @@ class Recording(Sequence[Episode]):
             batch = self._batch(w, b)
         plain = None if batch.plain is None else batch.plain[j]
         if plain is not None:  # a single-part episode, decoded with its batch
-            obs, acts, rew, terminated, truncated, seed, options, t0, t1 = plain
-            return Episode._of(
-                {
-                    "observations": obs,
-                    "actions": acts,
-                    "rewards": rew,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                    "seed": seed,
-                    "options": options,
-                    "infos": None,
-                    "index": idx,
-                    "writer": writer.manifest.writer,
-                    "started_at": t0,
-                    "ended_at": t1,
-                    "env_id": writer.manifest.env_id,
-                }
-            )
+            return _plain_episode(Episode, _episode_fields(writer.manifest), plain, idx)
         first = self._decoded(w, b, j, batch)
         if first["part"] != 0:
             path = os.path.join(self.directory, writer.manifest.batches[b].fn)

@@ -14,14 +14,13 @@
  * It stores exactly what the Python path stores: the same bytes in the same bytearrays, the
  * same objects in the same lists. tests/test_hot_path.py runs every layout both ways.
  *
- * write_file(directory, tmp_name, name, chunks, mode) writes one file atomically (POSIX only):
- * the same protocol as the atomicwrites path of gym_recording._storage (temporary file, write,
- * fsync, rename, fsync of the directory), with the GIL released once for the whole sequence.
- * On the background writer thread each GIL release and retake can stall the thread stepping
- * the env; atomicwrites makes about fifteen per file, this makes one.
- * write_files(directory, files, mode, published) does the same for a batch's files at once:
- * all written and fsynced (on Linux their writeback started together, for one journal
- * commit), then renamed in order, the directory synced after those that ask for it.
+ * write_files(directory, files, mode, published) writes files atomically (POSIX only): the
+ * same protocol as the atomicwrites path of gym_recording._storage (temporary file, write,
+ * fsync, rename, fsync of the directory), with the GIL released once for the whole call. On
+ * the background writer thread each GIL release and retake can stall the thread stepping the
+ * env; atomicwrites makes about fifteen per file, this one per batch. A batch's files go
+ * together: all written and fsynced (on Linux their writeback started together, for one
+ * journal commit), then renamed in order, the directory synced after those that ask for it.
  *
  * encode_spans(spans, parts, ...) writes a batch JSON of the common layout (every episode a
  * row range of three arrays): the per-episode loop of gym_recording._format.encode_columns,
@@ -735,7 +734,7 @@ decline:
 }
 
 #ifndef _WIN32
-/* ------------------------------------------------------------------ write_file(s) */
+/* ------------------------------------------------------------------ write_files */
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -875,9 +874,6 @@ fail:
         }
         unlinkat(dfd, f[i].tmp, 0);
     }
-    for (i = opened; i < nf; i++) {
-        f[i].fd = -1;
-    }
     close(dfd);
     return err;
 }
@@ -885,8 +881,7 @@ fail:
 /* The bytes of one file (a sequence of buffers) as iovecs into iov, their views kept in bufs
  * (*got of them: the caller releases them). 0, or -1 with an exception. */
 static int
-gather_chunks(PyObject *chunks, const char *fn, Py_buffer **bufs, struct iovec **iov, int *n,
-              Py_ssize_t *got)
+gather_chunks(PyObject *chunks, Py_buffer **bufs, struct iovec **iov, int *n, Py_ssize_t *got)
 {
     PyObject *seq = PySequence_Fast(chunks, "chunks must be a sequence of buffers");
     if (seq == NULL) {
@@ -894,7 +889,7 @@ gather_chunks(PyObject *chunks, const char *fn, Py_buffer **bufs, struct iovec *
     }
     Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
     if (k > INT_MAX) {
-        PyErr_Format(PyExc_ValueError, "%s: too many chunks", fn);
+        PyErr_SetString(PyExc_ValueError, "write_files: too many chunks");
         Py_DECREF(seq);
         return -1;
     }
@@ -920,10 +915,10 @@ gather_chunks(PyObject *chunks, const char *fn, Py_buffer **bufs, struct iovec *
 }
 
 /* Write files[0..nf) (names as bytes, chunks as sequences) with the GIL released once; append
- * the names published to `published` (a list, or NULL); raise OSError naming what failed. */
+ * the names published to the list `published`; raise OSError naming what failed. */
 static PyObject *
 write_group(PyObject *dir, PyObject **tmps, PyObject **names, PyObject **chunks,
-            const int *sync_dirs, int nf, int mode, PyObject *published, const char *fn)
+            const int *sync_dirs, int nf, int mode, PyObject *published)
 {
     PyObject *result = NULL;
     GroupFile *f = PyMem_Calloc((size_t)nf, sizeof(GroupFile));
@@ -938,7 +933,7 @@ write_group(PyObject *dir, PyObject **tmps, PyObject **names, PyObject **chunks,
         f[i].name = PyBytes_AS_STRING(names[i]);
         f[i].sync_dir = sync_dirs[i];
         f[i].fd = -1;
-        if (gather_chunks(chunks[i], fn, &bufs[i], &f[i].iov, &f[i].n, &got[i]) < 0) {
+        if (gather_chunks(chunks[i], &bufs[i], &f[i].iov, &f[i].n, &got[i]) < 0) {
             goto done;
         }
     }
@@ -949,7 +944,7 @@ write_group(PyObject *dir, PyObject **tmps, PyObject **names, PyObject **chunks,
     err = write_group_nogil(PyBytes_AS_STRING(dir), f, nf, (mode_t)mode, &n_published,
                             &failed_at, &failed, &written);
     Py_END_ALLOW_THREADS
-    for (int i = 0; published != NULL && i < n_published; i++) {
+    for (int i = 0; i < n_published; i++) {
         PyObject *s = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(names[i]),
                                                        PyBytes_GET_SIZE(names[i]));
         if (s == NULL || PyList_Append(published, s) < 0) {
@@ -985,33 +980,6 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(write_file_doc,
-"write_file(directory, tmp_name, name, chunks, mode, sync_dir=True) -> int\n\n"
-"Write the buffers ``chunks`` as file ``name`` in ``directory`` atomically: create\n"
-"``tmp_name`` there (O_EXCL, permission bits ``mode``), write, fsync, close, rename it to\n"
-"``name``, and with ``sync_dir`` fsync the directory (without it, the rename is durable\n"
-"after the next fsync of the directory). The GIL is released for the whole sequence.\n"
-"Returns the number of bytes written. Raises OSError (filename: the temporary file when it\n"
-"could not be created, the directory when it could not be opened or synced, else ``name``);\n"
-"the temporary file is removed when the file was not published.");
-
-static PyObject *
-write_file(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    PyObject *dir = NULL, *tmp = NULL, *name = NULL, *chunks, *result = NULL;
-    int mode, sync_dir = 1;
-    if (PyArg_ParseTuple(args, "O&O&O&Oi|p:write_file", PyUnicode_FSConverter, &dir,
-                         PyUnicode_FSConverter, &tmp, PyUnicode_FSConverter, &name, &chunks,
-                         &mode, &sync_dir)) {
-        result = write_group(dir, &tmp, &name, &chunks, &sync_dir, 1, mode, NULL,
-                             "write_file");
-    }
-    Py_XDECREF(dir);
-    Py_XDECREF(tmp);
-    Py_XDECREF(name);
-    return result;
-}
-
 PyDoc_STRVAR(write_files_doc,
 "write_files(directory, files, mode, published) -> int\n\n"
 "Write several files atomically and publish them in order, with the GIL released once.\n"
@@ -1021,7 +989,8 @@ PyDoc_STRVAR(write_files_doc,
 "each renamed to its name in order, the directory fsynced after each whose ``sync_dir`` is\n"
 "true. Appends to the list ``published`` each name renamed (and synced, where asked) before\n"
 "any failure; the temporary files of the others are removed. Returns the number of bytes\n"
-"written. Raises OSError naming what failed, as write_file does.");
+"written. Raises OSError naming what failed: its temporary file when that could not be\n"
+"created, the directory when it could not be opened or synced, else the file's name.");
 
 static PyObject *
 write_files(PyObject *Py_UNUSED(module), PyObject *args)
@@ -1059,8 +1028,7 @@ write_files(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
     }
-    result = write_group(dir, tmps, names, chunks, sync_dirs, nf, mode, published,
-                         "write_files");
+    result = write_group(dir, tmps, names, chunks, sync_dirs, nf, mode, published);
 
 done:
     for (i = 0; i < nf; i++) {
@@ -1671,7 +1639,6 @@ static PyMethodDef speedups_methods[] = {
     {"decode_plain", decode_plain, METH_VARARGS, decode_plain_doc},
     {"plain_episode", (PyCFunction)(void (*)(void))plain_episode, METH_FASTCALL, plain_episode_doc},
 #ifndef _WIN32
-    {"write_file", write_file, METH_VARARGS, write_file_doc},
     {"write_files", write_files, METH_VARARGS, write_files_doc},
 #endif
     {NULL, NULL, 0, NULL},

@@ -27,13 +27,11 @@ class FusedStep:
         a_shape: tuple[int, ...] | None,
     ) -> None: ...
 
-def write_file(
+def write_files(
     directory: str,
-    tmp_name: str,
-    name: str,
-    chunks: Sequence[Any],
+    files: Sequence[tuple[str, str, Sequence[Any], bool]],
     mode: int,
-    sync_dir: bool = True,
+    published: list[str],
     /,
 ) -> int: ...
 def encode_spans(

@@ -3,10 +3,10 @@
 A :class:`Storage` is a flat namespace of files (a directory). Writers hand it whole files as
 sequences of byte chunks; each file appears atomically (temporary file, fsync, rename, fsync of
 the directory) through the ``atomicwrites`` package, or, where the optional C extension is built
-(POSIX), through ``_speedups.write_file``: the same protocol with the GIL released once per file
-instead of at every system call, which matters on the recording's background writer thread.
-A batch's files go together through ``_speedups.write_files`` (:meth:`LocalStorage.write_files`):
-all written and fsynced, then renamed in order.
+(POSIX), through ``_speedups.write_files``: the same protocol with the GIL released once per call
+instead of at every system call, which matters on the recording's background writer thread. A
+batch's files go through it together (:meth:`LocalStorage.write_files`): all written and
+fsynced, then renamed in order.
 Readers get bytes or a read-only memory map.
 """
 
@@ -208,18 +208,26 @@ def _write_all(f: Any, chunks: list[BytesLike]) -> int:
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 
 
-def _write_file_c(
-    write_file: Any, directory: str, name: str, chunks: list[BytesLike], sync_directory: bool
+def _write_files_c(
+    write_files: Any,
+    directory: str,
+    files: list[tuple[str, list[BytesLike], bool]],
+    published: list[str],
 ) -> int:
-    """``write_file`` (C) under a fresh temporary name; another name if that one is taken."""
+    """``_speedups.write_files`` under fresh temporary names; others if one is taken.
+
+    Returns the bytes written; raises what it raises (OSError), after which ``published``
+    lists the files that became visible.
+    """
     for _ in range(100):
-        tmp = _temp_name()
+        tmps = [_temp_name() for _ in files]
         try:
-            return int(write_file(directory, tmp, name, chunks, _FILE_MODE, sync_directory))
+            group = [(t, n, c, s) for t, (n, c, s) in zip(tmps, files, strict=True)]
+            return int(write_files(directory, group, _FILE_MODE, published))
         except FileExistsError as exc:
-            if exc.filename != tmp:  # not the temporary name: a real failure
+            if exc.filename not in tmps:  # not a temporary name: a real failure
                 raise
-    raise FileExistsError(f"no free temporary file name in {directory!r}")  # pragma: no cover
+    raise FileExistsError(f"no free temporary file names in {directory!r}")  # pragma: no cover
 
 
 def _open_nofollow(path: str) -> Any:
@@ -293,10 +301,11 @@ class LocalStorage:
         """
         path = self._path(name)
         total = 0
-        write_file = getattr(_speedups, "write_file", None)
+        write_files = getattr(_speedups, "write_files", None)
         try:
-            if write_file is not None:
-                return _write_file_c(write_file, self.directory, name, list(chunks), sync_directory)
+            if write_files is not None:
+                files = [(name, list(chunks), sync_directory)]
+                return _write_files_c(write_files, self.directory, files, [])
             writer = _TraceAtomicWriter(
                 path, mode="wb", overwrite=True, sync_directory=sync_directory
             )
@@ -329,25 +338,12 @@ class LocalStorage:
         for name, _, _ in files:
             self._path(name)  # (checks the name: none is written if one is not plain)
         write_files = getattr(_speedups, "write_files", None)
-        if write_files is None or len(files) < 2:
+        if write_files is None or not files:
             write_in_turn(self, files, published)
             return
         group = [(name, list(chunks), sync) for name, chunks, sync in files]
         try:
-            for _ in range(100):
-                tmps = [_temp_name() for _ in group]
-                try:
-                    write_files(
-                        self.directory,
-                        [(t, n, c, s) for t, (n, c, s) in zip(tmps, group, strict=True)],
-                        _FILE_MODE,
-                        published,
-                    )
-                    return
-                except FileExistsError as exc:
-                    if exc.filename not in tmps:  # not a temporary name: a real failure
-                        raise
-            raise FileExistsError(f"no free temporary file names in {self.directory!r}")
+            _write_files_c(write_files, self.directory, group, published)
         except OSError as exc:
             path = self._path(files[len(published)][0])
             msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"

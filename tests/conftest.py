@@ -473,17 +473,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
 
 
 @pytest.fixture
-def general_only(monkeypatch: pytest.MonkeyPatch) -> Any:
+def general_only() -> Any:
     """Switch the reader's fast paths off inside a ``with``: everything takes the general path
     (per episode, every reference through ``DecodeContext.array``), the reference that the
-    fast paths are compared with."""
+    fast paths are compared with.
+
+    It patches with a monkeypatch of its own: undoing the test's shared one on leaving would
+    also undo what other fixtures patched (the C batch path switched off, say).
+    """
 
     class Off:
         def __enter__(self) -> None:
-            monkeypatch.setattr(_format.DecodeContext, "_fast_array", lambda self, ref: None)
-            monkeypatch.setattr(_format, "decode_batch_plain", lambda *args: None)
+            self.mp = pytest.MonkeyPatch()
+            self.mp.setattr(_format.DecodeContext, "_fast_array", lambda self, ref: None)
+            self.mp.setattr(_format, "decode_batch_plain", lambda *args: None)
 
         def __exit__(self, *exc: object) -> None:
-            monkeypatch.undo()
+            self.mp.undo()
 
     return Off()

@@ -191,7 +191,7 @@ def _install_kill_point(n: int, phase: str) -> None:
     """SIGKILL this process at the ``n``-th atomic write (0-based), at ``phase``."""
     from gym_recording import _storage
 
-    # The phases are those of the atomicwrites path; the C write_file runs the same protocol in
+    # The phases are those of the atomicwrites path; the C write_files runs the same protocol in
     # one call that offers no point to stop at (the random-time kills exercise it).
     _storage._speedups = None  # type: ignore[assignment]
     cls = _storage._TraceAtomicWriter

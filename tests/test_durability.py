@@ -1,9 +1,9 @@
 """The order of a recording's fsyncs and renames, seen at the system-call level (strace).
 
 FORMAT.md §2: the blob and the batch JSON are synced to disk, renamed, and their renames made
-durable (one fsync of the directory) before the manifest that names them is written; the
-manifest's own rename is made durable by the next batch's directory fsync, or at
-``save_complete``/``close``. Both write paths (the C ``write_file`` and atomicwrites) are
+durable (one fsync of the directory) before the manifest that names them is renamed into
+place; the manifest's own rename is made durable by the next batch's directory fsync, or at
+``save_complete``/``close``. Both write paths (the C ``write_files`` and atomicwrites) are
 traced. Needs ``strace`` (CI installs it); a killed process's view of the files is tested by
 tests/test_crash.py.
 """

@@ -30,6 +30,9 @@ from tests.test_reader_batch import (
     episodes_of,
     stored,
 )
+from tests.test_reader_batch import (
+    _set as _ref_edit,
+)
 
 #: The C function, as the module found it at import (None without the extension).
 DECODE_PLAIN_C = _format._decode_plain_c
@@ -87,6 +90,7 @@ def test_c_takes_the_writers_layout(tmp_path):
         "zero-step-inside",
         "zero-step-only",
         "zero-step-first-and-last",
+        "no-times",
     ):
         objs, blob = LAYOUTS[name]()[0]
         (tmp_path / batch_bin(0)).write_bytes(blob)
@@ -97,6 +101,10 @@ def test_c_takes_the_writers_layout(tmp_path):
         for make in (bytes, bytearray):
             buf = memoryview(make(blob))
             ctx = _format.DecodeContext("p.json", lambda n, buf=buf: buf)
+            taken = _format._decode_plain_c(
+                objs, _format._LE_DTYPE_SIZES, ctx._opened, ctx._open_plain, False
+            )
+            assert taken is not None, make  # (C takes it: not Python compared with Python)
             out = _format.decode_batch_plain(objs, ctx, False)
             want = _format.decode_batch_plain_py(
                 objs, _format.DecodeContext("p.json", lambda n, buf=buf: buf), False
@@ -115,7 +123,7 @@ def test_c_takes_the_writers_layout(tmp_path):
 def test_c_declines_what_it_does_not_take(tmp_path):
     """The layouts Python takes episode by episode, or partly, are left to Python."""
     storage = LocalStorage(str(tmp_path), create=False)
-    for name in ("by-episode", "by-episode-odd-rows", "zero-step-by-episode", "no-times"):
+    for name in ("by-episode", "by-episode-odd-rows", "zero-step-by-episode"):
         objs, blob = LAYOUTS[name]()[0]
         (tmp_path / batch_bin(0)).write_bytes(blob)
         got, _ = c_and_python(objs, storage)
@@ -130,13 +138,6 @@ def test_c_declines_what_it_does_not_take(tmp_path):
 
 class _Dict(dict):  # type: ignore[type-arg]
     """A dict subclass: neither parser makes one, so C leaves it to Python."""
-
-
-def _ref_edit(key: str, i: int = 1, **changes: Any) -> Any:
-    def edit(objs: list[Any]) -> None:
-        objs[i][key].update(changes)
-
-    return edit
 
 
 def _obj_edit(i: int = 1, **changes: Any) -> Any:

@@ -29,6 +29,7 @@ from make_cases import (  # arrays at 8-aligned offsets, as the writer lays them
     Blob,
     write_batches,
 )
+from make_cases import edit_ref as _set
 
 PREFIX = "openaigym.trace.0.7.fastpath"
 MANIFEST = _format.manifest_name(PREFIX)
@@ -303,13 +304,6 @@ def _plain(blob: Blob) -> list[dict[str, Any]]:
         episode_obj(blob, np.arange(12, dtype=np.float32).reshape(3, 4), np.arange(2), np.ones(2)),
         episode_obj(blob, np.arange(8, dtype=np.float32).reshape(2, 4), np.arange(1), np.ones(1)),
     ]
-
-
-def _set(key: str, **changes: Any) -> Any:
-    def edit(eps: list[dict[str, Any]]) -> None:
-        eps[1][key].update(changes)
-
-    return edit
 
 
 def _same_offset(eps: list[dict[str, Any]]) -> None:

@@ -52,15 +52,29 @@ class Blob:
         off = len(self.data)
         arr = np.ascontiguousarray(arr)
         self.data += arr.tobytes()
-        return {
-            "__type": "ndarray",
-            "shape": list(arr.shape),
-            "order": "C",
-            "dtype": arr.dtype.name,
-            "npyfile": self.name,
-            "npyoff": off,
-            "size": arr.nbytes,
-        }
+        return ndarray_ref(self.name, arr, off)
+
+
+def ndarray_ref(name: str, arr: np.ndarray, off: int) -> dict[str, Any]:
+    """The batch JSON's reference to ``arr``, stored at byte ``off`` of blob ``name``."""
+    return {
+        "__type": "ndarray",
+        "shape": list(arr.shape),
+        "order": "C",
+        "dtype": arr.dtype.name,
+        "npyfile": name,
+        "npyoff": off,
+        "size": arr.nbytes,
+    }
+
+
+def edit_ref(key: str, i: int = 1, **changes: Any) -> Callable[[list[dict[str, Any]]], None]:
+    """An edit of a batch's episode objects: object ``i``'s reference ``key`` gets ``changes``."""
+
+    def edit(eps: list[dict[str, Any]]) -> None:
+        eps[i][key].update(changes)
+
+    return edit
 
 
 def _episode(blob: Blob, steps: int, k: int, **flags: Any) -> dict[str, Any]:

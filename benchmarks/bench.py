@@ -148,12 +148,12 @@ def _dir_contents(d: str) -> bytes:
 
 
 def run_ours(
-    spec: dict[str, Any], steps: int, tmp: str, *, pure_python: bool = False, keep: Any = None
-) -> tuple[float, int]:
-    """Record with the wrapper; ``pure_python`` leaves the C extension out (as without a
-    compiler): the step in Python, the batch JSON and the stacking of rewards and actions in
-    Python and NumPy, and the files written through atomicwrites. ``keep`` (a list) receives
-    the bytes of every file written, joined (for :func:`run_ceiling`)."""
+    spec: dict[str, Any], steps: int, tmp: str, *, pure_python: bool = False
+) -> tuple[float, bytes]:
+    """Record with the wrapper: the seconds, and the bytes of every file written, joined (for
+    :func:`run_ceiling`). ``pure_python`` leaves the C extension out (as without a compiler):
+    the step in Python, the batch JSON and the stacking of rewards and actions in Python and
+    NumPy, and the files written through atomicwrites."""
     d = tempfile.mkdtemp(dir=tmp)
     users = (_recording, _storage, _format, _buffer)  # the modules that use the extension
     saved = [m._speedups for m in users]
@@ -169,18 +169,21 @@ def run_ours(
     finally:
         for m, ext in zip(users, saved, strict=True):
             m._speedups = ext
-    nbytes = _dir_bytes(d)
-    if keep is not None:
-        keep.append(_dir_contents(d))
+    data = _dir_contents(d)
     shutil.rmtree(d)
-    return dt, nbytes
+    return dt, data
 
 
-def run_minari(spec: dict[str, Any], steps: int, tmp: str, fmt: str) -> tuple[float, int]:
+def minari_collector(spec: dict[str, Any], tmp: str, fmt: str) -> Any:
+    """Minari's ``DataCollector`` around the workload's env, storing ``fmt`` under ``tmp``."""
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = tmp
-    env = minari.DataCollector(spec["make"](), record_infos=False, data_format=fmt)
+    return minari.DataCollector(spec["make"](), record_infos=False, data_format=fmt)
+
+
+def run_minari(spec: dict[str, Any], steps: int, tmp: str, fmt: str) -> tuple[float, int]:
+    env = minari_collector(spec, tmp, fmt)
     t = time.perf_counter()
     drive(env, spec["action"](env), steps, spec.get("alternate", False))
     name = f"bench/run{time.monotonic_ns()}-v0"
@@ -256,10 +259,7 @@ def read_ours(d: str) -> tuple[float, int, int]:
 
 
 def read_minari(spec: dict[str, Any], steps: int, tmp: str, fmt: str) -> tuple[float, int]:
-    import minari
-
-    os.environ["MINARI_DATASETS_PATH"] = tmp
-    env = minari.DataCollector(spec["make"](), record_infos=False, data_format=fmt)
+    env = minari_collector(spec, tmp, fmt)
     drive(env, spec["action"](env), steps)
     ds = env.create_dataset(dataset_id="bench/read-v0", algorithm_name="bench")
     t = time.perf_counter()
@@ -273,19 +273,16 @@ def read_minari(spec: dict[str, Any], steps: int, tmp: str, fmt: str) -> tuple[f
     return dt, n
 
 
-def have_minari() -> bool:
-    try:
-        import minari  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def minari_formats() -> list[str]:
-    """Minari's storage formats to compare against: hdf5 (its default) and arrow, if installed.
+    """Minari's storage formats to compare against: hdf5 (its default) and arrow, those
+    installed; none without Minari.
 
     hdf5 writes faster, arrow reads faster: each target is checked against both.
     """
+    try:
+        import minari  # noqa: F401
+    except ImportError:
+        return []
     formats = []
     for fmt, module in (("hdf5", "h5py"), ("arrow", "pyarrow")):
         try:
@@ -439,8 +436,7 @@ def main() -> None:
 
     scale = 0.002 if args.smoke else 0.05 if args.quick else 1.0
     runs = 1 if args.smoke else 2 if args.quick else args.runs
-    formats = minari_formats() if have_minari() and not args.no_minari else []
-    minari_on = bool(formats)
+    formats = [] if args.no_minari else minari_formats()
     tmp = tempfile.mkdtemp(prefix="gymrec-bench-")
     lines: list[str] = []
 
@@ -456,7 +452,7 @@ def main() -> None:
         f"gymnasium {gym.__version__}, gym-recording {gym_recording.__version__}"
         + (
             f", Minari {__import__('minari').__version__} ({' and '.join(formats)} storage)"
-            if minari_on
+            if formats
             else ", Minari: not installed"
         )
     )
@@ -503,13 +499,14 @@ def main() -> None:
             os.sync()
             bare.append(run_bare(spec, steps, tmp)[0])
             os.sync()
-            written: list[bytes] = []
-            dt, nbytes = run_ours(spec, steps, tmp, keep=written)
+            dt, written = run_ours(spec, steps, tmp)
+            nbytes = len(written)
             ours.append(dt)
             os.sync()
             ours_py.append(run_ours(spec, steps, tmp, pure_python=True)[0])
             os.sync()
-            ceil.append(run_ceiling(written.pop(), tmp))
+            ceil.append(run_ceiling(written, tmp))
+            del written
             for fmt in formats:
                 os.sync()
                 minari_t[fmt].append(run_minari(spec, m_steps, tmp, fmt)[0] / m_steps * steps)
@@ -576,20 +573,10 @@ def main() -> None:
             0.85,
         ),
         *(
-            (
-                f"f32[4]: >= 40x Minari's write speed ({fmt})",
-                "synthetic f32[4], Discrete",
-                "minari " + fmt,
-                40,
-            )
-            for fmt in formats
-        ),
-        *(
-            (
-                f"f32[4]: >= 50x Minari's read speed ({fmt})",
-                "read synthetic f32[4], Discrete",
-                "minari " + fmt,
-                50,
+            (f"f32[4]: >= {want}x Minari's {what} speed ({fmt})", key, "minari " + fmt, want)
+            for what, key, want in (
+                ("write", "synthetic f32[4], Discrete", 40),
+                ("read", "read synthetic f32[4], Discrete", 50),
             )
             for fmt in formats
         ),

@@ -1,15 +1,17 @@
 /*
  * gym_recording._speedups: the recorded step in C, for the commonest layouts.
  *
- * FusedStep(env_step, py_step, slow, on_flags, rewards) is a callable that a
- * TraceRecordingWrapper installs as its `step` while an episode is recorded. Called with an
- * action, it calls env_step(action), and when the result is a 5-tuple whose observation and
- * action match the layout the recording configured (a C-contiguous ndarray of the expected
- * dtype and shape, and a scalar of the expected type or such an array), it appends their
- * bytes/values to the recording's buffers itself. Anything else -- another layout, a legacy
- * 4-tuple, a full buffer, no open episode -- goes to slow(action, result), the recording's
- * general Python path, before anything is stored. Until configure() is called with a layout,
- * every call goes to py_step(action), the pure-Python equivalent.
+ * StepRecorder(slow, on_flags, rewards) records steps for the step a TraceRecordingWrapper
+ * installs: after the env's step, recorder.record(action, result) records it and returns
+ * result. When result is a 5-tuple whose observation and action match the layout the
+ * recording configured (a C-contiguous ndarray of the expected dtype and shape, and a scalar
+ * of the expected type or such an array), it appends their bytes/values to the recording's
+ * buffers itself. Anything else -- another layout, a legacy 4-tuple, a full buffer, no open
+ * episode -- goes to slow(action, result), the recording's general Python path, before
+ * anything is stored; so does every step until configure() is called with a layout.
+ * (The env's step is called from Python, not from here: calling a Python function from C
+ * enters the interpreter anew, which costs more per step than the Python frame that calls
+ * both.)
  *
  * It stores exactly what the Python path stores: the same bytes in the same bytearrays, the
  * same objects in the same lists. tests/test_hot_path.py runs every layout both ways.
@@ -58,9 +60,6 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *env_step;
-    PyObject *py_step;
     PyObject *slow;
     PyObject *on_flags;
     PyObject *rewards;      /* list */
@@ -70,7 +69,7 @@ typedef struct {
     PyObject *a_type;       /* scalar actions: their exact type ... */
     PyObject *a_list;       /* ... and the list they go to */
     ArraySpec act;          /* array actions */
-} FusedStep;
+} StepRecorder;
 
 static void
 spec_clear(ArraySpec *s)
@@ -126,19 +125,19 @@ call2(PyObject *f, PyObject *a, PyObject *b)
     return 0;
 }
 
+/* record(action, result): store the step (result is what env.step(action) returned), or hand
+   it to slow; return the result (a new reference), or NULL with an exception. */
 static PyObject *
-fused_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
-    FusedStep *self = (FusedStep *)op;
-    if (!self->fast || PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
-        return PyObject_Vectorcall(self->py_step, args, nargsf, kwnames);
-    }
-    PyObject *action = args[0];
-    PyObject *result = PyObject_CallOneArg(self->env_step, action);
-    if (result == NULL) {
+    StepRecorder *self = (StepRecorder *)op;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "record() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (!PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
+    PyObject *action = args[0];
+    PyObject *result = args[1];
+    if (!self->fast || !PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
         PyList_GET_SIZE(self->rewards) >= self->room) {
         goto slow;
     }
@@ -156,37 +155,36 @@ fused_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
     }
     if (scalar_action) {
         if (PyList_Append(self->a_list, action) < 0) {
-            goto fail;
+            return NULL;
         }
     }
     else if (append_row(self->act.buf, PyArray_DATA((PyArrayObject *)action),
                         self->act.nbytes) < 0) {
-        goto fail;
+        return NULL;
     }
     if (append_row(self->obs.buf, PyArray_DATA((PyArrayObject *)obs), self->obs.nbytes) < 0 ||
         PyList_Append(self->rewards, reward) < 0) {
-        goto fail;
+        return NULL;
     }
     if (terminated != Py_False || truncated != Py_False) {
         int t = PyObject_IsTrue(terminated);
         int u = t < 0 ? -1 : PyObject_IsTrue(truncated);
         if (u < 0) {
-            goto fail;
+            return NULL;
         }
         if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) {
-            goto fail;
+            return NULL;
         }
     }
+    Py_INCREF(result);
     return result;
 
 slow:
     if (call2(self->slow, action, result) < 0) {
-        goto fail;
+        return NULL;
     }
+    Py_INCREF(result);
     return result;
-fail:
-    Py_DECREF(result);
-    return NULL;
 }
 
 static int
@@ -234,12 +232,12 @@ PyDoc_STRVAR(configure_doc,
 "configure(o_buf, o_dtype, o_shape, a_type, a_list, a_buf, a_dtype, a_shape)\n\n"
 "Set the layout stepped in C: observations as rows of o_buf (a bytearray) of o_dtype and\n"
 "o_shape; actions either of exact type a_type appended to a_list, or rows of a_buf. With\n"
-"o_buf None, or neither kind of action, every call goes to py_step.");
+"o_buf None, or neither kind of action, every step goes to slow.");
 
 static PyObject *
-fused_configure(PyObject *op, PyObject *args)
+recorder_configure(PyObject *op, PyObject *args)
 {
-    FusedStep *self = (FusedStep *)op;
+    StepRecorder *self = (StepRecorder *)op;
     PyObject *o_buf, *o_dtype, *o_shape, *a_type, *a_list, *a_buf, *a_dtype, *a_shape;
     if (!PyArg_ParseTuple(args, "OOOOOOOO:configure", &o_buf, &o_dtype, &o_shape, &a_type,
                           &a_list, &a_buf, &a_dtype, &a_shape)) {
@@ -271,23 +269,18 @@ fused_configure(PyObject *op, PyObject *args)
 }
 
 static PyObject *
-fused_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *env_step, *py_step, *slow, *on_flags, *rewards;
-    static char *kwlist[] = {"env_step", "py_step", "slow", "on_flags", "rewards", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!:FusedStep", kwlist, &env_step, &py_step,
-                                     &slow, &on_flags, &PyList_Type, &rewards)) {
+    PyObject *slow, *on_flags, *rewards;
+    static char *kwlist[] = {"slow", "on_flags", "rewards", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!:StepRecorder", kwlist, &slow, &on_flags,
+                                     &PyList_Type, &rewards)) {
         return NULL;
     }
-    FusedStep *self = (FusedStep *)type->tp_alloc(type, 0);
+    StepRecorder *self = (StepRecorder *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
     }
-    self->vectorcall = fused_vectorcall;
-    Py_INCREF(env_step);
-    self->env_step = env_step;
-    Py_INCREF(py_step);
-    self->py_step = py_step;
     Py_INCREF(slow);
     self->slow = slow;
     Py_INCREF(on_flags);
@@ -299,11 +292,9 @@ fused_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 static int
-fused_traverse(PyObject *op, visitproc visit, void *arg)
+recorder_traverse(PyObject *op, visitproc visit, void *arg)
 {
-    FusedStep *self = (FusedStep *)op;
-    Py_VISIT(self->env_step);
-    Py_VISIT(self->py_step);
+    StepRecorder *self = (StepRecorder *)op;
     Py_VISIT(self->slow);
     Py_VISIT(self->on_flags);
     Py_VISIT(self->rewards);
@@ -317,12 +308,10 @@ fused_traverse(PyObject *op, visitproc visit, void *arg)
 }
 
 static int
-fused_clear(PyObject *op)
+recorder_clear(PyObject *op)
 {
-    FusedStep *self = (FusedStep *)op;
+    StepRecorder *self = (StepRecorder *)op;
     self->fast = 0;
-    Py_CLEAR(self->env_step);
-    Py_CLEAR(self->py_step);
     Py_CLEAR(self->slow);
     Py_CLEAR(self->on_flags);
     Py_CLEAR(self->rewards);
@@ -334,43 +323,46 @@ fused_clear(PyObject *op)
 }
 
 static void
-fused_dealloc(PyObject *op)
+recorder_dealloc(PyObject *op)
 {
     PyObject_GC_UnTrack(op);
-    fused_clear(op);
+    recorder_clear(op);
     Py_TYPE(op)->tp_free(op);
 }
 
-static PyMethodDef fused_methods[] = {
-    {"configure", fused_configure, METH_VARARGS, configure_doc},
+PyDoc_STRVAR(record_doc,
+"record(action, result)\n\n"
+"Record the step env.step(action) returned result for (or hand it to slow); return result.");
+
+static PyMethodDef recorder_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))recorder_record, METH_FASTCALL, record_doc},
+    {"configure", recorder_configure, METH_VARARGS, configure_doc},
     {NULL, NULL, 0, NULL},
 };
 
-static PyMemberDef fused_members[] = {
-    {"room", T_PYSSIZET, offsetof(FusedStep, room), 0,
+static PyMemberDef recorder_members[] = {
+    {"room", T_PYSSIZET, offsetof(StepRecorder, room), 0,
      "Steps the buffer may hold before the general path must run; -1 without an episode."},
-    {"fast", T_INT, offsetof(FusedStep, fast), READONLY, "Whether a layout is configured."},
+    {"fast", T_INT, offsetof(StepRecorder, fast), READONLY, "Whether a layout is configured."},
     {NULL, 0, 0, 0, NULL},
 };
 
-PyDoc_STRVAR(fused_doc,
-"FusedStep(env_step, py_step, slow, on_flags, rewards)\n\n"
-"step(action): env_step(action), then the step recorded; returns env_step's result.");
+PyDoc_STRVAR(recorder_doc,
+"StepRecorder(slow, on_flags, rewards)\n\n"
+"Records steps in the layout configure() sets; see record().");
 
-static PyTypeObject FusedStepType = {
+static PyTypeObject StepRecorderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "gym_recording._speedups.FusedStep",
-    .tp_basicsize = sizeof(FusedStep),
-    .tp_dealloc = fused_dealloc,
-    .tp_vectorcall_offset = offsetof(FusedStep, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = fused_doc,
-    .tp_traverse = fused_traverse,
-    .tp_clear = fused_clear,
-    .tp_methods = fused_methods,
-    .tp_members = fused_members,
-    .tp_new = fused_new,
+    .tp_name = "gym_recording._speedups.StepRecorder",
+    .tp_basicsize = sizeof(StepRecorder),
+    .tp_dealloc = recorder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = recorder_doc,
+    .tp_traverse = recorder_traverse,
+    .tp_clear = recorder_clear,
+    .tp_methods = recorder_methods,
+    .tp_members = recorder_members,
+    .tp_new = recorder_new,
 };
 
 /* ------------------------------------------------------------------ encode_spans */
@@ -1666,16 +1658,16 @@ PyInit__speedups(void)
     if (plain_init() < 0) {
         return NULL;
     }
-    if (PyType_Ready(&FusedStepType) < 0) {
+    if (PyType_Ready(&StepRecorderType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL) {
         return NULL;
     }
-    Py_INCREF(&FusedStepType);
-    if (PyModule_AddObject(m, "FusedStep", (PyObject *)&FusedStepType) < 0) {
-        Py_DECREF(&FusedStepType);
+    Py_INCREF(&StepRecorderType);
+    if (PyModule_AddObject(m, "StepRecorder", (PyObject *)&StepRecorderType) < 0) {
+        Py_DECREF(&StepRecorderType);
         Py_DECREF(m);
         return NULL;
     }

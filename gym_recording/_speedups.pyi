@@ -3,18 +3,16 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
-class FusedStep:
+class StepRecorder:
     room: int
     fast: int
     def __init__(
         self,
-        env_step: Callable[[Any], Any],
-        py_step: Callable[[Any], Any],
-        slow: Callable[[Any, Any], None],
+        slow: Callable[[Any, Any], Any],
         on_flags: Callable[[Any, Any], None],
         rewards: list[Any],
     ) -> None: ...
-    def __call__(self, action: Any) -> Any: ...
+    def record(self, action: Any, result: _T, /) -> _T: ...
     def configure(
         self,
         o_buf: bytearray | None,

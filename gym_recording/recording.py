@@ -303,6 +303,7 @@ class TraceRecording:
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before an episode is split
         self._split_steps = MAX_BATCH_STEPS
         self._sized = False
+        self._recorders: list[Any] = []  # the C step recorders of wrappers' steps
         self._pending: list[_format.EpisodeSpan] = []
         self._open: _Open | None = None
         self._job: _WriteJob | None = None
@@ -336,6 +337,11 @@ class TraceRecording:
             options: The options passed to ``reset``, if any.
             info: The reset info; kept only with ``record_infos=True``.
         """
+        # Instances carry a closure built by _build_hot_path under this name (see add_step).
+        self.__dict__["add_reset"](observation, seed=seed, options=options, info=info)
+
+    def _check_reset(self, seed: Any) -> None:
+        """add_reset's checks and its ending of the open episode (the uncommon cases)."""
         if self.closed:
             msg = "add_reset() on a closed TraceRecording; create a new one to record more"
             raise RecordingClosedError(msg)
@@ -343,24 +349,6 @@ class TraceRecording:
             msg = f"expected seed to be an int or None, got {type(seed).__name__}"
             raise TypeError(msg)
         self.end_episode()
-        if len(self._pending) >= MAX_BATCH_EPISODES:
-            self._submit_batch()
-        rows = len(self._rew) + self._resets
-        root = self._obs.root
-        if not self._obs.put(observation):
-            self._fallback(self._obs, observation, rows)
-        elif self._obs.root is not root:  # the first observation chose the layout
-            self._relayout()
-        self._resets += 1
-        self._open = _Open(
-            rows,
-            len(self._rew),
-            None if seed is None else int(seed),
-            None if options is None else _format.snapshot(options),
-            _now(),
-            [_format.snapshot(info)] if self.record_infos else None,
-        )
-        self._set_room(self._room)  # (_sync_room, with an episode open)
 
     def add_step(
         self,
@@ -386,13 +374,14 @@ class TraceRecording:
         self.__dict__["add_step"](action, observation, reward, terminated, truncated, info)
 
     def _build_hot_path(self) -> None:
-        """Build this instance's ``add_step`` closure and the wrappers' fused steps.
+        """Build this instance's ``add_step`` and ``add_reset`` closures and the wrappers' steps.
 
         Every recorded step runs through them, so ``add_step`` keeps what it needs in closure
         cells rather than attributes, and inlines the commonest layouts: a small array (Box)
-        and a scalar (Discrete). The cells are updated in place by ``relayout`` whenever a
-        field's layout changes, and so are the C steps (``_speedups.FusedStep``), so that
-        nothing a caller holds on to (``add = rec.add_step``, ``step = env.step``) goes stale.
+        and a scalar (Discrete); ``add_reset``, run once per episode, inlines the first. The
+        cells are updated in place by ``relayout`` whenever a field's layout changes, and so
+        are the C recorders (``_speedups.StepRecorder``), so that nothing a caller holds on to
+        (``add = rec.add_step``, ``step = env.step``) goes stale.
         """
         rew = self._rew
         rew_app = rew.append
@@ -415,9 +404,9 @@ class TraceRecording:
         # comparison per step covers both (see _sync_room).
         room = -1
 
-        # Steppers in C (gym_recording._speedups.FusedStep) built for wrappers: they keep
-        # their own copy of the layout and the room, updated alongside the cells.
-        c_steps: list[Any] = []
+        # The step recorders in C (gym_recording._speedups.StepRecorder) of the wrappers'
+        # steps: they keep their own copy of the layout and the room, updated with the cells.
+        recorders: list[Any] = self._recorders
 
         def configure(c: Any) -> None:
             o, a = obs_field.root, act_field.root
@@ -433,7 +422,7 @@ class TraceRecording:
         def set_room(n: int) -> None:
             nonlocal room
             room = n
-            for c in c_steps:
+            for c in recorders:
                 c.room = n
 
         def on_flags(terminated: Any, truncated: Any) -> None:
@@ -458,7 +447,7 @@ class TraceRecording:
             a_type, a_scalar_app = _inline_scalar(act_field)
             obs_put = obs_field.put if obs_field.root is not None else first_put(obs_field)
             act_put = act_field.put if act_field.root is not None else first_put(act_field)
-            for c in c_steps:
+            for c in recorders:
                 configure(c)
             if not self._sized and obs_field.root is not None and act_field.root is not None:
                 self._sized = True
@@ -503,39 +492,73 @@ class TraceRecording:
             if keep_infos:
                 self._open.infos.append(snapshot(info))  # type: ignore[union-attr]
 
+        def add_reset(
+            observation: Any, *, seed: Any = None, options: Any = None, info: Any = None
+        ) -> None:
+            if self._open is not None or self.closed or not (seed is None or type(seed) is int):
+                self._check_reset(seed)
+            if len(self._pending) >= MAX_BATCH_EPISODES:
+                self._submit_batch()
+            steps = len(rew)
+            rows = steps + self._resets
+            if (
+                type(observation) is ndarray
+                and observation.dtype is o_dtype
+                and observation.shape == o_shape
+            ):
+                try:
+                    o_ext(observation)
+                except (TypeError, BufferError, ValueError):  # not C-contiguous
+                    o_ext(observation.tobytes())
+            elif not obs_put(observation):
+                self._fallback(obs_field, observation, rows)
+            self._resets += 1
+            self._open = _Open(
+                rows,
+                steps,
+                None if seed is None else int(seed),
+                None if options is None else snapshot(options),
+                _now(),
+                [snapshot(info)] if keep_infos else None,
+            )
+            set_room(self._room)  # (_sync_room, with an episode open)
+
         def fused_step(
             env_step: Callable[[Any], Any], other_result: Callable[[Any, Any], None]
         ) -> Callable[[Any], Any]:
-            def record(action: Any, result: Any) -> None:
+            def record(action: Any, result: Any) -> Any:
                 """Record the step ``env_step(action)`` returned ``result`` (the general path)."""
                 try:
                     observation, reward, terminated, truncated, info = result
                 except (TypeError, ValueError):  # not a gymnasium 5-tuple (legacy gym)
                     other_result(action, result)
-                    return
+                    return result
                 if self._open is None:  # between episodes, or closed: the caller decides
                     other_result(action, result)
-                    return
+                    return result
                 add_step(action, observation, reward, terminated, truncated, info)
-
-            def step(action: Any) -> Any:
-                result = env_step(action)
-                record(action, result)
                 return result
 
-            if _speedups is None:
-                return step
-            # The C step stores the commonest layouts itself and hands any other step to
-            # record(); until a layout is configured it calls step().
-            c = _speedups.FusedStep(env_step, step, record, on_flags, rew)
-            configure(c)
-            c.room = room
-            c_steps.append(c)
-            return c
+            record_step = record
+            if _speedups is not None:
+                # Stores the commonest layouts itself and hands any other step to record().
+                recorder = _speedups.StepRecorder(record, on_flags, rew)
+                configure(recorder)
+                recorder.room = room
+                recorders.append(recorder)
+                # A bound method of a C type: the interpreter calls it without a frame.
+                record_step = recorder.record
+
+            def step(action: Any) -> Any:
+                return record_step(action, env_step(action))
+
+            return step
 
         relayout()
         add_step.__doc__ = TraceRecording.add_step.__doc__
+        add_reset.__doc__ = TraceRecording.add_reset.__doc__
         self.add_step = add_step  # type: ignore[method-assign]
+        self.add_reset = add_reset  # type: ignore[method-assign]
         self._relayout = relayout
         self._set_room = set_room
         self._fused_step = fused_step
@@ -547,8 +570,9 @@ class TraceRecording:
 
         A gymnasium 5-tuple result is recorded exactly as :meth:`add_step` would record it;
         any other result, or any result while no episode is open, is handed to
-        ``other_result(action, result)``. Either way the result is returned. It is
-        ``gym_recording._speedups.FusedStep`` (C) when the extension is built, else a closure.
+        ``other_result(action, result)``. Either way the result is returned. The step is a
+        closure; it records through a ``gym_recording._speedups.StepRecorder`` (C) when the
+        extension is built, else in Python.
         """
         return self._fused_step(env_step, other_result)
 

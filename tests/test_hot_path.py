@@ -1,7 +1,8 @@
 """The per-step hot path: the wrapper's fused ``step`` and the recording's ``add_step`` closure.
 
-The fused step is ``gym_recording._speedups.FusedStep`` (C) when the extension is built, else a
-Python closure; ``add_step`` is a closure. They share the recording's layout (see
+The fused step is a closure that calls the env's step, then records the step: through a
+``gym_recording._speedups.StepRecorder`` (C) when the extension is built, else in Python;
+``add_step`` is a closure. They share the recording's layout (see
 ``TraceRecording._build_hot_path``). Every test here runs both ways, and holds them to what the
 plain methods promise: the same files for the same steps, and callers that keep a reference to
 ``env.step`` or ``rec.add_step`` across layout changes, fallbacks, episodes the trigger skips,
@@ -43,17 +44,21 @@ def hot_path(request, monkeypatch):
     return request.param
 
 
-def _is_c_step(step: Any) -> bool:
-    return type(step).__name__ == "FusedStep"
+def _recorder(env: TraceRecordingWrapper[Any, Any]) -> Any:
+    """The C step recorder of the wrapper's step (there is one per wrapper)."""
+    (recorder,) = env.recording._recorders
+    return recorder
 
 
 def test_the_step_installed_is_the_one_chosen(hot_path, tmp_path):
     with TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path) as env:
         env.reset(seed=0)
         env.step(0)
-        assert _is_c_step(env.__dict__["step"]) == (hot_path == "c")
+        assert callable(env.__dict__["step"])
+        assert len(env.recording._recorders) == (hot_path == "c")
         if hot_path == "c":
-            assert env.__dict__["step"].fast == 1  # Box obs, Discrete action: stepped in C
+            assert type(_recorder(env)).__name__ == "StepRecorder"
+            assert _recorder(env).fast == 1  # Box obs, Discrete action: stored in C
 
 
 def _load_all(directory: Any) -> list[Any]:
@@ -324,7 +329,7 @@ def test_record_infos_keeps_infos_with_either_step(hot_path, tmp_path):
     for _ in range(3):
         env.step(1)
     if hot_path == "c":
-        assert env.__dict__["step"].fast == 0  # infos need the Python path
+        assert _recorder(env).fast == 0  # infos need the Python path
     env.close()
     (ep,) = _load_all(tmp_path)
     assert ep.infos is not None and len(ep.infos) == 4

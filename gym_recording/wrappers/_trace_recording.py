@@ -154,7 +154,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         self._active = False  # recording the current episode
         self._closed = False
         # While an episode is recorded, ``step`` is this instance attribute: the env's step and
-        # the recording of it in one call (the recording builds it; it does no IO itself).
+        # the recording of it in one call (the recording builds it; the wrapper does no IO).
         self._fused_step = self.recording._step_function(self.env.step, self._record_if_active)
 
     # ---------------------------------------------------------------- env API
@@ -167,9 +167,9 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         if not self._closed:
             rec.end_episode()
         self.episode_id += 1
-        # Not recording until the env's reset succeeds (it may raise): _set_active(False).
+        # Not recording until the env's reset succeeds (it may raise). The fused step may stay
+        # installed meanwhile: with no episode open it hands steps to _record_if_active.
         self._active = False
-        self.__dict__.pop("step", None)
         if self._gymnasium_env:
             result = self.env.reset(seed=seed, options=options, **kwargs)
             obs, info = result
@@ -189,8 +189,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         )
         if active:
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
-            self._active = True  # _set_active(True), inlined: this runs once per episode
-            self.__dict__["step"] = self._fused_step
+        self._set_active(active)
         return result
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:

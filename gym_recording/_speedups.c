@@ -494,19 +494,6 @@ out_float_obj(Out *o, PyObject *v)
     return r;
 }
 
-/* An int attribute of a span as a C long long (the row numbers of a batch: small). */
-static int
-span_ll(PyObject *span, PyObject *name, long long *x)
-{
-    PyObject *v = PyObject_GetAttr(span, name);
-    if (v == NULL) {
-        return -1;
-    }
-    *x = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return *x == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
 enum {
     S_OBS_START, S_OBS_STOP, S_ACT_START, S_ACT_STOP, S_TERMINATED, S_TRUNCATED, S_SEED,
     S_STARTED_AT, S_ENDED_AT, S_PART, S_CONTINUES, S_COUNT
@@ -517,20 +504,88 @@ static const char *span_attr_names[S_COUNT] = {
 };
 static PyObject *span_attrs[S_COUNT];
 
+/* Where a span type keeps its attributes: the offsets of its slots (EpisodeSpan is a dataclass
+   with slots), or type NULL to read them with getattr. Taken once per encode_spans call. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t off[S_COUNT];
+} SpanSlots;
+
+static void
+span_slots_of(PyTypeObject *type, SpanSlots *slots)
+{
+    slots->type = NULL;
+    for (int k = 0; k < S_COUNT; k++) {
+        /* The class attribute: for a slot, its member descriptor. */
+        PyObject *d = PyObject_GetAttr((PyObject *)type, span_attrs[k]);
+        if (d == NULL) {
+            PyErr_Clear();  /* then getattr on each span raises the error */
+            return;
+        }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            ok = m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED);
+            slots->off[k] = m->offset;
+        }
+        Py_DECREF(d);
+        if (!ok) {
+            return;
+        }
+    }
+    slots->type = type;
+}
+
+/* The span's attributes as new references in v[0..S_COUNT-1]: 0, or -1 with an exception
+   (and none held). */
+static int
+span_values(PyObject *span, const SpanSlots *slots, PyObject **v)
+{
+    for (int k = 0; k < S_COUNT; k++) {
+        PyObject *x = NULL;
+        if (Py_TYPE(span) == slots->type) {
+            x = *(PyObject **)((char *)span + slots->off[k]);
+            Py_XINCREF(x);
+        }
+        if (x == NULL) {  /* another type, or an unset slot (getattr raises its error) */
+            x = PyObject_GetAttr(span, span_attrs[k]);
+        }
+        if (x == NULL) {
+            for (int j = 0; j < k; j++) {
+                Py_DECREF(v[j]);
+            }
+            return -1;
+        }
+        v[k] = x;
+    }
+    return 0;
+}
+
+/* A span's int attribute as a C long long (the row numbers of a batch: small). */
+static int
+span_ll(PyObject *v, long long *x)
+{
+    *x = PyLong_AsLongLong(v);
+    return *x == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* The number of constant pieces of an episode object's JSON (see encode_spans). */
 #define N_PARTS 13
 
 static int
-encode_span(Out *o, PyObject *span, const char *const *part, const Py_ssize_t *plen,
-            const long long *base)
+encode_span(Out *o, PyObject *span, const SpanSlots *slots, const char *const *part,
+            const Py_ssize_t *plen, const long long *base)
 {
-    long long obs_start, obs_stop, act_start, act_stop, n_part;
-    if (span_ll(span, span_attrs[S_OBS_START], &obs_start) < 0 ||
-        span_ll(span, span_attrs[S_OBS_STOP], &obs_stop) < 0 ||
-        span_ll(span, span_attrs[S_ACT_START], &act_start) < 0 ||
-        span_ll(span, span_attrs[S_ACT_STOP], &act_stop) < 0 ||
-        span_ll(span, span_attrs[S_PART], &n_part) < 0) {
+    PyObject *v[S_COUNT];
+    if (span_values(span, slots, v) < 0) {
         return -1;
+    }
+    int r = -1;
+    long long obs_start, obs_stop, act_start, act_stop, n_part;
+    if (span_ll(v[S_OBS_START], &obs_start) < 0 || span_ll(v[S_OBS_STOP], &obs_stop) < 0 ||
+        span_ll(v[S_ACT_START], &act_start) < 0 || span_ll(v[S_ACT_STOP], &act_stop) < 0 ||
+        span_ll(v[S_PART], &n_part) < 0) {
+        goto done;
     }
     const long long a_base = base[0], a_row = base[1], o_base = base[2], o_row = base[3],
                     r_base = base[4];
@@ -543,13 +598,6 @@ encode_span(Out *o, PyObject *span, const char *const *part, const Py_ssize_t *p
     };
     for (int i = 0; i < 9; i++) {
         if (out_put(o, part[i], plen[i]) < 0 || out_ll(o, nums[i]) < 0) {
-            return -1;
-        }
-    }
-    PyObject *v[S_COUNT] = {NULL};
-    int r = -1;
-    for (int k = S_TERMINATED; k <= S_CONTINUES; k++) {
-        if (k != S_PART && (v[k] = PyObject_GetAttr(span, span_attrs[k])) == NULL) {
             goto done;
         }
     }
@@ -602,7 +650,7 @@ encode_span(Out *o, PyObject *span, const char *const *part, const Py_ssize_t *p
     r = out_put(o, "}", 1);
 done:
     for (int k = 0; k < S_COUNT; k++) {
-        Py_XDECREF(v[k]);
+        Py_DECREF(v[k]);
     }
     return r;
 }
@@ -644,10 +692,15 @@ encode_spans(PyObject *Py_UNUSED(module), PyObject *args)
     if (out_put(&o, "{\"episodes\":[", 13) < 0) {
         goto done;
     }
+    SpanSlots slots = {NULL, {0}};
+    if (PyList_GET_SIZE(spans)) {
+        span_slots_of(Py_TYPE(PyList_GET_ITEM(spans, 0)), &slots);
+    }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
         PyObject *span = PyList_GET_ITEM(spans, i);
         Py_INCREF(span);
-        int e = (i && out_put(&o, ",", 1) < 0) || encode_span(&o, span, part, plen, base) < 0;
+        int e = (i && out_put(&o, ",", 1) < 0) ||
+                encode_span(&o, span, &slots, part, plen, base) < 0;
         Py_DECREF(span);
         if (e) {
             goto done;

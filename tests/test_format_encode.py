@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+import types
+from typing import Any
 
 import numpy as np
 import pytest
@@ -176,6 +178,56 @@ def test_columnar_json_in_c_is_the_python_templates_bytes(monkeypatch, span_kw, 
     assert c_data == p_data
     assert c_size == p_size and [bytes(x) for x in c_chunks] == [bytes(x) for x in p_chunks]
     json.loads(c_data)  # and it is JSON
+
+
+class _DoubledSeed(_format.EpisodeSpan):
+    """A span whose ``seed`` is a property over the slot: C must not read the slot."""
+
+    __slots__ = ()
+
+    _slot = _format.EpisodeSpan.seed  # the base class's slot (a member descriptor)
+
+    @property  # type: ignore[misc]
+    def seed(self) -> Any:
+        return 2 * type(self)._slot.__get__(self)  # type: ignore[attr-defined]
+
+    @seed.setter
+    def seed(self, value: Any) -> None:
+        type(self)._slot.__set__(self, value)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("first", ["span", "other"])
+def test_spans_of_another_type_are_read_by_getattr(monkeypatch, first):
+    """C reads an EpisodeSpan's slots directly; spans of other types mixed in (a subclass with
+    a property, a plain object), first or not, give the same bytes through getattr."""
+    spans, n_obs, n_act = _spans([2, 0, 3, 1])
+    fields = _format.EpisodeSpan.__slots__
+    plain = types.SimpleNamespace(**{f: getattr(spans[1], f) for f in fields})
+    doubled = _DoubledSeed(*(getattr(spans[2], f) for f in fields))
+    mixed = [spans[0], plain, doubled, spans[3]] if first == "span" else [plain, doubled]
+    if first == "other":
+        plain.obs_start, plain.act_start = 0, 0
+        plain.obs_stop, plain.act_stop = 1, 0
+        doubled.obs_start, doubled.obs_stop, doubled.act_start, doubled.act_stop = 1, 5, 0, 3
+    args = (np.zeros((n_obs, 4), np.float32), np.zeros(n_act, np.int64), np.zeros(n_act))
+    c, py = _encode_both_ways(monkeypatch, *args, mixed, "m.bin")
+    assert c[0] == py[0]
+    seeds = [e["seed"] for e in json.loads(c[0])["episodes"]]
+    assert seeds == ([100, None, 204, 103] if first == "span" else [None, 204])
+
+
+def test_a_span_missing_an_attribute_is_refused_both_ways(monkeypatch):
+    """An unset slot is an AttributeError in C, as in Python (never a crash)."""
+    if _format._speedups is None:
+        pytest.skip("gym_recording._speedups is not built (no C compiler at install?)")
+    spans, n_obs, n_act = _spans([2, 3])
+    del spans[1].ended_at
+    args = (np.zeros((n_obs, 4), np.float32), np.zeros(n_act, np.int64), np.zeros(n_act))
+    with pytest.raises(AttributeError, match="ended_at"):
+        _format.encode_columns(*args, spans, "a.bin")
+    monkeypatch.setattr(_format, "_speedups", None)
+    with pytest.raises(AttributeError, match="ended_at"):
+        _format.encode_columns(*args, spans, "a.bin")
 
 
 def test_microsecond_times_are_written_as_repr_writes_them(monkeypatch):

@@ -348,3 +348,43 @@ def test_wrapper_is_freed_after_close(tmp_path):
     del env
     gc.collect()
     assert ref() is None
+
+
+class _FailingReset(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """An env whose reset raises while ``fail`` is set."""
+
+    fail = False
+
+    def reset(self, **kwargs: Any) -> Any:
+        if self.fail:
+            raise ValueError("reset failed")
+        return super().reset(**kwargs)
+
+
+def test_a_step_after_a_failed_reset_is_not_recorded(hot_path, tmp_path):
+    """The env's reset raises: the wrapper's step stays installed, but with no episode open
+    the step it records nothing, and the next reset records as before."""
+    inner = _FailingReset(gymnasium.make("CartPole-v1"))
+    env = TraceRecordingWrapper(inner, tmp_path)
+    env.reset(seed=0)
+    env.step(0)
+    env.step(1)
+    inner.fail = True
+    with pytest.raises(ValueError, match="reset failed"):
+        env.reset()
+    assert "step" in env.__dict__
+    buffered = len(env.recording._rew)
+    env.step(0)  # not recorded: nothing is buffered
+    assert len(env.recording._rew) == buffered
+    inner.fail = False
+    env.reset(seed=1)
+    env.step(1)
+    if hot_path == "c":
+        assert _recorder(env).fast == 1  # the step went through the C recorder
+    env.close()
+    episodes = _load_all(tmp_path)
+    assert [(ep.length, ep.seed) for ep in episodes] == [(2, 0), (1, 1)]
+    assert episodes[0].actions.tolist() == [0, 1] and episodes[1].actions.tolist() == [1]
+    assert episodes[0].observations.shape == (3, 4) and episodes[1].observations.shape == (2, 4)
+    first_obs, _ = gymnasium.make("CartPole-v1").reset(seed=1)
+    np.testing.assert_array_equal(episodes[1].observations[0], first_obs)

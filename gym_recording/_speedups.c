@@ -835,7 +835,8 @@ writev_all(int fd, struct iovec *iov, int n, Py_ssize_t *written)
 /* The whole protocol for files f[0..nf), without the GIL: every temporary file created and
  * written, every one fsynced, then each renamed in order, the directory fsynced after those
  * that ask for it. Returns 0, or an errno with *failed_at the file the failing call was about
- * and *failed what: 't' its temporary file, 'n' its final name, 'd' the directory.
+ * and *failed what: 't' its temporary file, 'n' its final name, 'd' the directory, 's' the
+ * directory's fsync after the file was renamed (it is visible, but not durable).
  * *published counts the files renamed (and synced, where asked) before any failure; the
  * temporary files of the others are removed. */
 static int
@@ -898,7 +899,7 @@ write_group_nogil(const char *dir, GroupFile *f, int nf, mode_t mode, int *publi
         }
         renamed = i + 1;
         if (f[i].sync_dir && fsync(dfd) < 0) {  /* the renames so far are durable */
-            *failed = 'd';
+            *failed = 's';
             err = errno;
             goto fail;
         }
@@ -999,14 +1000,24 @@ write_group(PyObject *dir, PyObject **tmps, PyObject **names, PyObject **chunks,
         Py_DECREF(s);
     }
     if (err) {
-        PyObject *about = failed == 't' ? tmps[failed_at] : failed == 'd' ? dir : names[failed_at];
+        /* filename: what the failing call was about; for the directory's fsync after a rename,
+           the directory, and filename2 the file renamed. */
+        PyObject *about = failed == 't' ? tmps[failed_at]
+                          : failed == 'd' || failed == 's' ? dir
+                                                           : names[failed_at];
         PyObject *name = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(about),
                                                           PyBytes_GET_SIZE(about));
-        if (name != NULL) {
+        PyObject *name2 = failed != 's' || name == NULL
+                              ? NULL
+                              : PyUnicode_DecodeFSDefaultAndSize(
+                                    PyBytes_AS_STRING(names[failed_at]),
+                                    PyBytes_GET_SIZE(names[failed_at]));
+        if (name != NULL && (failed != 's' || name2 != NULL)) {
             errno = err;
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name);
-            Py_DECREF(name);
+            PyErr_SetFromErrnoWithFilenameObjects(PyExc_OSError, name, name2);
         }
+        Py_XDECREF(name);
+        Py_XDECREF(name2);
         goto done;
     }
     result = PyLong_FromSsize_t(written);

@@ -170,10 +170,58 @@ class _TraceAtomicWriter(AtomicWriter):
         super().sync(f)
 
     def commit(self, f: Any) -> None:
-        if self.sync_directory or os.name == "nt":  # (Windows: a write-through move)
-            super().commit(f)  # rename, then fsync of the directory
-        else:
-            os.replace(f.name, self._path)
+        if os.name == "nt":  # pragma: no cover - a write-through move there
+            super().commit(f)
+            return
+        os.replace(f.name, self._path)
+        if self.sync_directory:  # as atomicwrites does; a failure names the file renamed too
+            try:
+                _sync_directory(os.path.dirname(self._path))
+            except OSError as exc:
+                exc.filename2 = os.path.basename(self._path)
+                raise
+
+
+def _sync_directory(directory: str) -> None:
+    """Fsync ``directory``: the renames in it so far survive a power loss.
+
+    Raises:
+        OSError: with ``filename`` the directory.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = directory
+        raise
+
+
+def _write_error(path: str, directory: str, exc: OSError) -> RecordingError:
+    """The error for a write of ``path`` that failed with ``exc``.
+
+    A failed fsync of the directory after a rename is an OSError whose ``filename`` is the
+    directory and ``filename2`` the file renamed (both write paths raise it so); any other
+    failure left nothing visible.
+    """
+    reason = exc.strerror or exc
+    failed = exc.filename
+    if (
+        isinstance(failed, str)
+        and exc.filename2 is not None
+        and os.path.normpath(failed) == os.path.normpath(directory)
+    ):
+        msg = (
+            f"{path!r} was renamed into place, but the fsync of its directory failed "
+            f"({reason}): the file is visible, but may not survive a power loss; writing it "
+            "again makes it durable"
+        )
+    else:
+        msg = f"could not write {path!r} ({reason}); nothing of it was published"
+    return RecordingError(msg)
 
 
 def _write_all(f: Any, chunks: list[BytesLike]) -> int:
@@ -297,7 +345,9 @@ class LocalStorage:
 
         Raises:
             RecordingError: the write failed (disk full, file too large, permission denied...);
-                nothing becomes visible under ``name`` and the temporary file is removed.
+                nothing becomes visible under ``name`` and the temporary file is removed. Or
+                the directory's fsync after the rename failed: the file is then visible, but
+                not durable (the message says which).
         """
         path = self._path(name)
         total = 0
@@ -312,8 +362,7 @@ class LocalStorage:
             with writer.open() as f:
                 total = _write_all(f, list(chunks))
         except OSError as exc:
-            msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"
-            raise RecordingError(msg) from exc
+            raise _write_error(path, self.directory, exc) from exc
         return total
 
     def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:
@@ -333,7 +382,9 @@ class LocalStorage:
 
         Raises:
             RecordingError: a write failed; the files after those in ``published`` are not
-                visible, and their temporary files are removed.
+                visible, and their temporary files are removed. Or the directory's fsync after
+                a rename failed: that file is visible but not durable, and not in
+                ``published`` (the message says which).
         """
         for name, _, _ in files:
             self._path(name)  # (checks the name: none is written if one is not plain)
@@ -345,9 +396,10 @@ class LocalStorage:
         try:
             _write_files_c(write_files, self.directory, group, published)
         except OSError as exc:
-            path = self._path(files[len(published)][0])
-            msg = f"could not write {path!r} ({exc.strerror or exc}); nothing of it was published"
-            raise RecordingError(msg) from exc
+            # The file it failed at: the first not published (the last, if the directory
+            # could not be closed after all were).
+            path = self._path(files[min(len(published), len(files) - 1)][0])
+            raise _write_error(path, self.directory, exc) from exc
 
     def sync(self) -> None:
         """Fsync the directory: every rename so far survives a power loss.
@@ -358,11 +410,7 @@ class LocalStorage:
         if os.name == "nt":  # pragma: no cover - renames there are write-through (atomicwrites)
             return
         try:
-            fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _sync_directory(self.directory)
         except OSError as exc:
             msg = f"could not sync the directory {self.directory!r} ({exc.strerror or exc})"
             raise RecordingError(msg) from exc

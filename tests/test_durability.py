@@ -105,3 +105,61 @@ def test_each_batch_is_durable_before_its_manifest_and_the_last_manifest_at_clos
     # one per file, and none when nothing new was written.
     assert sum(kind == "dirsync" for kind, _ in events) == len(batches) + 1
     assert events[-1] == ("dirsync", "")
+
+
+FAIL_DIRECTORY_SYNC = """
+import os, sys
+from gym_recording._errors import RecordingError
+from gym_recording._storage import LocalStorage
+
+d = sys.argv[1]
+published = []
+try:
+    LocalStorage(d).write_files(
+        [("b.bin", [b"blob"], False), ("b.json", [b"{}"], True), ("m.json", [b"[]"], False)],
+        published,
+    )
+except RecordingError as exc:
+    print("ERROR", exc)
+print("PUBLISHED", published)
+print("FILES", sorted(os.listdir(d)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("pure_python", "nth_fsync"),
+    # The C path fsyncs the three files, then the directory after b.json's rename; the
+    # atomicwrites path fsyncs b.bin, b.json, then the directory.
+    [(False, 4), (True, 3)],
+    ids=["c-write-files", "atomicwrites"],
+)
+def test_a_failed_directory_fsync_is_told_apart_from_a_failed_write(
+    tmp_path: Path, pure_python: bool, nth_fsync: int
+) -> None:
+    """The directory's fsync after a rename fails (EIO, injected by strace): the error says
+    the file is visible but not durable, it is not counted as published, and the files after
+    it are not written."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (apt-get install strace)")
+    d = tmp_path / "traces"
+    d.mkdir()
+    log = tmp_path / "strace.log"
+    env = dict(os.environ)
+    env.pop("GYM_RECORDING_PURE_PYTHON", None)
+    if pure_python:
+        env["GYM_RECORDING_PURE_PYTHON"] = "1"
+    cmd = [strace, "-f", "-qq", "-y", "-e", "trace=fsync", "-o", str(log)]
+    cmd += ["-e", f"inject=fsync:error=EIO:when={nth_fsync}"]
+    cmd += [sys.executable, "-c", FAIL_DIRECTORY_SYNC, str(d)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0 and "ptrace" in run.stderr:
+        pytest.skip(f"strace cannot trace here: {run.stderr.strip()[:200]}")
+    assert run.returncode == 0, run.stderr
+    injected = [line for line in log.read_text().splitlines() if "INJECTED" in line]
+    assert len(injected) == 1 and f"<{d}>" in injected[0], injected  # the directory's fsync
+    out = run.stdout
+    assert f"ERROR '{d / 'b.json'}' was renamed into place, but the fsync of its directory" in out
+    assert "(Input/output error): the file is visible, but may not survive a power loss" in out
+    assert "PUBLISHED ['b.bin']" in out
+    assert "FILES ['b.bin', 'b.json']" in out  # no m.json, and no temporary file left

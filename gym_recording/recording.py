@@ -378,9 +378,9 @@ class TraceRecording:
 
         Every recorded step runs through them, so ``add_step`` keeps what it needs in closure
         cells rather than attributes, and inlines the commonest layouts: a small array (Box)
-        and a scalar (Discrete); ``add_reset``, run once per episode, inlines the first. The
-        cells are updated in place by ``relayout`` whenever a field's layout changes, and so
-        are the C recorders (``_speedups.StepRecorder``), so that nothing a caller holds on to
+        and a scalar (Discrete); ``add_reset`` runs once per episode. The cells are updated in
+        place by ``relayout`` whenever a field's layout changes, and so are the C recorders
+        (``_speedups.StepRecorder``), so that nothing a caller holds on to
         (``add = rec.add_step``, ``step = env.step``) goes stale.
         """
         rew = self._rew
@@ -501,16 +501,7 @@ class TraceRecording:
                 self._submit_batch()
             steps = len(rew)
             rows = steps + self._resets
-            if (
-                type(observation) is ndarray
-                and observation.dtype is o_dtype
-                and observation.shape == o_shape
-            ):
-                try:
-                    o_ext(observation)
-                except (TypeError, BufferError, ValueError):  # not C-contiguous
-                    o_ext(observation.tobytes())
-            elif not obs_put(observation):
+            if not obs_put(observation):
                 self._fallback(obs_field, observation, rows)
             self._resets += 1
             self._open = _Open(

@@ -332,7 +332,8 @@ recorder_dealloc(PyObject *op)
 
 PyDoc_STRVAR(record_doc,
 "record(action, result)\n\n"
-"Record the step env.step(action) returned result for (or hand it to slow); return result.");
+"Record the step that env.step(action) returned result for, or hand it to slow; return\n"
+"result.");
 
 static PyMethodDef recorder_methods[] = {
     {"record", (PyCFunction)(void (*)(void))recorder_record, METH_FASTCALL, record_doc},

@@ -19,6 +19,7 @@ from typing import Any, overload
 import numpy as np
 
 from gym_recording import _format
+from gym_recording._cext import speedups as _speedups
 from gym_recording._errors import RecordingClosedError, TraceFormatError
 from gym_recording._fields import slice_field
 from gym_recording._storage import Storage, open_storage
@@ -316,7 +317,7 @@ def _plain_episode_py(
 
 
 #: Makes a plain episode's :class:`Episode`: in C (``_speedups.plain_episode``) when built.
-_plain_episode = getattr(_format._speedups, "plain_episode", None) or _plain_episode_py
+_plain_episode = getattr(_speedups, "plain_episode", None) or _plain_episode_py
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from gym_recording import _format
+from gym_recording import _cext, _format
 from gym_recording.wrappers import TraceRecordingWrapper
 
 # --------------------------------------------------------------------------------------------
@@ -259,6 +259,13 @@ class Trace:
     @property
     def length(self) -> int:
         return len(self.actions)
+
+
+#: Skips a test without the C extension (not built, or GYM_RECORDING_PURE_PYTHON set).
+requires_c = pytest.mark.skipif(
+    _cext.speedups is None,
+    reason="gym_recording._speedups is not built (or GYM_RECORDING_PURE_PYTHON is set)",
+)
 
 
 def run_episodes(

@@ -17,11 +17,9 @@ import pytest
 import gym_recording
 from gym_recording import _buffer
 from gym_recording.recording import TraceRecording
+from tests.conftest import requires_c
 
-pytestmark = pytest.mark.skipif(
-    _buffer._speedups is None,
-    reason="gym_recording._speedups is not built (or GYM_RECORDING_PURE_PYTHON is set)",
-)
+pytestmark = requires_c
 
 TAKEN: list[tuple[str, list[Any]]] = [
     ("d", [1.0, -0.0, 0.5, math.inf, -math.inf, 1e308, 5e-324, 2.0**-1074]),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from gym_recording import _cext
 from gym_recording._storage import TEMP_PREFIX
 
 RECORD = """
@@ -43,25 +44,37 @@ _RENAME = re.compile(r"^(?:\d+ +)?rename(?:at2?)?\((?P<args>.*)\) += 0")
 _STR = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
-def _trace(tmp_path: Path, pure_python: bool) -> tuple[Path, list[tuple[str, str]]]:
-    """Record in a child process under strace; its fsyncs and renames in the recording dir."""
+def _strace(
+    tmp_path: Path, pure_python: bool, script: str, d: Path, *strace_args: str
+) -> tuple[str, str]:
+    """Run ``script`` (with ``d`` as its argument) in a child under strace, on the C write path
+    or the atomicwrites one; its standard output and strace's log."""
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("strace is not installed (apt-get install strace)")
-    d = tmp_path / "traces"
+    if not pure_python and getattr(_cext.speedups, "write_files", None) is None:
+        pytest.skip("gym_recording._speedups is not built (or GYM_RECORDING_PURE_PYTHON is set)")
     log = tmp_path / "strace.log"
     env = dict(os.environ)
     env.pop("GYM_RECORDING_PURE_PYTHON", None)
     if pure_python:
         env["GYM_RECORDING_PURE_PYTHON"] = "1"
-    cmd = [strace, "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2"]
-    cmd += ["-o", str(log), sys.executable, "-c", RECORD, str(d)]
+    cmd = [strace, "-f", "-qq", "-y", *strace_args, "-o", str(log)]
+    cmd += [sys.executable, "-c", script, str(d)]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     if run.returncode != 0 and "ptrace" in run.stderr:
         pytest.skip(f"strace cannot trace here: {run.stderr.strip()[:200]}")
     assert run.returncode == 0, run.stderr
+    return run.stdout, log.read_text()
+
+
+def _trace(tmp_path: Path, pure_python: bool) -> tuple[Path, list[tuple[str, str]]]:
+    """Record in a child process under strace; its fsyncs and renames in the recording dir."""
+    d = tmp_path / "traces"
+    traced = "trace=fsync,fdatasync,rename,renameat,renameat2"
+    _, log = _strace(tmp_path, pure_python, RECORD, d, "-e", traced)
     events: list[tuple[str, str]] = []
-    for line in log.read_text().splitlines():
+    for line in log.splitlines():
         if m := _SYNC.match(line):
             path = m["path"]
             if path == str(d):
@@ -75,7 +88,7 @@ def _trace(tmp_path: Path, pure_python: bool) -> tuple[Path, list[tuple[str, str
     return d, events
 
 
-@pytest.mark.parametrize("pure_python", [False, True], ids=["c-write-file", "atomicwrites"])
+@pytest.mark.parametrize("pure_python", [False, True], ids=["c-write-files", "atomicwrites"])
 def test_each_batch_is_durable_before_its_manifest_and_the_last_manifest_at_close(
     tmp_path: Path, pure_python: bool
 ) -> None:
@@ -139,26 +152,14 @@ def test_a_failed_directory_fsync_is_told_apart_from_a_failed_write(
     """The directory's fsync after a rename fails (EIO, injected by strace): the error says
     the file is visible but not durable, it is not counted as published, and the files after
     it are not written."""
-    strace = shutil.which("strace")
-    if strace is None:
-        pytest.skip("strace is not installed (apt-get install strace)")
     d = tmp_path / "traces"
     d.mkdir()
-    log = tmp_path / "strace.log"
-    env = dict(os.environ)
-    env.pop("GYM_RECORDING_PURE_PYTHON", None)
-    if pure_python:
-        env["GYM_RECORDING_PURE_PYTHON"] = "1"
-    cmd = [strace, "-f", "-qq", "-y", "-e", "trace=fsync", "-o", str(log)]
-    cmd += ["-e", f"inject=fsync:error=EIO:when={nth_fsync}"]
-    cmd += [sys.executable, "-c", FAIL_DIRECTORY_SYNC, str(d)]
-    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    if run.returncode != 0 and "ptrace" in run.stderr:
-        pytest.skip(f"strace cannot trace here: {run.stderr.strip()[:200]}")
-    assert run.returncode == 0, run.stderr
-    injected = [line for line in log.read_text().splitlines() if "INJECTED" in line]
+    inject = f"inject=fsync:error=EIO:when={nth_fsync}"
+    out, log = _strace(
+        tmp_path, pure_python, FAIL_DIRECTORY_SYNC, d, "-e", "trace=fsync", "-e", inject
+    )
+    injected = [line for line in log.splitlines() if "INJECTED" in line]
     assert len(injected) == 1 and f"<{d}>" in injected[0], injected  # the directory's fsync
-    out = run.stdout
     assert f"ERROR '{d / 'b.json'}' was renamed into place, but the fsync of its directory" in out
     assert "(Input/output error): the file is visible, but may not survive a power loss" in out
     assert "PUBLISHED ['b.bin']" in out

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gym_recording import _format, recording
+from tests.conftest import requires_c
 
 
 def _record(**kw):
@@ -143,9 +144,9 @@ def _encode_both_ways(monkeypatch, *args):
     if _format._speedups is None:
         pytest.skip("gym_recording._speedups is not built (no C compiler at install?)")
     c = _format.encode_columns(*args)
-    monkeypatch.setattr(_format, "_speedups", None)
-    py = _format.encode_columns(*args)
-    monkeypatch.undo()
+    with monkeypatch.context() as mp:
+        mp.setattr(_format, "_speedups", None)
+        py = _format.encode_columns(*args)
     assert c is not None and py is not None
     return c, py
 
@@ -216,10 +217,9 @@ def test_spans_of_another_type_are_read_by_getattr(monkeypatch, first):
     assert seeds == ([100, None, 204, 103] if first == "span" else [None, 204])
 
 
+@requires_c
 def test_a_span_missing_an_attribute_is_refused_both_ways(monkeypatch):
     """An unset slot is an AttributeError in C, as in Python (never a crash)."""
-    if _format._speedups is None:
-        pytest.skip("gym_recording._speedups is not built (no C compiler at install?)")
     spans, n_obs, n_act = _spans([2, 3])
     del spans[1].ended_at
     args = (np.zeros((n_obs, 4), np.float32), np.zeros(n_act, np.int64), np.zeros(n_act))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import itertools
 import json
 import mmap
 import random
@@ -145,16 +144,8 @@ def write(
     raw: dict[int, bytes] | None = None,
 ) -> None:
     """Write the batches (episode objects, blob) and a manifest listing them."""
-    named = [
-        (objs, batch_bin(first), blob, (raw or {}).get(i))
-        for i, (first, (objs, blob)) in enumerate(zip(_firsts(batches), batches, strict=True))
-    ]
+    named = [(objs, None, blob, (raw or {}).get(i)) for i, (objs, blob) in enumerate(batches)]
     write_batches(directory, PREFIX, named, env_id="Batch-v0", continues=continues)
-
-
-def _firsts(batches: list[tuple[list[Any], Any]]) -> list[int]:
-    """The index of each batch's first episode object."""
-    return list(itertools.accumulate((len(objs) for objs, _ in batches), initial=0))[:-1]
 
 
 def stored(directory: Path, laid: tuple[list[dict[str, Any]], bytes]) -> Any:

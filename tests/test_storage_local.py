@@ -70,15 +70,20 @@ def test_write_atomic_writes_exactly_the_chunks(
     assert not _temps(tmp_path)
 
 
+@pytest.mark.parametrize("sync_directory", [True, False])
 def test_replaces_an_existing_file_and_sets_normal_permissions(
-    tmp_path: Path, path_kind: str
+    tmp_path: Path, path_kind: str, sync_directory: bool
 ) -> None:
+    """``sync_directory=False`` leaves out only the directory's fsync (its effect is traced in
+    tests/test_durability.py): the file, its replacement and its permissions are the same."""
     st = LocalStorage(tmp_path)
-    st.write_atomic("m.json", [b"old contents, longer"])
-    st.write_atomic("m.json", [b"new"])
-    assert (tmp_path / "m.json").read_bytes() == b"new"
+    st.write_atomic("m.json", [b"old contents, longer"], sync_directory=sync_directory)
+    st.write_atomic("m.json", [b"new", b"!"], sync_directory=sync_directory)
+    assert (tmp_path / "m.json").read_bytes() == b"new!"
     mode = stat.S_IMODE(os.stat(tmp_path / "m.json").st_mode)
     assert mode == _storage._FILE_MODE  # what open() gives, not mkstemp's 0600
+    assert not _temps(tmp_path)
+    st.sync()
 
 
 @requires_c
@@ -178,21 +183,6 @@ def test_read_bytes_reads_a_file_that_grew_since_fstat_within_the_limit(
         st.read_bytes("f.json", 999)
 
 
-@pytest.mark.parametrize("sync_directory", [True, False])
-def test_write_without_the_directory_sync_publishes_the_same_file(
-    tmp_path: Path, path_kind: str, sync_directory: bool
-) -> None:
-    """``sync_directory=False`` leaves out only the directory's fsync (its effect is traced in
-    tests/test_durability.py): the file, its replacement and its permissions are the same."""
-    st = LocalStorage(tmp_path)
-    st.write_atomic("m.json", [b"old contents"], sync_directory=sync_directory)
-    st.write_atomic("m.json", [b"new", b"!"], sync_directory=sync_directory)
-    assert (tmp_path / "m.json").read_bytes() == b"new!"
-    assert stat.S_IMODE(os.stat(tmp_path / "m.json").st_mode) == _storage._FILE_MODE
-    assert not _temps(tmp_path)
-    st.sync()
-
-
 def test_sync_of_a_vanished_directory_is_a_recording_error(tmp_path: Path) -> None:
     st = LocalStorage(tmp_path / "d")
     (tmp_path / "d").rmdir()
@@ -224,7 +214,7 @@ def test_write_files_publishes_every_file_in_order(tmp_path: Path, path_kind: st
         assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == _storage._FILE_MODE
     assert not _temps(tmp_path)
     st.write_files(_group(1), published)  # one file alone
-    assert published[-1] == "b.bin"
+    assert published == ["b.bin", "b.json", "m.manifest.json", "b.bin"]
 
 
 @pytest.mark.parametrize("at", [0, 1, 2])
@@ -260,9 +250,11 @@ def test_write_files_takes_other_temporary_names_when_one_is_taken(
     monkeypatch.setattr(_storage, "_temp_name", lambda: TEMP_PREFIX + next(names))
     taken = tmp_path / f"{TEMP_PREFIX}{'b' * 12}"  # the second file's first name
     taken.write_bytes(b"someone else's")
-    published: list[str] = []
-    LocalStorage(tmp_path).write_files(_group(), published)
+    files, published = _group(), []  # type: ignore[var-annotated]
+    LocalStorage(tmp_path).write_files(files, published)
     assert published == ["b.bin", "b.json", "m.manifest.json"]
+    for name, chunks, _ in files:
+        assert (tmp_path / name).read_bytes() == _joined(chunks)
     assert _temps(tmp_path) == [taken.name]
     assert taken.read_bytes() == b"someone else's"
 
@@ -303,9 +295,11 @@ def test_temporary_names_differ_and_change_in_a_forked_child() -> None:
         pytest.skip("no fork here")
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: its next name, to the parent
-        os.write(w, _storage._temp_name().encode())
-        os._exit(0)
+    if pid == 0:  # the child: its next name, to the parent (and never back into pytest)
+        try:
+            os.write(w, _storage._temp_name().encode())
+        finally:
+            os._exit(0)
     os.close(w)
     os.waitpid(pid, 0)
     child = os.read(r, 100).decode()

@@ -60,11 +60,7 @@ def _episodes(d: Path) -> list[tuple[Any, ...]]:
 def _file_by_file(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make a batch's files go through ``LocalStorage.write_atomic`` one by one (not as one
     group through the C ``write_files``), so that a test can stop any one of them."""
-
-    def write_files(self: Any, files: Any, published: list[str]) -> None:
-        write_in_turn(self, files, published)
-
-    monkeypatch.setattr(LocalStorage, "write_files", write_files)
+    monkeypatch.setattr(LocalStorage, "write_files", write_in_turn)
 
 
 def _fail_writes(monkeypatch: pytest.MonkeyPatch, fails: Any) -> Any:
@@ -205,13 +201,17 @@ def test_a_group_failing_midway_is_finished_at_the_next_flush(
     monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", share)
     real = _storage._speedups.write_files
     state = {"batches": 0, "failed": 0}
+    calls: list[list[str]] = []  # the names each call was given
+    failed: dict[str, Any] = {}  # the failing call: its names, the one that failed, published
 
     def write_files(directory: str, files: Any, mode: int, published: list[str]) -> int:
+        calls.append([n for _, n, _, _ in files])
         if len(files) == 3:
             state["batches"] += 1
         if state["batches"] == 2 and not state["failed"]:
             state["failed"] = 1
             name = next(n for _, n, _, _ in files if n.endswith(failing) and "manifest" not in n)
+            failed.update(names=calls[-1], name=name, published=published)
             squat = Path(directory) / name
             squat.mkdir()
             (squat / "x").write_bytes(b"")  # a non-empty directory: the rename fails
@@ -226,5 +226,8 @@ def test_a_group_failing_midway_is_finished_at_the_next_flush(
     rec = _record(tmp_path)
     rec.close()
     assert state["failed"] == 1
+    names, at = failed["names"], failed["names"].index(failed["name"])
+    assert failed["published"] == names[:at]  # the files before it stayed published
+    assert calls[calls.index(names) + 1] == names[at:]  # the next flush wrote only the rest
     assert [e[0] for e in _episodes(tmp_path)] == list(range(12))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(_storage.TEMP_PREFIX)]

@@ -189,10 +189,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         )
         if active:
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
-            self._active = True  # _set_active(True), inlined: this runs once per episode
-            self.__dict__["step"] = self._fused_step
-        else:
-            self._set_active(False)
+        self._set_active(active)
         return result
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:

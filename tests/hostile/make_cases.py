@@ -117,15 +117,16 @@ def dumps(obj: Any) -> bytes:
 def write_batches(
     directory: Path,
     prefix: str,
-    batches: list[tuple[list[Any], str, bytes, bytes | None]],
+    batches: list[tuple[list[Any], str | None, bytes, bytes | None]],
     *,
     env_id: str,
     continues: tuple[int, ...] = (),
 ) -> None:
     """Write a version-2 recording of one writer (for the reader's tests).
 
-    Each batch is ``(episode objects, blob name, blob bytes, batch JSON bytes or None)``: its
-    JSON file is those bytes, or the objects dumped. The manifest (``prefix``'s, writer id
+    Each batch is ``(episode objects, blob name or None, blob bytes, batch JSON bytes or
+    None)``: its JSON file is those bytes, or the objects dumped; a blob without a name gets
+    the writer's (``<prefix>.ep<first>.bin``). The manifest (``prefix``'s, writer id
     taken from it) lists every batch with its byte count; those in ``continues`` continue.
     """
     directory.mkdir(parents=True, exist_ok=True)
@@ -133,6 +134,7 @@ def write_batches(
     first = 0
     for i, (objs, bin_name, blob, raw) in enumerate(batches):
         fn = f"{prefix}.ep{first:09d}.json"
+        bin_name = bin_name or f"{prefix}.ep{first:09d}.bin"
         data = raw or json.dumps({"episodes": objs}).encode()
         (directory / fn).write_bytes(data)
         (directory / bin_name).write_bytes(blob)

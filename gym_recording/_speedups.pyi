@@ -32,6 +32,18 @@ def write_files(
     published: list[str],
     /,
 ) -> int: ...
+
+class WriteTask:
+    @property
+    def seconds(self) -> float | None: ...
+    def wait(self, published: list[str], /) -> int: ...
+
+def start_write_files(
+    directory: str,
+    files: Sequence[tuple[str, str, Sequence[Any], bool]],
+    mode: int,
+    /,
+) -> WriteTask: ...
 def encode_spans(
     spans: list[Any],
     parts: tuple[bytes, ...],

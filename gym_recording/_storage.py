@@ -18,6 +18,7 @@ import random
 import re
 import secrets
 import stat
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeGuard
 
@@ -30,6 +31,7 @@ __all__ = [
     "TEMP_PREFIX",
     "FileToWrite",
     "LocalStorage",
+    "PendingWrite",
     "Storage",
     "is_plain_name",
     "is_url",
@@ -396,10 +398,41 @@ class LocalStorage:
         try:
             _write_files_c(write_files, self.directory, group, published)
         except OSError as exc:
-            # The file it failed at: the first not published (the last, if the directory
-            # could not be closed after all were).
-            path = self._path(files[min(len(published), len(files) - 1)][0])
-            raise _write_error(path, self.directory, exc) from exc
+            raise self._group_error(files, published, exc) from exc
+
+    def _group_error(
+        self, files: Sequence[FileToWrite], published: list[str], exc: OSError
+    ) -> RecordingError:
+        # The file it failed at: the first not published (the last, if the directory could
+        # not be closed after all were).
+        path = self._path(files[min(len(published), len(files) - 1)][0])
+        return _write_error(path, self.directory, exc)
+
+    def start_write_files(self, files: Sequence[FileToWrite]) -> PendingWrite | None:
+        """Start :meth:`write_files` on a thread of the C extension's, which never takes the GIL.
+
+        A Python thread needs the GIL to start, to reach its first system call and to end,
+        and the thread stepping the env may keep it for up to the interpreter's switch
+        interval each time; this one costs that thread nothing. ``None`` where it cannot be
+        used (no extension, or :meth:`write_files` overridden): run :meth:`write_files` then.
+
+        Returns:
+            The write in flight; its :meth:`PendingWrite.wait` ends it as
+            :meth:`write_files` would have.
+        """
+        start = getattr(_speedups, "start_write_files", None)
+        if start is None or not files or type(self).write_files is not _LOCAL_WRITE_FILES:
+            return None
+        for name, _, _ in files:
+            self._path(name)  # (checks the name: none is written if one is not plain)
+        group = [(name, list(chunks), sync) for name, chunks, sync in files]
+        tmps = [_temp_name() for _ in group]
+        task = start(
+            self.directory,
+            [(t, n, c, s) for t, (n, c, s) in zip(tmps, group, strict=True)],
+            _FILE_MODE,
+        )
+        return PendingWrite(self, group, tmps, task)
 
     def sync(self) -> None:
         """Fsync the directory: every rename so far survives a power loss.
@@ -478,6 +511,49 @@ class LocalStorage:
     def remove(self, name: str) -> None:
         """Delete file ``name``."""
         os.unlink(self._path(name))
+
+
+_LOCAL_WRITE_FILES = LocalStorage.write_files
+
+
+class PendingWrite:
+    """A :meth:`LocalStorage.write_files` running on a thread of the C extension's."""
+
+    def __init__(
+        self,
+        storage: LocalStorage,
+        files: list[tuple[str, list[BytesLike], bool]],
+        tmps: list[str],
+        task: Any,
+    ) -> None:
+        self._storage = storage
+        self._files = files
+        self._tmps = tmps
+        self._task = task  # a _speedups.WriteTask
+        self.seconds = 0.0  # how long the write took, once waited for
+
+    def wait(self, published: list[str]) -> None:
+        """Wait for the write; then as :meth:`LocalStorage.write_files` (once only).
+
+        Args:
+            published: Each name is appended as its file became visible (and durable, with
+                ``sync_directory``).
+
+        Raises:
+            RecordingError: as :meth:`LocalStorage.write_files`.
+        """
+        try:
+            self._task.wait(published)
+        except OSError as exc:
+            if not (isinstance(exc, FileExistsError) and exc.filename in self._tmps):
+                raise self._storage._group_error(self._files, published, exc) from exc
+            # A temporary name was taken (nothing was renamed yet): the rest is written here,
+            # under other names.
+            t = time.perf_counter()
+            self._storage.write_files(self._files[len(published) :], published)
+            self.seconds = time.perf_counter() - t
+        finally:
+            self.seconds += self._task.seconds or 0.0
 
 
 def open_storage(

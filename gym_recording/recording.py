@@ -31,7 +31,7 @@ from gym_recording import _format
 from gym_recording._buffer import BytesLeaf, Field, ScalarLeaf, stack_numbers
 from gym_recording._cext import speedups as _speedups
 from gym_recording._errors import RecordingClosedError, RecordingError
-from gym_recording._storage import Storage, open_storage
+from gym_recording._storage import PendingWrite, Storage, open_storage
 from gym_recording._version import __version__
 
 __all__ = ["TraceRecording"]
@@ -79,10 +79,11 @@ class _WriteJob:
     group (``Storage.write_files``), which locally writes and fsyncs all three before the
     first rename.
 
-    Written on a background thread (``start``), which spends its time in write and fsync with
-    the GIL released, so the env keeps stepping meanwhile; or in the caller's thread
-    (``run``). Either way an error is kept and raised by ``wait``. The job owns its bytes, so
-    it can be retried if it fails.
+    Written in the background (``start``): on a thread of the C extension's that never takes
+    the GIL, where the storage can (``LocalStorage.start_write_files``), else on a Python
+    thread, which spends its time in write and fsync with the GIL released; either way the
+    env keeps stepping meanwhile. Or in the caller's thread (``run``). An error is kept and
+    raised by ``wait``. The job owns its bytes, so it can be retried if it fails.
     """
 
     def __init__(self, storage: Storage, files: list[tuple[str, list[Any], bool]]) -> None:
@@ -91,7 +92,13 @@ class _WriteJob:
         self.done = 0  # files written
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+        self.pending: PendingWrite | None = None  # the write on the C extension's thread
         self.seconds = 0.0  # how long the last run took
+
+    @property
+    def running(self) -> bool:
+        """Whether it was started in the background and not waited for."""
+        return self.thread is not None or self.pending is not None
 
     def run(self) -> None:
         """Write the files not written yet; keep an error for ``wait``.
@@ -115,11 +122,26 @@ class _WriteJob:
             self.error = exc
 
     def start(self) -> None:
+        start = getattr(self.storage, "start_write_files", None)
+        if start is not None:
+            self.pending = start(self.files[self.done :])
+            if self.pending is not None:
+                return
         self.thread = threading.Thread(target=self._run_in_thread, name="gym-recording-writer")
         self.thread.start()
 
     def wait(self) -> None:
         """Wait for the write; raise its error (the job can then be run again)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            published: list[str] = []
+            try:
+                pending.wait(published)
+            except Exception as failure:
+                self.error = failure
+            finally:
+                self.done += len(published)
+                self.seconds = pending.seconds
         if self.thread is not None:
             self.thread.join()
             self.thread = None
@@ -805,7 +827,7 @@ class TraceRecording:
         job = self._job
         if job is None:
             return
-        if job.thread is None and job.done < len(job.files) and job.error is None:
+        if not job.running and job.done < len(job.files) and job.error is None:
             job.run()  # an earlier attempt failed and said so: try again, do not drop it
         try:
             job.wait()

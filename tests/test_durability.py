@@ -68,13 +68,25 @@ def _strace(
     return run.stdout, log.read_text()
 
 
-def _trace(tmp_path: Path, pure_python: bool) -> tuple[Path, list[tuple[str, str]]]:
-    """Record in a child process under strace; its fsyncs and renames in the recording dir."""
+# Where the batches are written: by the thread recording, or (each after the first) in the
+# background, on the C path on the extension's own thread (_speedups.start_write_files).
+WHERE = "import gym_recording.recording as R\nR.FOREGROUND_WRITE_SHARE = {}\n"
+
+
+def _trace(
+    tmp_path: Path, pure_python: bool, background: bool = False
+) -> tuple[Path, list[tuple[str, str]], set[str]]:
+    """Record in a child process under strace; its fsyncs and renames in the recording dir,
+    and the threads (other than the main one) that renamed files."""
     d = tmp_path / "traces"
     traced = "trace=fsync,fdatasync,rename,renameat,renameat2"
-    _, log = _strace(tmp_path, pure_python, RECORD, d, "-e", traced)
+    script = WHERE.format(0.0 if background else 1e9) + RECORD
+    _, log = _strace(tmp_path, pure_python, script, d, "-e", traced)
     events: list[tuple[str, str]] = []
-    for line in log.splitlines():
+    lines = log.splitlines()
+    main = lines[0].split()[0] if lines else ""
+    renamers: set[str] = set()
+    for line in lines:
         if m := _SYNC.match(line):
             path = m["path"]
             if path == str(d):
@@ -85,14 +97,24 @@ def _trace(tmp_path: Path, pure_python: bool) -> tuple[Path, list[tuple[str, str
             names = [os.path.basename(s) for s in _STR.findall(m["args"])]
             if len(names) == 2 and names[0].startswith(TEMP_PREFIX):
                 events.append(("rename", f"{names[0]} {names[1]}"))
-    return d, events
+                if line.split()[0] != main:
+                    renamers.add(line.split()[0])
+    return d, events, renamers
 
 
-@pytest.mark.parametrize("pure_python", [False, True], ids=["c-write-files", "atomicwrites"])
+@pytest.mark.parametrize(
+    ("pure_python", "background"),
+    [(False, False), (False, True), (True, False), (True, True)],
+    ids=["c-write-files", "c-write-thread", "atomicwrites", "atomicwrites-thread"],
+)
 def test_each_batch_is_durable_before_its_manifest_and_the_last_manifest_at_close(
-    tmp_path: Path, pure_python: bool
+    tmp_path: Path, pure_python: bool, background: bool
 ) -> None:
-    d, events = _trace(tmp_path, pure_python)
+    d, events, renamers = _trace(tmp_path, pure_python, background)
+    # In the background, batches are renamed by threads other than the main one (on the C
+    # path one started per batch by start_write_files; else a Python thread per batch).
+    assert len(renamers) >= (2 if background else 0), renamers
+    assert background or not renamers
     renames = [e[1].split() for e in events if e[0] == "rename"]
     manifests = [dst for _, dst in renames if dst.endswith(".manifest.json")]
     batches = [dst for _, dst in renames if dst.endswith(".json") and dst not in manifests]

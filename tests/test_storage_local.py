@@ -42,6 +42,29 @@ def path_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return str(request.param)
 
 
+@pytest.fixture(params=["c", "c-thread", "atomicwrites"])
+def group_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How a group of files is written: ``write_files`` through the C extension or through
+    atomicwrites, or ``start_write_files`` (the C extension's own thread) and ``wait``."""
+    if request.param != "atomicwrites" and not HAVE_C:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setattr(
+        _storage, "_speedups", _speedups if request.param != "atomicwrites" else None
+    )
+    return str(request.param)
+
+
+def _write_group(st: LocalStorage, files: Any, published: list[str], kind: str) -> None:
+    if kind == "c-thread":
+        pending = st.start_write_files(files)
+        assert pending is not None
+        pending.wait(published)
+        assert pending.seconds > 0
+    else:
+        assert kind != "c" or _storage._speedups is not None
+        st.write_files(files, published)
+
+
 def _temps(d: Path) -> list[str]:
     return [n for n in os.listdir(d) if n.startswith(TEMP_PREFIX)]
 
@@ -56,8 +79,25 @@ def _temps(d: Path) -> list[str]:
         [bytes([i % 251]) * (i % 7) for i in range(2500)],  # more chunks than IOV_MAX
         [b""] * 1500 + [b"tail"],  # a first writev of only empty chunks
         [os.urandom(3_000_000), os.urandom(5)],
+        # 4 MiB or more is streamed, in 2 MiB windows of at most 64 chunks (_speedups.c)
+        [os.urandom(5_000_000)],
+        [os.urandom(2 << 20), b"", os.urandom(2 << 20), b"z"],  # windows end on chunk ends
+        [os.urandom(20_011) for _ in range(250)],  # windows of 64 chunks, then of the rest
+        [os.urandom(3_000_001), np.arange(300_000, dtype=np.float64).data, b"", b"tail"],
     ],
-    ids=["none", "empty", "mixed-types", "ndarray-buffer", "2500-chunks", "empty-group", "large"],
+    ids=[
+        "none",
+        "empty",
+        "mixed-types",
+        "ndarray-buffer",
+        "2500-chunks",
+        "empty-group",
+        "large",
+        "streamed",
+        "streamed-window-edges",
+        "streamed-many-chunks",
+        "streamed-mixed",
+    ],
 )
 def test_write_atomic_writes_exactly_the_chunks(
     tmp_path: Path, path_kind: str, chunks: list[Any]
@@ -203,22 +243,22 @@ def _joined(chunks: list[Any]) -> bytes:
     return b"".join(bytes(memoryview(c).cast("B")) for c in chunks)
 
 
-def test_write_files_publishes_every_file_in_order(tmp_path: Path, path_kind: str) -> None:
+def test_write_files_publishes_every_file_in_order(tmp_path: Path, group_kind: str) -> None:
     st = LocalStorage(tmp_path)
     (tmp_path / "m.manifest.json").write_bytes(b"the old manifest")
     files, published = _group(), []  # type: ignore[var-annotated]
-    st.write_files(files, published)
+    _write_group(st, files, published, group_kind)
     assert published == ["b.bin", "b.json", "m.manifest.json"]
     for name, chunks, _ in files:
         assert (tmp_path / name).read_bytes() == _joined(chunks)
         assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == _storage._FILE_MODE
     assert not _temps(tmp_path)
-    st.write_files(_group(1), published)  # one file alone
+    _write_group(st, _group(1), published, group_kind)  # one file alone
     assert published == ["b.bin", "b.json", "m.manifest.json", "b.bin"]
 
 
 @pytest.mark.parametrize("at", [0, 1, 2])
-def test_write_files_stops_at_the_file_that_fails(tmp_path: Path, path_kind: str, at: int) -> None:
+def test_write_files_stops_at_the_file_that_fails(tmp_path: Path, group_kind: str, at: int) -> None:
     """The files before the failing one are published (and listed), the failing one and those
     after it are not, and no temporary file is left; the error names the failing file."""
     st = LocalStorage(tmp_path)
@@ -228,7 +268,7 @@ def test_write_files_stops_at_the_file_that_fails(tmp_path: Path, path_kind: str
     (taken / "inside").write_bytes(b"x")  # a non-empty directory: the rename fails
     published: list[str] = []
     with pytest.raises(RecordingError, match=rf"'.*{files[at][0]}'.*nothing of it was published"):
-        st.write_files(files, published)
+        _write_group(st, files, published, group_kind)
     assert published == [name for name, _, _ in files[:at]]
     for name, chunks, _ in files[:at]:
         assert (tmp_path / name).read_bytes() == _joined(chunks)
@@ -237,13 +277,14 @@ def test_write_files_stops_at_the_file_that_fails(tmp_path: Path, path_kind: str
     assert not _temps(tmp_path)
     (taken / "inside").unlink()
     taken.rmdir()
-    st.write_files(files[at:], published)  # the rest, as a retry writes it
+    _write_group(st, files[at:], published, group_kind)  # the rest, as a retry writes it
     assert published == [name for name, _, _ in files]
 
 
 @requires_c
+@pytest.mark.parametrize("kind", ["c", "c-thread"])
 def test_write_files_takes_other_temporary_names_when_one_is_taken(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     monkeypatch.setattr(_storage, "_speedups", _speedups)
     names = iter(["a" * 12, "b" * 12, "c" * 12, "d" * 12, "e" * 12, "f" * 12])
@@ -251,7 +292,7 @@ def test_write_files_takes_other_temporary_names_when_one_is_taken(
     taken = tmp_path / f"{TEMP_PREFIX}{'b' * 12}"  # the second file's first name
     taken.write_bytes(b"someone else's")
     files, published = _group(), []  # type: ignore[var-annotated]
-    LocalStorage(tmp_path).write_files(files, published)
+    _write_group(LocalStorage(tmp_path), files, published, kind)
     assert published == ["b.bin", "b.json", "m.manifest.json"]
     for name, chunks, _ in files:
         assert (tmp_path / name).read_bytes() == _joined(chunks)
@@ -259,11 +300,14 @@ def test_write_files_takes_other_temporary_names_when_one_is_taken(
     assert taken.read_bytes() == b"someone else's"
 
 
-def test_write_files_checks_names_before_writing(tmp_path: Path, path_kind: str) -> None:
+def test_write_files_checks_names_before_writing(tmp_path: Path, group_kind: str) -> None:
     published: list[str] = []
     with pytest.raises(TraceFormatError, match="plain file name"):
-        LocalStorage(tmp_path).write_files(
-            [("ok", [b"x"], False), ("../x", [b"y"], False)], published
+        _write_group(
+            LocalStorage(tmp_path),
+            [("ok", [b"x"], False), ("../x", [b"y"], False)],
+            published,
+            group_kind,
         )
     assert published == []
     assert not (tmp_path / "ok").exists()
@@ -285,6 +329,57 @@ def test_c_write_files_rejects_what_it_cannot_write(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         _speedups.write_files(str(tmp_path), [], 0o644, ())  # published is not a list
     assert os.listdir(tmp_path) == []  # nothing was created before the arguments were checked
+
+
+@requires_c
+def test_start_write_files_rejects_what_write_files_rejects(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        _speedups.start_write_files(
+            str(tmp_path), [(TEMP_PREFIX + "x", "f", [b"a", 3], False)], 0o644
+        )
+    with pytest.raises(ValueError, match="1 to 64 files"):
+        _speedups.start_write_files(str(tmp_path), [], 0o644)
+    assert os.listdir(tmp_path) == []
+    task = _speedups.start_write_files(
+        str(tmp_path), [(TEMP_PREFIX + "x", "f", [b"a"], True)], 0o644
+    )
+    with pytest.raises(TypeError, match="must be a list"):
+        task.wait(())
+    published: list[str] = []
+    assert task.wait(published) == 1
+    assert published == ["f"]
+    with pytest.raises(ValueError, match="waited for already"):
+        task.wait([])
+
+
+@requires_c
+def test_a_write_task_dropped_unwaited_still_finishes_its_write(tmp_path: Path) -> None:
+    """Its chunks are held until its thread ends: dropping the task joins it first."""
+    data = bytearray(os.urandom(6_000_000))
+    task = _speedups.start_write_files(
+        str(tmp_path), [(TEMP_PREFIX + "x", "f", [data], True)], 0o644
+    )
+    del task
+    assert (tmp_path / "f").read_bytes() == data
+    data.extend(b"x")  # no buffer of it is still exported
+
+
+@requires_c
+def test_start_write_files_is_not_used_where_write_files_is_overridden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subclass (or a test) that replaces write_files gets its own write_files called."""
+    monkeypatch.setattr(_storage, "_speedups", _speedups)
+
+    class Counting(LocalStorage):
+        def write_files(self, files: Any, published: list[str]) -> None:
+            super().write_files(files, published)
+
+    assert Counting(tmp_path).start_write_files(_group()) is None
+    assert LocalStorage(tmp_path).start_write_files([]) is None
+    monkeypatch.setattr(_storage, "_speedups", None)
+    assert LocalStorage(tmp_path).start_write_files(_group()) is None
+    assert os.listdir(tmp_path) == []
 
 
 def test_temporary_names_differ_and_change_in_a_forked_child() -> None:

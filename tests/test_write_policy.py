@@ -197,35 +197,71 @@ def test_a_group_failing_midway_is_finished_at_the_next_flush(
 ) -> None:
     """The C group write fails once at one file of the second batch (its rename: the name is
     taken by a directory): the files before it stay published, the rest are written at the
-    next flush, and every episode reads back once."""
+    next flush, and every episode reads back once. In the background the write runs on the
+    extension's own thread (``start_write_files``), in the foreground in ``write_files``."""
     monkeypatch.setattr(R, "FOREGROUND_WRITE_SHARE", share)
-    real = _storage._speedups.write_files
+    real, real_start = _storage._speedups.write_files, _storage._speedups.start_write_files
     state = {"batches": 0, "failed": 0}
     calls: list[list[str]] = []  # the names each call was given
     failed: dict[str, Any] = {}  # the failing call: its names, the one that failed, published
 
-    def write_files(directory: str, files: Any, mode: int, published: list[str]) -> int:
+    def squat(directory: str, files: Any, via: str) -> Any:
+        """Before a write: if it is the one to fail, the failure set up, and what undoes it."""
         calls.append([n for _, n, _, _ in files])
         if len(files) == 3:
             state["batches"] += 1
-        if state["batches"] == 2 and not state["failed"]:
-            state["failed"] = 1
-            name = next(n for _, n, _, _ in files if n.endswith(failing) and "manifest" not in n)
-            failed.update(names=calls[-1], name=name, published=published)
-            squat = Path(directory) / name
-            squat.mkdir()
-            (squat / "x").write_bytes(b"")  # a non-empty directory: the rename fails
+        if state["batches"] != 2 or state["failed"]:
+            return None
+        state["failed"] = 1
+        name = next(n for _, n, _, _ in files if n.endswith(failing) and "manifest" not in n)
+        failed.update(names=calls[-1], name=name, via=via)
+        path = Path(directory) / name
+        path.mkdir()
+        (path / "x").write_bytes(b"")  # a non-empty directory: the rename fails
+
+        def undo() -> None:
+            (path / "x").unlink()
+            path.rmdir()
+
+        return undo
+
+    def write_files(directory: str, files: Any, mode: int, published: list[str]) -> int:
+        undo = squat(directory, files, "write_files")
+        if undo is not None:
+            failed["published"] = published
+        try:
+            return int(real(directory, files, mode, published))
+        finally:
+            if undo is not None:
+                undo()
+
+    class Task:
+        def __init__(self, task: Any, undo: Any) -> None:
+            self.task, self.undo = task, undo
+
+        @property
+        def seconds(self) -> float:
+            return float(self.task.seconds)
+
+        def wait(self, published: list[str]) -> int:
+            if self.undo is not None:
+                failed["published"] = published
             try:
-                return int(real(directory, files, mode, published))
+                return int(self.task.wait(published))
             finally:
-                (squat / "x").unlink()
-                squat.rmdir()
-        return int(real(directory, files, mode, published))
+                if self.undo is not None:
+                    self.undo()
+
+    def start_write_files(directory: str, files: Any, mode: int) -> Task:
+        undo = squat(directory, files, "start_write_files")
+        return Task(real_start(directory, files, mode), undo)
 
     monkeypatch.setattr(_storage._speedups, "write_files", write_files)
+    monkeypatch.setattr(_storage._speedups, "start_write_files", start_write_files)
     rec = _record(tmp_path)
     rec.close()
     assert state["failed"] == 1
+    assert failed["via"] == ("write_files" if share else "start_write_files")
     names, at = failed["names"], failed["names"].index(failed["name"])
     assert failed["published"] == names[:at]  # the files before it stayed published
     assert calls[calls.index(names) + 1] == names[at:]  # the next flush wrote only the rest

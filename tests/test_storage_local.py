@@ -405,6 +405,7 @@ def test_temporary_names_differ_and_change_in_a_forked_child() -> None:
 
 @requires_c
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_process_forked_during_a_write_cannot_wait_for_it_and_does_not_hang(
     tmp_path: Path,
 ) -> None:

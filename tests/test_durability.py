@@ -69,8 +69,27 @@ def _strace(
 
 
 # Where the batches are written: by the thread recording, or (each after the first) in the
-# background, on the C path on the extension's own thread (_speedups.start_write_files).
-WHERE = "import gym_recording.recording as R\nR.FOREGROUND_WRITE_SHARE = {}\n"
+# background, on the C path on the extension's own thread (_speedups.start_write_files); the
+# child prints how many writes went to such a thread.
+WHERE = """
+import atexit
+import gym_recording.recording as R
+from gym_recording._storage import LocalStorage
+
+R.FOREGROUND_WRITE_SHARE = {}
+started = []
+real_start = LocalStorage.start_write_files
+
+
+def start_write_files(self, files):
+    pending = real_start(self, files)
+    started.append(pending is not None)
+    return pending
+
+
+LocalStorage.start_write_files = start_write_files
+atexit.register(lambda: print("C THREADS", sum(started)))
+"""
 
 
 def _trace(
@@ -81,7 +100,9 @@ def _trace(
     d = tmp_path / "traces"
     traced = "trace=fsync,fdatasync,rename,renameat,renameat2"
     script = WHERE.format(0.0 if background else 1e9) + RECORD
-    _, log = _strace(tmp_path, pure_python, script, d, "-e", traced)
+    out, log = _strace(tmp_path, pure_python, script, d, "-e", traced)
+    c_threads = int(out.split("C THREADS")[1])
+    assert c_threads >= 2 if background and not pure_python else c_threads == 0, out
     events: list[tuple[str, str]] = []
     lines = log.splitlines()
     main = lines[0].split()[0] if lines else ""

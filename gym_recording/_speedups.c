@@ -48,7 +48,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #endif
@@ -1036,7 +1035,6 @@ typedef struct {
     int err, n_published, failed_at;
     char failed;
     Py_ssize_t written;
-    double seconds;
 } Group;
 
 /* Release everything g holds (with the GIL); safe to call twice. */
@@ -1141,13 +1139,9 @@ done:
 static void
 group_run(Group *g)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     g->written = 0;
     g->err = write_group_nogil(PyBytes_AS_STRING(g->dir), g->f, g->nf, (mode_t)g->mode,
                                &g->n_published, &g->failed_at, &g->failed, &g->written);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    g->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
 /* After group_run, with the GIL: append the names published to the list `published`, and
@@ -1305,24 +1299,9 @@ write_task_wait(WriteTask *self, PyObject *published)
     return result;
 }
 
-static PyObject *
-write_task_seconds(WriteTask *self, void *Py_UNUSED(closure))
-{
-    if (self->running) {
-        Py_RETURN_NONE;
-    }
-    return PyFloat_FromDouble(self->g.seconds);
-}
-
 static PyMethodDef write_task_methods[] = {
     {"wait", (PyCFunction)write_task_wait, METH_O, write_task_wait_doc},
     {NULL, NULL, 0, NULL},
-};
-
-static PyGetSetDef write_task_getset[] = {
-    {"seconds", (getter)write_task_seconds, NULL,
-     "How long the write took (None until waited for).", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject WriteTaskType = {
@@ -1333,7 +1312,6 @@ static PyTypeObject WriteTaskType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)write_task_dealloc,
     .tp_methods = write_task_methods,
-    .tp_getset = write_task_getset,
 };
 
 PyDoc_STRVAR(start_write_files_doc,

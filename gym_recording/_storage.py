@@ -18,7 +18,6 @@ import random
 import re
 import secrets
 import stat
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeGuard
 
@@ -388,17 +387,25 @@ class LocalStorage:
                 a rename failed: that file is visible but not durable, and not in
                 ``published`` (the message says which).
         """
-        for name, _, _ in files:
-            self._path(name)  # (checks the name: none is written if one is not plain)
         write_files = getattr(_speedups, "write_files", None)
         if write_files is None or not files:
+            self._check_names(files)
             write_in_turn(self, files, published)
             return
-        group = [(name, list(chunks), sync) for name, chunks, sync in files]
+        group = self._group(files)
         try:
             _write_files_c(write_files, self.directory, group, published)
         except OSError as exc:
             raise self._group_error(files, published, exc) from exc
+
+    def _check_names(self, files: Sequence[FileToWrite]) -> None:
+        for name, _, _ in files:
+            self._path(name)  # (checks the name: none is written if one is not plain)
+
+    def _group(self, files: Sequence[FileToWrite]) -> list[tuple[str, list[BytesLike], bool]]:
+        """``files`` with their names checked and their chunks listed, for the C writer."""
+        self._check_names(files)
+        return [(name, list(chunks), sync) for name, chunks, sync in files]
 
     def _group_error(
         self, files: Sequence[FileToWrite], published: list[str], exc: OSError
@@ -423,9 +430,7 @@ class LocalStorage:
         start = getattr(_speedups, "start_write_files", None)
         if start is None or not files or type(self).write_files is not _LOCAL_WRITE_FILES:
             return None
-        for name, _, _ in files:
-            self._path(name)  # (checks the name: none is written if one is not plain)
-        group = [(name, list(chunks), sync) for name, chunks, sync in files]
+        group = self._group(files)
         tmps = [_temp_name() for _ in group]
         task = start(
             self.directory,
@@ -530,7 +535,6 @@ class PendingWrite:
         self._files = files
         self._tmps = tmps
         self._task = task  # a _speedups.WriteTask
-        self.seconds = 0.0  # how long the write took, once waited for
 
     def wait(self, published: list[str]) -> None:
         """Wait for the write; then as :meth:`LocalStorage.write_files` (once only).
@@ -549,11 +553,7 @@ class PendingWrite:
                 raise self._storage._group_error(self._files, published, exc) from exc
             # A temporary name was taken (nothing was renamed yet): the rest is written here,
             # under other names.
-            t = time.perf_counter()
             self._storage.write_files(self._files[len(published) :], published)
-            self.seconds = time.perf_counter() - t
-        finally:
-            self.seconds += self._task.seconds or 0.0
 
 
 def open_storage(

@@ -104,7 +104,7 @@ class _WriteJob:
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
         self.pending: PendingWrite | None = None  # the write on the C extension's thread
-        self.seconds = 0.0  # how long the last run took
+        self.seconds = 0.0  # how long the last run took (the foreground rule's measure)
 
     @property
     def running(self) -> bool:
@@ -117,14 +117,18 @@ class _WriteJob:
         A KeyboardInterrupt (in the caller's thread) propagates; the job can be run again.
         """
         t = time.perf_counter()
+        self._count(lambda published: self.storage.write_files(self.files[self.done :], published))
+        self.seconds = time.perf_counter() - t
+
+    def _count(self, write: Callable[[list[str]], None]) -> None:
+        """Run ``write(published)``; count the files it published, keep its error for wait."""
         published: list[str] = []
         try:
-            self.storage.write_files(self.files[self.done :], published)
+            write(published)
         except Exception as exc:  # handed to the recording's thread by wait()
             self.error = exc
         finally:
             self.done += len(published)
-            self.seconds = time.perf_counter() - t
 
     def _run_in_thread(self) -> None:
         try:
@@ -145,14 +149,7 @@ class _WriteJob:
         """Wait for the write; raise its error (the job can then be run again)."""
         if self.pending is not None:
             pending, self.pending = self.pending, None
-            published: list[str] = []
-            try:
-                pending.wait(published)
-            except Exception as failure:
-                self.error = failure
-            finally:
-                self.done += len(published)
-                self.seconds = pending.seconds
+            self._count(pending.wait)
         if self.thread is not None:
             self.thread.join()
             self.thread = None
@@ -523,7 +520,6 @@ class TraceRecording:
         def add_reset(
             observation: Any, *, seed: Any = None, options: Any = None, info: Any = None
         ) -> None:
-            nonlocal room
             if self._open is not None or self.closed or not (seed is None or type(seed) is int):
                 self._check_reset(seed)
             if len(self._pending) >= MAX_BATCH_EPISODES:
@@ -546,32 +542,7 @@ class TraceRecording:
                 _now(),
                 None,
             )
-            room = self._room  # (_sync_room, with an episode open)
-            for c in recorders:
-                c.room = room
-
-        def end_episode() -> None:
-            nonlocal room
-            ep = self._open
-            if ep is None:
-                return
-            self._open = None
-            room = -1  # (_sync_room, with no episode open)
-            for c in recorders:
-                c.room = -1
-            # The episode object becomes the span of its last part (see _continuing_part).
-            steps = len(rew)
-            ep.obs_stop = steps + self._resets
-            ep.act_stop = steps
-            if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
-                ep.terminated = ep.truncated = False
-            if ep.part:  # seed, options and start time are the first part's
-                ep.seed = ep.options = ep.started_at = None
-            ep.ended_at = _now()
-            self._pending.append(ep)
-            self.episode_count += 1
-            if steps >= self._target_steps:
-                self._submit_batch()
+            set_room(self._room)  # (_sync_room, with an episode open)
 
         def fused_step(
             env_step: Callable[[Any], Any], other_result: Callable[[Any, Any], None]
@@ -607,10 +578,8 @@ class TraceRecording:
         relayout()
         add_step.__doc__ = TraceRecording.add_step.__doc__
         add_reset.__doc__ = TraceRecording.add_reset.__doc__
-        end_episode.__doc__ = TraceRecording.end_episode.__doc__
         self.add_step = add_step  # type: ignore[method-assign]
         self.add_reset = add_reset  # type: ignore[method-assign]
-        self.end_episode = end_episode  # type: ignore[method-assign]
         self._relayout = relayout
         self._set_room = set_room
         self._fused_step = fused_step
@@ -652,8 +621,24 @@ class TraceRecording:
         ``terminated``/``truncated`` are those of its last step (both false if the last step
         set neither: the episode was cut by a reset or a close).
         """
-        # Instances carry a closure built by _build_hot_path under this name (see add_step).
-        self.__dict__["end_episode"]()
+        ep = self._open
+        if ep is None:
+            return
+        self._open = None
+        self._set_room(-1)  # (_sync_room, with no episode open)
+        # The episode object becomes the span of its last part (see _continuing_part).
+        steps = len(self._rew)
+        ep.obs_stop = steps + self._resets
+        ep.act_stop = steps
+        if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
+            ep.terminated = ep.truncated = False
+        if ep.part:  # seed, options and start time are the first part's
+            ep.seed = ep.options = ep.started_at = None
+        ep.ended_at = _now()
+        self._pending.append(ep)
+        self.episode_count += 1
+        if steps >= self._target_steps:
+            self._submit_batch()
 
     def _continuing_part(self, ep: _Open) -> _format.EpisodeSpan:
         """The span of the open episode's rows so far, as a part continuing in the next batch.

@@ -239,10 +239,6 @@ def test_a_group_failing_midway_is_finished_at_the_next_flush(
         def __init__(self, task: Any, undo: Any) -> None:
             self.task, self.undo = task, undo
 
-        @property
-        def seconds(self) -> float:
-            return float(self.task.seconds)
-
         def wait(self, published: list[str]) -> int:
             if self.undo is not None:
                 failed["published"] = published

@@ -152,7 +152,6 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         #: The index of the current episode (``-1`` before the first reset).
         self.episode_id = -1
         self._active = False  # recording the current episode
-        self._installed = False  # the recording step is installed (see _set_active)
         self._closed = False
         # While an episode is recorded, ``step`` is this instance attribute: the env's step and
         # the recording of it in one call (the recording builds it; the wrapper does no IO).
@@ -190,9 +189,6 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         )
         if active:
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
-            if self._installed:  # the common case: the recording step stays installed
-                self._active = True
-                return result
         self._set_active(active)
         return result
 
@@ -227,7 +223,6 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             self.__dict__["step"] = self._fused_step
         else:
             self.__dict__.pop("step", None)
-        self._installed = active  # whether ``step`` is the recording step
 
     def close(self) -> None:
         """Write everything buffered, then close the env. Safe to call more than once."""

@@ -1,8 +1,8 @@
-"""Build the optional C speedup; everything else is configured in pyproject.toml.
+"""Build the optional C step recorder; everything else is configured in pyproject.toml.
 
-``gym_recording._speedups`` records a step in C for the commonest layouts. It is optional: if
-it cannot be compiled (no C compiler), the install still succeeds and the library runs the
-same recording in pure Python.
+``gym_recording.record._speedups`` stores the commonest steps in C (see
+``gym_recording/record/steps.py``). It is optional: if it cannot be compiled (no C
+compiler), the install still succeeds and the library records the same steps in Python.
 """
 
 import numpy

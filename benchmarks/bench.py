@@ -11,13 +11,20 @@ grows.
     python benchmarks/bench.py                 # full run (about 5 minutes), prints Markdown
     python benchmarks/bench.py --quick         # fewer steps and runs, for a smoke test
     python benchmarks/bench.py --out BENCHMARKS.md
+    python benchmarks/bench.py --ablate        # each accelerated piece on and off
 
 Minari is measured when installed (``pip install "gym-recording[bench]"``).
+
+``--ablate`` runs each accelerated piece of gym-recording (see ``gym_recording/_accel.py``) and
+each shortcut that remains on and off, side by side in interleaved pairs, on the workloads it
+can matter for, and prints each one's gain with its run-to-run spread: a piece stays only
+where its gain is larger than the spread on a workload that needs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -30,6 +37,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -38,8 +46,9 @@ import numpy as np
 from gymnasium import spaces
 
 import gym_recording
-from gym_recording import _buffer, _format, _storage
-from gym_recording import recording as _recording
+from gym_recording.format.arrays import BatchBlob
+from gym_recording.record import buffer, writer
+from gym_recording.record import steps as step_path
 from gym_recording.wrappers import TraceRecordingWrapper
 
 EPISODE_STEPS = 200
@@ -131,6 +140,75 @@ def drive(env: Any, action: Any, steps: int, alternate: bool = False) -> None:
             reset()
 
 
+# --------------------------------------------------------------------------- the pieces
+
+
+def _no_columns(self: Any, refs: Any) -> None:
+    return None
+
+
+def _no_reuse(self: Any) -> None:
+    return None
+
+
+#: Each accelerated piece and shortcut, what switching it off means, and where it can matter:
+#: ``(description, [(object, attribute, value when off)], write workloads, read workloads)``.
+PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] = {
+    "C step recorder": (
+        "the wrapper's step stored in C (else by the recording's Python code)",
+        [(step_path, "speedups", None)],
+        [
+            "CartPole-v1",
+            "synthetic f32[4], Discrete",
+            "synthetic f64[17], act f32[6]",
+            "synthetic u8[210,160,3] frames",
+        ],
+        [],
+    ),
+    "C column views": (
+        "a batch's column of array references checked and viewed in C (else in Python)",
+        [(BatchBlob, "_column_views_c", None)],
+        [],
+        ["synthetic f32[4], Discrete", "synthetic u8[210,160,3] frames"],
+    ),
+    "column views": (
+        "a batch's column of array references viewed at once, in C or Python (else one by one)",
+        [(BatchBlob, "_column", _no_columns)],
+        [],
+        ["synthetic f32[4], Discrete", "synthetic u8[210,160,3] frames"],
+    ),
+    "frame buffer reuse": (
+        "a frame leaf takes back the buffer of the last write (else a fresh one per batch)",
+        [(buffer.FrameLeaf, "written", _no_reuse)],
+        ["synthetic u8[210,160,3] frames"],
+        [],
+    ),
+    "background writes": (
+        "costly batch writes on a thread of their own (else every write in the recording's)",
+        [(writer, "FOREGROUND_WRITE_SHARE", float("inf"))],
+        ["synthetic u8[210,160,3] frames", "CartPole-v1"],
+        [],
+    ),
+}
+#: What "ours, pure Python" switches off: the C extension (as without a compiler).
+PURE_PYTHON = ["C step recorder", "C column views"]
+
+
+@contextlib.contextmanager
+def switched_off(pieces: list[str]) -> Iterator[None]:
+    """The named pieces off for the duration (each is an attribute set, then restored)."""
+    saved = []
+    try:
+        for name in pieces:
+            for obj, attr, value in PIECES[name][1]:
+                saved.append((obj, attr, getattr(obj, attr)))
+                setattr(obj, attr, value)
+        yield
+    finally:
+        for obj, attr, value in reversed(saved):
+            setattr(obj, attr, value)
+
+
 def run_bare(spec: dict[str, Any], steps: int, tmp: str) -> tuple[float, int]:
     env = spec["make"]()
     t = time.perf_counter()
@@ -151,27 +229,17 @@ def _dir_contents(d: str) -> bytes:
 
 
 def run_ours(
-    spec: dict[str, Any], steps: int, tmp: str, *, pure_python: bool = False
+    spec: dict[str, Any], steps: int, tmp: str, *, off: list[str] | None = None
 ) -> tuple[float, bytes]:
     """Record with the wrapper: the seconds, and the bytes of every file written, joined (for
-    :func:`run_ceiling`). ``pure_python`` leaves the C extension out (as without a compiler):
-    the step in Python, the batch JSON and the stacking of rewards and actions in Python and
-    NumPy, and the files written through atomicwrites."""
+    :func:`run_ceiling`). ``off`` names pieces switched off (:data:`PIECES`)."""
     d = tempfile.mkdtemp(dir=tmp)
-    users = (_recording, _storage, _format, _buffer)  # the modules that use the extension
-    saved = [m._speedups for m in users]
-    if pure_python:  # the step is chosen when the wrapper is made, the rest when used
-        for m in users:
-            m._speedups = None
-    try:
+    with switched_off(off or []):
         env = TraceRecordingWrapper(spec["make"](), d)
         t = time.perf_counter()
         drive(env, spec["action"](env), steps, spec.get("alternate", False))
         env.close()
         dt = time.perf_counter() - t
-    finally:
-        for m, ext in zip(users, saved, strict=True):
-            m._speedups = ext
     data = _dir_contents(d)
     shutil.rmtree(d)
     return dt, data
@@ -354,26 +422,32 @@ def child_rss(kind: str, steps: int, batch_bytes: int) -> None:
 
 def child_read(kind: str, arg: str, tmp: str) -> None:
     """Time one read-back in this fresh process (``ours DIR``, ``hdf5 STEPS`` or ``arrow STEPS``,
-    the last two being Minari in that storage format); print JSON.
+    the last two being Minari in that storage format); print JSON. The pieces named in the
+    environment variable ``BENCH_OFF`` (comma-separated) are switched off.
 
     Each reader runs alone in its own interpreter, as a user's would: neither pays for the
     other's imports (Minari brings JAX, whose ~100k objects make every full garbage
     collection of the process ~60 ms slower).
     """
     if kind == "ours":
-        dt, n, nb = read_ours(arg)
+        off = [p for p in os.environ.get("BENCH_OFF", "").split(",") if p]
+        with switched_off(off):
+            dt, n, nb = read_ours(arg)
     else:
         dt, n = read_minari(WORKLOADS["synthetic f32[4], Discrete"], int(arg), tmp, kind)
         nb = 0
     print(json.dumps({"seconds": dt, "steps": n, "bytes": nb}))
 
 
-def measure_read(kind: str, arg: str, tmp: str) -> tuple[float, int, int]:
+def measure_read(
+    kind: str, arg: str, tmp: str, off: list[str] | None = None
+) -> tuple[float, int, int]:
     out = subprocess.run(
         [sys.executable, __file__, "--child-read", kind, arg, tmp],
         check=True,
         capture_output=True,
         text=True,
+        env={**os.environ, "BENCH_OFF": ",".join(off or [])},
     ).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return r["seconds"], r["steps"], r["bytes"]
@@ -416,6 +490,64 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def ablate(scale: float, runs: int, tmp: str, emit: Any) -> None:
+    """Each piece of :data:`PIECES` on and off, in interleaved pairs, on its workloads.
+
+    For each (piece, workload): the medians of the runs with it on and off, its gain (the
+    median over pairs of off/on, minus 1: how much slower the same run is without it), the
+    run-to-run spread of the runs with it on ((max - min) / median), and the range of the
+    pair ratios. A piece pays where its gain is larger than the spread.
+    """
+    emit("## Ablation: each accelerated piece on and off")
+    emit()
+    emit(
+        "Pairs of runs, one with the piece on and one with it off, the order alternating pair "
+        "by pair; reads in fresh processes. `gain` is the median over pairs of off/on, minus "
+        "1; `spread` is (max - min) / median of the runs with the piece on."
+    )
+    emit()
+    emit("| piece | workload | on | off | gain | spread | pair ratios | pays |")
+    emit("|---|---|---|---|---|---|---|---|")
+    for name, (_, _, writes, reads) in PIECES.items():
+        for wname in writes:
+            spec = WORKLOADS[wname]
+            n = max(200, int(spec["steps"] * scale))
+            on: list[float] = []
+            off: list[float] = []
+            for r in range(runs):
+                for who in ["on", "off"] if r % 2 == 0 else ["off", "on"]:
+                    os.sync()
+                    dt = run_ours(spec, n, tmp, off=[name] if who == "off" else [])[0]
+                    (on if who == "on" else off).append(dt)
+            _ablation_row(emit, name, f"write {wname}", on, off, "ms")
+        for rname in reads:
+            spec = WORKLOADS[rname]
+            n = max(200, int(spec["steps"] * scale))
+            d = make_read_fixture(spec, n, tmp)
+            read_ours(d)  # warm the page cache
+            on, off = [], []
+            for r in range(runs):
+                for who in ["on", "off"] if r % 2 == 0 else ["off", "on"]:
+                    dt = measure_read("ours", d, tmp, off=[name] if who == "off" else [])[0]
+                    (on if who == "on" else off).append(dt)
+            shutil.rmtree(d)
+            _ablation_row(emit, name, f"read {rname}", on, off, "ms")
+    emit()
+
+
+def _ablation_row(
+    emit: Any, piece: str, workload: str, on: list[float], off: list[float], unit: str
+) -> None:
+    ratios = sorted(b / a for a, b in zip(on, off, strict=True))
+    gain = median(ratios) - 1
+    spread = (max(on) - min(on)) / median(on)
+    pays = "yes" if gain > spread else "no"
+    emit(
+        f"| {piece} | {workload} | {median(on) * 1e3:.1f} ms | {median(off) * 1e3:.1f} ms "
+        f"| {gain * 100:+.1f}% | {spread * 100:.1f}% | {ratios[0]:.2f}-{ratios[-1]:.2f} | {pays} |"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="few steps and runs (about a minute)")
@@ -425,6 +557,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--out", help="also write the Markdown report to this file")
     ap.add_argument("--no-minari", action="store_true")
+    ap.add_argument(
+        "--ablate", action="store_true", help="each accelerated piece on and off, side by side"
+    )
     ap.add_argument(
         "--child-rss", nargs=3, metavar=("KIND", "STEPS", "BATCH_BYTES"), help=argparse.SUPPRESS
     )
@@ -466,13 +601,23 @@ def main() -> None:
         f"{EPISODE_STEPS}-step episodes."
     )
     emit()
+    if args.ablate:
+        ablate(scale, runs, tmp, emit)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
     emit("## Recording (write) speed")
     emit()
-    c_step = _recording._speedups is not None
     emit(
-        "The C extension (`gym_recording._speedups`: the step, the stacking of rewards and "
-        "actions, the batch JSON, the file writes, and the reader's batch decoding) is "
-        + ("built and used: `ours`." if c_step else "NOT built: `ours` is pure Python too.")
+        "The C extension (`gym_recording._speedups`: the recorded step, and the reader's view "
+        "of a batch's column of arrays) is "
+        + (
+            "built and used: `ours`."
+            if step_path.ACCELERATED
+            else "NOT built: `ours` is pure Python too."
+        )
         + " `ours, pure Python` is the same library with the extension left out, as it runs "
         "where no C compiler was found at install."
     )
@@ -512,7 +657,7 @@ def main() -> None:
                     dt, written = run_ours(spec, steps, tmp)
                     ours.append(dt)
                 elif who == "ours, pure Python":
-                    ours_py.append(run_ours(spec, steps, tmp, pure_python=True)[0])
+                    ours_py.append(run_ours(spec, steps, tmp, off=PURE_PYTHON)[0])
                 elif who == "ceiling":
                     ceil.append(run_ceiling(written, tmp))
                 else:  # a Minari storage format

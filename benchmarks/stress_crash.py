@@ -60,8 +60,9 @@ def _many(directory: Path, seeds: list[int], rnd: random.Random) -> tuple[int, i
         p.send_signal(signal.SIGKILL)
     for p in procs:
         p.communicate(timeout=60)
-    import gym_recording
     from gym_recording._verify import verify
+
+    import gym_recording
 
     episodes = 0
     with gym_recording.load(directory) as rec:

@@ -7,33 +7,60 @@ Record by wrapping an env::
 
 and read with :func:`load`, which returns a sequence of :class:`Episode`. The file format is
 specified in FORMAT.md.
+
+This module is the public API, with :mod:`gym_recording.wrappers` (and, for code written
+against the original gym-recording, :mod:`gym_recording.playback`,
+:mod:`gym_recording.recording` and :mod:`gym_recording.storage_s3`). The subpackages are
+the implementation, in layers: ``format`` (bytes and objects), ``storage`` (atomic files),
+``record`` and ``read``, then ``wrappers`` and ``tools``.
 """
 
 from gym_recording._errors import (
     DependencyNotInstalled,
+    ExportError,
+    LossyExportWarning,
+    NoFramesError,
+    OutputExistsError,
     RecordingClosedError,
     RecordingError,
+    ReplayMismatchWarning,
     TraceFormatError,
 )
-from gym_recording._format import FORMAT_VERSION
-from gym_recording._reader import Episode, Recording, load
-from gym_recording._transitions import iter_transitions
 from gym_recording._version import __version__
+from gym_recording.format.wire import FORMAT_VERSION
 from gym_recording.playback import TraceRecordingReader, scan_recorded_traces
-from gym_recording.recording import TraceRecording
+from gym_recording.read.episode import Episode
+from gym_recording.read.recording import Recording, load
+from gym_recording.read.transitions import iter_transitions
+from gym_recording.record.recording import TraceRecording
+from gym_recording.tools.verify import VerifyReport, verify
 
 __all__ = [
     "FORMAT_VERSION",
     "DependencyNotInstalled",
     "Episode",
+    "ExportError",
+    "LossyExportWarning",
+    "NoFramesError",
+    "OutputExistsError",
     "Recording",
     "RecordingClosedError",
     "RecordingError",
+    "ReplayMismatchWarning",
     "TraceFormatError",
     "TraceRecording",
     "TraceRecordingReader",
+    "VerifyReport",
     "__version__",
     "iter_transitions",
     "load",
     "scan_recorded_traces",
+    "verify",
 ]
+
+# Public names say where users import them from (in tracebacks, reprs and docs), as httpx does.
+for _name in __all__:
+    _obj = globals()[_name]
+    if hasattr(_obj, "__module__") and not isinstance(_obj, str):
+        _obj.__module__ = __name__
+del _name, _obj

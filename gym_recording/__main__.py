@@ -2,7 +2,7 @@
 
 import sys
 
-from gym_recording._cli import main
+from gym_recording.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,22 @@
-"""The exception hierarchy: every error gym-recording raises is a :class:`RecordingError`."""
+"""The exception hierarchy: every error gym-recording raises is a :class:`RecordingError`.
+
+Every class here is importable from :mod:`gym_recording`. The warnings gym-recording issues
+are here too, so that one ``warnings.filterwarnings`` line can select them.
+"""
 
 from __future__ import annotations
 
-__all__ = ["DependencyNotInstalled", "RecordingClosedError", "RecordingError", "TraceFormatError"]
+__all__ = [
+    "DependencyNotInstalled",
+    "ExportError",
+    "LossyExportWarning",
+    "NoFramesError",
+    "OutputExistsError",
+    "RecordingClosedError",
+    "RecordingError",
+    "ReplayMismatchWarning",
+    "TraceFormatError",
+]
 
 
 class RecordingError(Exception):
@@ -39,3 +53,23 @@ class DependencyNotInstalled(RecordingError, ImportError):
             f"{what} needs the optional dependency {module!r}, which is not installed; "
             f'run `pip install "gym-recording[{extra}]"`'
         )
+
+
+class NoFramesError(RecordingError, ValueError):
+    """An episode has nothing to show as pictures (no rendered frames, no image observations)."""
+
+
+class ExportError(RecordingError, ValueError):
+    """An export or import cannot be done as asked; the message says why."""
+
+
+class OutputExistsError(ExportError):
+    """The output of an export or import exists already (nothing is overwritten)."""
+
+
+class ReplayMismatchWarning(UserWarning):
+    """A replay through the environment did not reproduce the recorded episode."""
+
+
+class LossyExportWarning(UserWarning):
+    """The target format cannot store the whole recording; the message says what is left out."""

@@ -1,43 +1,36 @@
 /*
- * gym_recording._speedups: the recorded step in C, for the commonest layouts.
+ * gym_recording._speedups: the accelerated pieces of gym-recording, each a drop-in for one
+ * function of its Python code, imported only by gym_recording/_accel.py.
  *
- * StepRecorder(slow, on_flags, rewards) records steps for the step a TraceRecordingWrapper
- * installs: after the env's step, recorder.record(action, result) records it and returns
- * result. When result is a 5-tuple whose observation and action match the layout the
- * recording configured (a C-contiguous ndarray of the expected dtype and shape, and a scalar
- * of the expected type or such an array), it appends their bytes/values to the recording's
- * buffers itself. Anything else -- another layout, a legacy 4-tuple, a full buffer, no open
- * episode -- goes to slow(action, result), the recording's general Python path, before
- * anything is stored; so does every step until configure() is called with a layout.
- * (The env's step is called from Python, not from here: calling a Python function from C
- * enters the interpreter anew, which costs more per step than the Python frame that calls
- * both.)
+ * 1. The recorded step, for the commonest layouts.
  *
- * It stores exactly what the Python path stores: the same bytes in the same bytearrays, the
- * same objects in the same lists. tests/test_hot_path.py runs every layout both ways.
+ * StepRecorder(slow, on_flags, rewards) is the accelerated drop-in for
+ * gym_recording.record.steps.PlainStepRecorder: a wrapper's step calls
+ * recorder.record(action, result) after the env's step, and it returns result. When result is
+ * a gymnasium 5-tuple whose observation and action fit the leaves configure() named, whose
+ * reward is a float and while the buffer has room, it appends the step's bytes to the
+ * buffer's bytearrays itself (and calls on_flags(terminated, truncated) if either is set).
+ * Every other step goes to slow(action, result), the recording's Python code, before anything
+ * is stored. It stores exactly the bytes the Python code stores; tests/test_accelerated.py
+ * runs both over the same steps and compares the files.
  *
- * write_files(directory, files, mode, published) writes files atomically (POSIX only): the
- * same protocol as the atomicwrites path of gym_recording._storage (temporary file, write,
- * fsync, rename, fsync of the directory), with the GIL released once for the whole call. On
- * the background writer thread each GIL release and retake can stall the thread stepping the
- * env; atomicwrites makes about fifteen per file, this one per batch. A batch's files go
- * together: all written and fsynced (on Linux their writeback started together, for one
- * journal commit), then renamed in order, the directory synced after those that ask for it.
- * start_write_files(directory, files, mode) runs the same on a POSIX thread of its own, which
- * never takes the GIL; the WriteTask it returns reports the result at wait(published).
+ * A value fits a leaf (rows of one dtype and shape in a bytearray) when it is a C-contiguous
+ * ndarray of exactly that dtype and shape, or, for a scalar leaf, a numpy scalar of that
+ * dtype, or a Python int when the leaf holds int64. Nothing here reads a Python object's
+ * layout beyond the public C API of CPython and NumPy.
  *
- * encode_spans(spans, parts, ...) writes a batch JSON of the common layout (every episode a
- * row range of three arrays): the per-episode loop of gym_recording._format.encode_columns,
- * the same bytes (tests/test_format_encode.py checks both ways).
+ * 2. start_write(directory, files, mode): the drop-in for LocalStorage's Python group write
+ * (gym_recording/storage/local.py): the same files, renames and fsyncs in the same order, on
+ * a thread that never takes the GIL.
  *
- * decode_plain(...) and plain_episode(...) are the reader's side: a batch of plain episodes
- * as the writer lays them out decoded at once, and their Episode objects built (see their
- * section; tests/test_reader_batch_c.py holds them to the Python path).
+ * 3. column_views(refs, blob, name, dtypes): the drop-in for BatchBlob._column_views in
+ * gym_recording/format/arrays.py, which says when a list of ndarray references is a writer's
+ * column and then views them all; the same checks, the same arrays (tests/test_accelerated.py
+ * compares both over the same files).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
-#include <math.h>
 #include <string.h>
 
 #ifndef _WIN32
@@ -54,60 +47,92 @@
 
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+#include <numpy/arrayscalars.h>
 
 typedef struct {
-    PyObject *buf;          /* bytearray receiving the rows; NULL if not configured */
-    PyArray_Descr *descr;   /* the expected dtype */
+    PyObject *buf;        /* bytearray receiving the rows; NULL if not configured */
+    PyArray_Descr *descr; /* the rows' dtype */
     int ndim;
     npy_intp shape[NPY_MAXDIMS];
-    Py_ssize_t nbytes;      /* bytes per row */
-} ArraySpec;
+    Py_ssize_t nbytes; /* bytes per row */
+    int int_ok;        /* a Python int fits (an int64 scalar leaf) */
+} Leaf;
 
 typedef struct {
     PyObject_HEAD
     PyObject *slow;
     PyObject *on_flags;
-    PyObject *rewards;      /* list */
-    Py_ssize_t room;        /* steps the buffer may hold; -1 while no episode is open */
-    int fast;               /* a layout is configured */
-    ArraySpec obs;
-    PyObject *a_type;       /* scalar actions: their exact type ... */
-    PyObject *a_list;       /* ... and the list they go to */
-    ArraySpec act;          /* array actions */
+    PyObject *rewards; /* bytearray of float64 */
+    Py_ssize_t room;   /* steps the buffer may hold; -1 while no episode is recorded */
+    int fast;          /* both leaves are configured */
+    Leaf obs;
+    Leaf act;
 } StepRecorder;
 
 static void
-spec_clear(ArraySpec *s)
+leaf_clear(Leaf *s)
 {
     Py_CLEAR(s->buf);
     Py_CLEAR(s->descr);
     s->ndim = 0;
     s->nbytes = 0;
+    s->int_ok = 0;
 }
 
-/* Whether v is an ndarray (exactly) of the spec's dtype and shape, C-contiguous. */
-static inline int
-array_matches(PyObject *v, const ArraySpec *s)
+/* The bytes of v if it fits the leaf (as described above), in *src; else NULL. tmp receives
+   a scalar's or an int's value. */
+static inline const void *
+leaf_bytes(PyObject *v, const Leaf *s, npy_int64 *tmp)
 {
-    if (Py_TYPE(v) != &PyArray_Type) {
-        return 0;
-    }
-    PyArrayObject *a = (PyArrayObject *)v;
-    if (PyArray_NDIM(a) != s->ndim || !PyArray_IS_C_CONTIGUOUS(a)) {
-        return 0;
-    }
-    const npy_intp *dims = PyArray_DIMS(a);
-    for (int i = 0; i < s->ndim; i++) {
-        if (dims[i] != s->shape[i]) {
-            return 0;
+    if (Py_TYPE(v) == &PyArray_Type) {
+        PyArrayObject *a = (PyArrayObject *)v;
+        if (PyArray_NDIM(a) != s->ndim || !PyArray_IS_C_CONTIGUOUS(a)) {
+            return NULL;
         }
+        const npy_intp *dims = PyArray_DIMS(a);
+        for (int i = 0; i < s->ndim; i++) {
+            if (dims[i] != s->shape[i]) {
+                return NULL;
+            }
+        }
+        PyArray_Descr *d = PyArray_DESCR(a);
+        if (d != s->descr && !PyArray_EquivTypes(d, s->descr)) {
+            return NULL;
+        }
+        return PyArray_DATA(a);
     }
-    PyArray_Descr *d = PyArray_DESCR(a);
-    return d == s->descr || PyArray_EquivTypes(d, s->descr);
+    if (s->ndim != 0) {
+        return NULL;
+    }
+    if (s->int_ok && PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return NULL;
+        }
+        *tmp = (npy_int64)x;
+        return tmp;
+    }
+    if (s->nbytes <= (Py_ssize_t)sizeof(npy_int64) && PyArray_IsScalar(v, Generic)) {
+        PyArray_Descr *d = PyArray_DescrFromScalar(v);
+        if (d == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        int same = d == s->descr || PyArray_EquivTypes(d, s->descr);
+        Py_DECREF(d);
+        if (!same) {
+            return NULL;
+        }
+        PyArray_ScalarAsCtype(v, tmp);
+        return tmp;
+    }
+    return NULL;
 }
 
 static inline int
-append_row(PyObject *buf, const void *src, Py_ssize_t n)
+append(PyObject *buf, const void *src, Py_ssize_t n)
 {
     Py_ssize_t len = PyByteArray_GET_SIZE(buf);
     if (PyByteArray_Resize(buf, len + n) < 0) {
@@ -130,8 +155,8 @@ call2(PyObject *f, PyObject *a, PyObject *b)
     return 0;
 }
 
-/* record(action, result): store the step (result is what env.step(action) returned), or hand
-   it to slow; return the result (a new reference), or NULL with an exception. */
+/* record(action, result): store the step, or hand it to slow; return result (a new
+   reference), or NULL with an exception. */
 static PyObject *
 recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -143,34 +168,31 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     PyObject *action = args[0];
     PyObject *result = args[1];
     if (!self->fast || !PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
-        PyList_GET_SIZE(self->rewards) >= self->room) {
+        (PyByteArray_GET_SIZE(self->rewards) >> 3) >= self->room) {
         goto slow;
     }
-    PyObject *obs = PyTuple_GET_ITEM(result, 0);
     PyObject *reward = PyTuple_GET_ITEM(result, 1);
+    if (!PyFloat_Check(reward)) { /* (numpy's float64 is a float) */
+        goto slow;
+    }
+    /* Every check before anything is stored: a mismatch leaves the buffers as they were. */
+    npy_int64 a_tmp, o_tmp;
+    const void *a_src = leaf_bytes(action, &self->act, &a_tmp);
+    if (a_src == NULL) {
+        goto slow;
+    }
+    const void *o_src = leaf_bytes(PyTuple_GET_ITEM(result, 0), &self->obs, &o_tmp);
+    if (o_src == NULL) {
+        goto slow;
+    }
+    double r = PyFloat_AS_DOUBLE(reward);
+    if (append(self->act.buf, a_src, self->act.nbytes) < 0 ||
+        append(self->obs.buf, o_src, self->obs.nbytes) < 0 ||
+        append(self->rewards, &r, sizeof r) < 0) {
+        return NULL;
+    }
     PyObject *terminated = PyTuple_GET_ITEM(result, 2);
     PyObject *truncated = PyTuple_GET_ITEM(result, 3);
-    /* Every check before anything is stored: a mismatch leaves the buffers as they were. */
-    int scalar_action = self->a_list != NULL && (PyObject *)Py_TYPE(action) == self->a_type;
-    if (!scalar_action && !(self->act.buf != NULL && array_matches(action, &self->act))) {
-        goto slow;
-    }
-    if (!array_matches(obs, &self->obs)) {
-        goto slow;
-    }
-    if (scalar_action) {
-        if (PyList_Append(self->a_list, action) < 0) {
-            return NULL;
-        }
-    }
-    else if (append_row(self->act.buf, PyArray_DATA((PyArrayObject *)action),
-                        self->act.nbytes) < 0) {
-        return NULL;
-    }
-    if (append_row(self->obs.buf, PyArray_DATA((PyArrayObject *)obs), self->obs.nbytes) < 0 ||
-        PyList_Append(self->rewards, reward) < 0) {
-        return NULL;
-    }
     if (terminated != Py_False || truncated != Py_False) {
         int t = PyObject_IsTrue(terminated);
         int u = t < 0 ? -1 : PyObject_IsTrue(truncated);
@@ -192,40 +214,46 @@ slow:
     return result;
 }
 
+/* Set a leaf from a layout tuple (buf, dtype, shape, int_ok), or clear it for None. */
 static int
-spec_set(ArraySpec *s, PyObject *buf, PyObject *dtype, PyObject *shape, const char *what)
+leaf_set(Leaf *s, PyObject *layout, const char *what)
 {
-    spec_clear(s);
-    if (buf == Py_None) {
+    leaf_clear(s);
+    if (layout == Py_None) {
         return 0;
     }
-    if (!PyByteArray_CheckExact(buf) || !PyArray_DescrCheck(dtype) || !PyTuple_Check(shape) ||
+    PyObject *buf, *dtype, *shape;
+    int int_ok;
+    if (!PyTuple_Check(layout) ||
+        !PyArg_ParseTuple(layout, "O!O!O!p", &PyByteArray_Type, &buf, &PyArrayDescr_Type, &dtype,
+                          &PyTuple_Type, &shape, &int_ok) ||
         PyTuple_GET_SIZE(shape) > NPY_MAXDIMS) {
-        PyErr_Format(PyExc_TypeError,
-                     "configure(): expected a bytearray, a numpy dtype and a shape tuple for %s",
-                     what);
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError,
+                         "configure(): expected (bytearray, dtype, shape, bool) for %s", what);
+        }
         return -1;
     }
     Py_ssize_t nbytes = (Py_ssize_t)PyDataType_ELSIZE((PyArray_Descr *)dtype);
-    s->ndim = (int)PyTuple_GET_SIZE(shape);
-    for (int i = 0; i < s->ndim; i++) {
+    int ndim = (int)PyTuple_GET_SIZE(shape);
+    for (int i = 0; i < ndim; i++) {
         Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
-        if (d < 0) {
+        if (d <= 0) {
             if (!PyErr_Occurred()) {
-                PyErr_Format(PyExc_ValueError, "configure(): negative dimension for %s", what);
+                PyErr_Format(PyExc_ValueError, "configure(): empty rows for %s", what);
             }
-            s->ndim = 0;
             return -1;
         }
         s->shape[i] = (npy_intp)d;
         nbytes *= d;
     }
-    if (nbytes <= 0) {
-        PyErr_Format(PyExc_ValueError, "configure(): rows of %s must not be empty", what);
-        s->ndim = 0;
+    if (int_ok && (ndim != 0 || nbytes != (Py_ssize_t)sizeof(npy_int64))) {
+        PyErr_Format(PyExc_ValueError, "configure(): ints fit int64 scalar leaves only (%s)", what);
         return -1;
     }
+    s->ndim = ndim;
     s->nbytes = nbytes;
+    s->int_ok = int_ok;
     Py_INCREF(buf);
     s->buf = buf;
     Py_INCREF(dtype);
@@ -234,42 +262,25 @@ spec_set(ArraySpec *s, PyObject *buf, PyObject *dtype, PyObject *shape, const ch
 }
 
 PyDoc_STRVAR(configure_doc,
-"configure(o_buf, o_dtype, o_shape, a_type, a_list, a_buf, a_dtype, a_shape)\n\n"
-"Set the layout stepped in C: observations as rows of o_buf (a bytearray) of o_dtype and\n"
-"o_shape; actions either of exact type a_type appended to a_list, or rows of a_buf. With\n"
-"o_buf None, or neither kind of action, every step goes to slow.");
+"configure(observations, actions)\n\n"
+"The leaves stepped in C, each (rows: bytearray, dtype, shape, python_ints_fit) or None;\n"
+"with either None every step goes to slow.");
 
 static PyObject *
 recorder_configure(PyObject *op, PyObject *args)
 {
     StepRecorder *self = (StepRecorder *)op;
-    PyObject *o_buf, *o_dtype, *o_shape, *a_type, *a_list, *a_buf, *a_dtype, *a_shape;
-    if (!PyArg_ParseTuple(args, "OOOOOOOO:configure", &o_buf, &o_dtype, &o_shape, &a_type,
-                          &a_list, &a_buf, &a_dtype, &a_shape)) {
+    PyObject *obs, *act;
+    if (!PyArg_ParseTuple(args, "OO:configure", &obs, &act)) {
         return NULL;
     }
     self->fast = 0;
-    Py_CLEAR(self->a_type);
-    Py_CLEAR(self->a_list);
-    if (spec_set(&self->obs, o_buf, o_dtype, o_shape, "observations") < 0 ||
-        spec_set(&self->act, a_buf, a_dtype, a_shape, "actions") < 0) {
-        spec_clear(&self->obs);
-        spec_clear(&self->act);
+    if (leaf_set(&self->obs, obs, "observations") < 0 || leaf_set(&self->act, act, "actions") < 0) {
+        leaf_clear(&self->obs);
+        leaf_clear(&self->act);
         return NULL;
     }
-    if (a_list != Py_None) {
-        if (!PyList_CheckExact(a_list) || !PyType_Check(a_type)) {
-            PyErr_SetString(PyExc_TypeError, "configure(): expected a type and a list");
-            spec_clear(&self->obs);
-            spec_clear(&self->act);
-            return NULL;
-        }
-        Py_INCREF(a_type);
-        self->a_type = a_type;
-        Py_INCREF(a_list);
-        self->a_list = a_list;
-    }
-    self->fast = self->obs.buf != NULL && (self->a_list != NULL || self->act.buf != NULL);
+    self->fast = self->obs.buf != NULL && self->act.buf != NULL;
     Py_RETURN_NONE;
 }
 
@@ -279,7 +290,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *slow, *on_flags, *rewards;
     static char *kwlist[] = {"slow", "on_flags", "rewards", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!:StepRecorder", kwlist, &slow, &on_flags,
-                                     &PyList_Type, &rewards)) {
+                                     &PyByteArray_Type, &rewards)) {
         return NULL;
     }
     StepRecorder *self = (StepRecorder *)type->tp_alloc(type, 0);
@@ -305,8 +316,6 @@ recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->rewards);
     Py_VISIT(self->obs.buf);
     Py_VISIT(self->obs.descr);
-    Py_VISIT(self->a_type);
-    Py_VISIT(self->a_list);
     Py_VISIT(self->act.buf);
     Py_VISIT(self->act.descr);
     return 0;
@@ -320,10 +329,8 @@ recorder_clear(PyObject *op)
     Py_CLEAR(self->slow);
     Py_CLEAR(self->on_flags);
     Py_CLEAR(self->rewards);
-    spec_clear(&self->obs);
-    Py_CLEAR(self->a_type);
-    Py_CLEAR(self->a_list);
-    spec_clear(&self->act);
+    leaf_clear(&self->obs);
+    leaf_clear(&self->act);
     return 0;
 }
 
@@ -335,27 +342,37 @@ recorder_dealloc(PyObject *op)
     Py_TYPE(op)->tp_free(op);
 }
 
+static PyObject *
+recorder_refuse_copy(PyObject *Py_UNUSED(op), PyObject *Py_UNUSED(arg))
+{
+    PyErr_SetString(PyExc_TypeError,
+                    "a StepRecorder belongs to one recording and cannot be copied or pickled");
+    return NULL;
+}
+
 PyDoc_STRVAR(record_doc,
-"record(action, result)\n\n"
-"Record the step that env.step(action) returned result for, or hand it to slow; return\n"
-"result.");
+"record(action, result, /)\n\n"
+"Store the step env.step(action) returned result for, or hand it to slow; return result.");
 
 static PyMethodDef recorder_methods[] = {
     {"record", (PyCFunction)(void (*)(void))recorder_record, METH_FASTCALL, record_doc},
     {"configure", recorder_configure, METH_VARARGS, configure_doc},
+    {"__reduce__", recorder_refuse_copy, METH_NOARGS, NULL},
+    {"__reduce_ex__", recorder_refuse_copy, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef recorder_members[] = {
     {"room", T_PYSSIZET, offsetof(StepRecorder, room), 0,
-     "Steps the buffer may hold before the general path must run; -1 without an episode."},
-    {"fast", T_INT, offsetof(StepRecorder, fast), READONLY, "Whether a layout is configured."},
+     "Steps the buffer may hold before the Python code must run; -1 without an episode."},
+    {"fast", T_INT, offsetof(StepRecorder, fast), READONLY,
+     "Whether it stores steps itself (both leaves configured)."},
     {NULL, 0, 0, 0, NULL},
 };
 
 PyDoc_STRVAR(recorder_doc,
 "StepRecorder(slow, on_flags, rewards)\n\n"
-"Records steps in the layout configure() sets; see record().");
+"Stores steps of the layouts configure() names; see record().");
 
 static PyTypeObject StepRecorderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -370,419 +387,6 @@ static PyTypeObject StepRecorderType = {
     .tp_members = recorder_members,
     .tp_new = recorder_new,
 };
-
-/* ------------------------------------------------------------------ encode_spans */
-
-/* A growing byte buffer for encode_spans. */
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Out;
-
-static int
-out_grow(Out *o, Py_ssize_t n)
-{
-    if (o->len + n <= o->cap) {
-        return 0;
-    }
-    Py_ssize_t cap = o->cap ? o->cap : 4096;
-    while (cap < o->len + n) {
-        if (cap > PY_SSIZE_T_MAX / 2) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        cap *= 2;
-    }
-    char *p = PyMem_Realloc(o->p, (size_t)cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    o->p = p;
-    o->cap = cap;
-    return 0;
-}
-
-static inline int
-out_put(Out *o, const char *s, Py_ssize_t n)
-{
-    if (out_grow(o, n) < 0) {
-        return -1;
-    }
-    memcpy(o->p + o->len, s, (size_t)n);
-    o->len += n;
-    return 0;
-}
-
-static inline int
-out_ll(Out *o, long long v)
-{
-    char s[24];
-    char *e = s + sizeof s, *p = e;
-    /* Digits from the right; the magnitude as unsigned, so that LLONG_MIN works too. */
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) {
-        *--p = '-';
-    }
-    return out_put(o, p, e - p);
-}
-
-/* str(obj) for an int (any size), as %d and str() print it. */
-static int
-out_int_obj(Out *o, PyObject *v)
-{
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (x == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (!overflow) {
-        return out_ll(o, x);
-    }
-    PyObject *s = PyObject_Str(v);
-    if (s == NULL) {
-        return -1;
-    }
-    Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    int r = u == NULL ? -1 : out_put(o, u, n);
-    Py_DECREF(s);
-    return r;
-}
-
-/* repr(float(v)), as _format._json_float writes a time. */
-static int
-out_float_obj(Out *o, PyObject *v)
-{
-    double d = PyFloat_AsDouble(v);
-    if (d == -1.0 && PyErr_Occurred()) {
-        return -1;
-    }
-    /* The recording's times are whole microseconds (the double nearest to one): between
-     * 1e-4 (below, repr writes an exponent) and 2**32 (below, doubles are closer than 1 us
-     * apart), repr(d) is then the microseconds' decimal without its trailing zeros -- any
-     * shorter decimal is another microsecond, hence another double -- written here without
-     * the general shortest-digits search. tests/test_format_encode.py compares with repr. */
-    if (d >= 1e-4 && d < 4294967296.0) {
-        double us = nearbyint(d * 1e6);
-        if (us / 1e6 == d) {
-            long long u = (long long)us;
-            char s[32];
-            char *e = s + sizeof s, *p = e;
-            long long frac = u % 1000000, whole = u / 1000000;
-            int digits = 6;
-            while (digits > 1 && frac % 10 == 0) {  /* trailing zeros, but keep one digit */
-                frac /= 10;
-                digits--;
-            }
-            for (int i = 0; i < digits; i++) {
-                *--p = (char)('0' + frac % 10);
-                frac /= 10;
-            }
-            *--p = '.';
-            do {
-                *--p = (char)('0' + whole % 10);
-                whole /= 10;
-            } while (whole);
-            return out_put(o, p, e - p);
-        }
-    }
-    char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (s == NULL) {
-        return -1;
-    }
-    int r = out_put(o, s, (Py_ssize_t)strlen(s));
-    PyMem_Free(s);
-    return r;
-}
-
-enum {
-    S_OBS_START, S_OBS_STOP, S_ACT_START, S_ACT_STOP, S_TERMINATED, S_TRUNCATED, S_SEED,
-    S_STARTED_AT, S_ENDED_AT, S_PART, S_CONTINUES, S_COUNT
-};
-static const char *span_attr_names[S_COUNT] = {
-    "obs_start", "obs_stop", "act_start", "act_stop", "terminated", "truncated", "seed",
-    "started_at", "ended_at", "part", "continues",
-};
-static PyObject *span_attrs[S_COUNT];
-
-/* Where a span type keeps its attributes: the offsets of its slots (EpisodeSpan is a dataclass
-   with slots), or type NULL to read them with getattr. Taken once per encode_spans call. */
-typedef struct {
-    PyTypeObject *type;
-    Py_ssize_t off[S_COUNT];
-} SpanSlots;
-
-static void
-span_slots_of(PyTypeObject *type, SpanSlots *slots)
-{
-    slots->type = NULL;
-    for (int k = 0; k < S_COUNT; k++) {
-        /* The class attribute: for a slot, its member descriptor. */
-        PyObject *d = PyObject_GetAttr((PyObject *)type, span_attrs[k]);
-        if (d == NULL) {
-            PyErr_Clear();  /* then getattr on each span raises the error */
-            return;
-        }
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type);
-        if (ok) {
-            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-            ok = m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED);
-            slots->off[k] = m->offset;
-        }
-        Py_DECREF(d);
-        if (!ok) {
-            return;
-        }
-    }
-    slots->type = type;
-}
-
-/* The span's attributes as new references in v[0..S_COUNT-1]: 0, or -1 with an exception
-   (and none held). */
-static int
-span_values(PyObject *span, const SpanSlots *slots, PyObject **v)
-{
-    for (int k = 0; k < S_COUNT; k++) {
-        PyObject *x = NULL;
-        if (Py_TYPE(span) == slots->type) {
-            x = *(PyObject **)((char *)span + slots->off[k]);
-            Py_XINCREF(x);
-        }
-        if (x == NULL) {  /* another type, or an unset slot (getattr raises its error) */
-            x = PyObject_GetAttr(span, span_attrs[k]);
-        }
-        if (x == NULL) {
-            for (int j = 0; j < k; j++) {
-                Py_DECREF(v[j]);
-            }
-            return -1;
-        }
-        v[k] = x;
-    }
-    return 0;
-}
-
-/* A span's int attribute as a C long long (the row numbers of a batch: small). */
-static int
-span_ll(PyObject *v, long long *x)
-{
-    *x = PyLong_AsLongLong(v);
-    return *x == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-/* The number of constant pieces of an episode object's JSON (see encode_spans). */
-#define N_PARTS 13
-
-static int
-encode_span(Out *o, PyObject *span, const SpanSlots *slots, const char *const *part,
-            const Py_ssize_t *plen, const long long *base)
-{
-    PyObject *v[S_COUNT];
-    if (span_values(span, slots, v) < 0) {
-        return -1;
-    }
-    int r = -1;
-    long long obs_start, obs_stop, act_start, act_stop, n_part;
-    if (span_ll(v[S_OBS_START], &obs_start) < 0 || span_ll(v[S_OBS_STOP], &obs_stop) < 0 ||
-        span_ll(v[S_ACT_START], &act_start) < 0 || span_ll(v[S_ACT_STOP], &act_stop) < 0 ||
-        span_ll(v[S_PART], &n_part) < 0) {
-        goto done;
-    }
-    const long long a_base = base[0], a_row = base[1], o_base = base[2], o_row = base[3],
-                    r_base = base[4];
-    const long long n_act = act_stop - act_start, n_obs = obs_stop - obs_start;
-    /* The numbers between the pieces, in order (the flags, seed and times follow). */
-    const long long nums[9] = {
-        n_act, a_base + act_start * a_row, n_act * a_row,
-        n_obs, o_base + obs_start * o_row, n_obs * o_row,
-        n_act, r_base + act_start * 8, n_act * 8,
-    };
-    for (int i = 0; i < 9; i++) {
-        if (out_put(o, part[i], plen[i]) < 0 || out_ll(o, nums[i]) < 0) {
-            goto done;
-        }
-    }
-    int terminated = PyObject_IsTrue(v[S_TERMINATED]);
-    int truncated = PyObject_IsTrue(v[S_TRUNCATED]);
-    int continues = PyObject_IsTrue(v[S_CONTINUES]);
-    if (terminated < 0 || truncated < 0 || continues < 0) {
-        goto done;
-    }
-    if (out_put(o, part[9], plen[9]) < 0 ||
-        out_put(o, terminated ? "true" : "false", terminated ? 4 : 5) < 0 ||
-        out_put(o, part[10], plen[10]) < 0 ||
-        out_put(o, truncated ? "true" : "false", truncated ? 4 : 5) < 0 ||
-        out_put(o, part[11], plen[11]) < 0) {
-        goto done;
-    }
-    if (v[S_SEED] == Py_None) {
-        if (out_put(o, "null", 4) < 0) {
-            goto done;
-        }
-    }
-    else {
-        PyObject *seed = PyNumber_Index(v[S_SEED]);  /* int(seed), as the Python encoder */
-        if (seed == NULL) {
-            goto done;
-        }
-        int e = out_int_obj(o, seed);
-        Py_DECREF(seed);
-        if (e < 0) {
-            goto done;
-        }
-    }
-    if (out_put(o, part[12], plen[12]) < 0) {
-        goto done;
-    }
-    if (v[S_STARTED_AT] != Py_None &&
-        (out_put(o, ",\"started_at\":", 14) < 0 || out_float_obj(o, v[S_STARTED_AT]) < 0)) {
-        goto done;
-    }
-    if (v[S_ENDED_AT] != Py_None &&
-        (out_put(o, ",\"ended_at\":", 12) < 0 || out_float_obj(o, v[S_ENDED_AT]) < 0)) {
-        goto done;
-    }
-    if (n_part && (out_put(o, ",\"part\":", 8) < 0 || out_ll(o, n_part) < 0)) {
-        goto done;
-    }
-    if (continues && out_put(o, ",\"continues\":true", 17) < 0) {
-        goto done;
-    }
-    r = out_put(o, "}", 1);
-done:
-    for (int k = 0; k < S_COUNT; k++) {
-        Py_DECREF(v[k]);
-    }
-    return r;
-}
-
-PyDoc_STRVAR(encode_spans_doc,
-"encode_spans(spans, parts, a_base, a_row, o_base, o_row, r_base, /)\n\n"
-"The batch JSON of episodes that are row ranges of three arrays (actions, observations,\n"
-"rewards; see gym_recording._format.encode_columns, which this does in C): b'{\"episodes\":['\n"
-"and, for each EpisodeSpan, the 13 bytes pieces of parts with its numbers between them, its\n"
-"flags, seed and times, ']}'.");
-
-static PyObject *
-encode_spans(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    PyObject *spans, *parts;
-    long long base[5];
-    if (!PyArg_ParseTuple(args, "O!O!LLLLL:encode_spans", &PyList_Type, &spans, &PyTuple_Type,
-                          &parts, &base[0], &base[1], &base[2], &base[3], &base[4])) {
-        return NULL;
-    }
-    if (PyTuple_GET_SIZE(parts) != N_PARTS) {
-        PyErr_Format(PyExc_ValueError, "encode_spans(): expected %d parts, got %zd", N_PARTS,
-                     PyTuple_GET_SIZE(parts));
-        return NULL;
-    }
-    const char *part[N_PARTS];
-    Py_ssize_t plen[N_PARTS];
-    for (int i = 0; i < N_PARTS; i++) {
-        PyObject *p = PyTuple_GET_ITEM(parts, i);
-        if (!PyBytes_Check(p)) {
-            PyErr_SetString(PyExc_TypeError, "encode_spans(): expected parts to be bytes");
-            return NULL;
-        }
-        part[i] = PyBytes_AS_STRING(p);
-        plen[i] = PyBytes_GET_SIZE(p);
-    }
-    Out o = {NULL, 0, 0};
-    PyObject *result = NULL;
-    if (out_put(&o, "{\"episodes\":[", 13) < 0) {
-        goto done;
-    }
-    SpanSlots slots = {NULL, {0}};
-    if (PyList_GET_SIZE(spans)) {
-        span_slots_of(Py_TYPE(PyList_GET_ITEM(spans, 0)), &slots);
-    }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
-        PyObject *span = PyList_GET_ITEM(spans, i);
-        Py_INCREF(span);
-        int e = (i && out_put(&o, ",", 1) < 0) ||
-                encode_span(&o, span, &slots, part, plen, base) < 0;
-        Py_DECREF(span);
-        if (e) {
-            goto done;
-        }
-    }
-    if (out_put(&o, "]}", 2) < 0) {
-        goto done;
-    }
-    result = PyBytes_FromStringAndSize(o.p, o.len);
-done:
-    PyMem_Free(o.p);
-    return result;
-}
-
-/* ------------------------------------------------------------------ pack_list */
-
-PyDoc_STRVAR(pack_list_doc,
-"pack_list(values, stop, kind, /) -> bytearray | None\n\n"
-"values[:stop] as raw native bytes: kind 'd' if every one is an exact float (C doubles),\n"
-"kind 'q' if every one is an exact int within int64 (a bool is not). None otherwise (the\n"
-"caller converts with NumPy, which gives the same values for these). The recording's\n"
-"rewards and Discrete actions are lists of Python numbers; this stacks them ~10x faster.");
-
-static PyObject *
-pack_list(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    PyObject *values;
-    Py_ssize_t stop;
-    int kind;
-    if (!PyArg_ParseTuple(args, "O!nC:pack_list", &PyList_Type, &values, &stop, &kind)) {
-        return NULL;
-    }
-    if (kind != 'd' && kind != 'q') {
-        PyErr_SetString(PyExc_ValueError, "pack_list(): expected kind 'd' or 'q'");
-        return NULL;
-    }
-    if (stop < 0 || stop > PyList_GET_SIZE(values)) {
-        PyErr_SetString(PyExc_IndexError, "pack_list(): stop out of range");
-        return NULL;
-    }
-    if (stop > PY_SSIZE_T_MAX / 8) {
-        return PyErr_NoMemory();
-    }
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, stop * 8);
-    if (out == NULL) {
-        return NULL;
-    }
-    char *p = PyByteArray_AS_STRING(out);
-    /* No Python code runs in the loop: the list cannot change under it. */
-    for (Py_ssize_t i = 0; i < stop; i++) {
-        PyObject *v = PyList_GET_ITEM(values, i);
-        if (kind == 'd') {
-            if (!PyFloat_CheckExact(v)) {
-                goto decline;
-            }
-            double d = PyFloat_AS_DOUBLE(v);
-            memcpy(p + 8 * i, &d, 8);
-        }
-        else {
-            if (!PyLong_CheckExact(v)) {
-                goto decline;
-            }
-            int overflow;
-            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-            if (overflow) {
-                goto decline;
-            }
-            int64_t q = (int64_t)x;
-            memcpy(p + 8 * i, &q, 8);
-        }
-    }
-    return out;
-decline:
-    Py_DECREF(out);
-    Py_RETURN_NONE;
-}
 
 #ifndef _WIN32
 /* ------------------------------------------------------------------ write_files */
@@ -998,6 +602,7 @@ gather_chunks(PyObject *chunks, Py_buffer **bufs, struct iovec **iov, int *n, Py
         PyErr_SetString(PyExc_ValueError, "write_files: too many chunks");
         Py_DECREF(seq);
         return -1;
+        return -1;
     }
     *bufs = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Py_buffer));
     *iov = PyMem_Calloc(k ? (size_t)k : 1, sizeof(struct iovec));
@@ -1020,8 +625,8 @@ gather_chunks(PyObject *chunks, Py_buffer **bufs, struct iovec **iov, int *n, Py
     return 0;
 }
 
-/* A group of files to write (what write_files and start_write_files parse and gather), and
- * what writing it returned. Owned by one write_files call, or by a WriteTask. */
+/* A group of files to write (what start_write parses and gathers), and what writing it
+ * returned. Owned by a WriteTask. */
 typedef struct {
     PyObject *dir;          /* bytes */
     PyObject **tmps;        /* bytes, nf of them */
@@ -1072,7 +677,7 @@ group_clear(Group *g)
     g->nf = 0;
 }
 
-/* Parse write_files' arguments into g (zeroed): 0, or -1 with an exception (then
+/* Parse start_write's arguments into g (zeroed): 0, or -1 with an exception (then
  * group_clear). */
 static int
 group_parse(Group *g, PyObject *dir, PyObject *files, int mode, const char *fname)
@@ -1183,49 +788,14 @@ group_result(Group *g, PyObject *published)
     return PyLong_FromSsize_t(g->written);
 }
 
-PyDoc_STRVAR(write_files_doc,
-"write_files(directory, files, mode, published) -> int\n\n"
-"Write several files atomically and publish them in order, with the GIL released once.\n"
-"``files`` is a sequence of ``(tmp_name, name, chunks, sync_dir)``. Every temporary file is\n"
-"created (O_EXCL, permission bits ``mode``) and written (a file of 4 MiB or more streamed,\n"
-"its writeback started every 2 MiB), then every one fsynced (on Linux their writeback is\n"
-"started together first, so that one journal commit covers them), then each renamed to its\n"
-"name in order, the directory fsynced after each whose ``sync_dir`` is true. Appends to the\n"
-"list ``published`` each name renamed (and synced, where asked) before any failure; the\n"
-"temporary files of the others are removed. Returns the number of bytes written. Raises\n"
-"OSError naming what failed: its temporary file when that could not be created, the\n"
-"directory when it could not be opened or synced, else the file's name.");
-
-static PyObject *
-write_files(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    PyObject *dir, *files, *published, *result = NULL;
-    int mode;
-    Group g;
-    memset(&g, 0, sizeof(g));
-    if (!PyArg_ParseTuple(args, "OOiO!:write_files", &dir, &files, &mode, &PyList_Type,
-                          &published)) {
-        return NULL;
-    }
-    if (group_parse(&g, dir, files, mode, "write_files") == 0) {
-        Py_BEGIN_ALLOW_THREADS
-        group_run(&g);
-        Py_END_ALLOW_THREADS
-        result = group_result(&g, published);
-    }
-    group_clear(&g);
-    return result;
-}
-
 /* ------------------------------------------------------------------ WriteTask
  *
- * start_write_files(directory, files, mode) -> WriteTask: write_files on a thread of its own
- * (a POSIX thread, not a Python one). It never takes the GIL, so it costs the thread stepping
- * the env nothing: no GIL handoff to start it (a Python thread needs the GIL to run up to its
- * first blocking call, which the stepping thread may hold for up to the interpreter's switch
- * interval), none when it ends. task.wait(published) joins it and returns what write_files
- * would have returned (or raises what it would have raised). Until then the task holds the
- * chunks' buffers. Signals are blocked in the thread, so they go to the interpreter's threads.
+ * start_write(directory, files, mode) -> WriteTask: a batch's files written on a thread of
+ * their own (a POSIX thread, not a Python one). It never takes the GIL, so it costs the
+ * thread stepping the env nothing: a Python thread needs the GIL back after each of the
+ * ~20 system calls of a batch, and waits for it up to the interpreter's switch interval each
+ * time. task.wait(published) joins it. Until then the task holds the chunks' buffers.
+ * Signals are blocked in the thread, so they go to the interpreter's threads.
  */
 
 typedef struct {
@@ -1271,8 +841,9 @@ write_task_dealloc(WriteTask *self)
 
 PyDoc_STRVAR(write_task_wait_doc,
 "wait(published) -> int\n\n"
-"Wait for the write to end; then as write_files: append the names published to the list\n"
-"``published`` and return the bytes written, or raise its OSError. Once only.");
+"Wait for the write to end; append the names published (renamed, and synced where asked)\n"
+"to the list ``published`` and return the bytes written, or raise an OSError naming what\n"
+"failed. Once only.");
 
 static PyObject *
 write_task_wait(WriteTask *self, PyObject *published)
@@ -1307,25 +878,30 @@ static PyMethodDef write_task_methods[] = {
 static PyTypeObject WriteTaskType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "gym_recording._speedups.WriteTask",
-    .tp_doc = "A write_files call running on a thread of its own (see start_write_files).",
+    .tp_doc = "A batch's files being written on a thread of their own (see start_write).",
     .tp_basicsize = sizeof(WriteTask),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)write_task_dealloc,
     .tp_methods = write_task_methods,
 };
 
-PyDoc_STRVAR(start_write_files_doc,
-"start_write_files(directory, files, mode) -> WriteTask\n\n"
-"write_files(directory, files, mode, ...) started on a thread of its own, which never takes\n"
-"the GIL; ``task.wait(published)`` ends it as write_files would have. If no thread can be\n"
-"started, the write is done here (without the GIL) and wait() only reports it.");
+PyDoc_STRVAR(start_write_doc,
+"start_write(directory, files, mode) -> WriteTask\n\n"
+"Write files atomically and publish them in order, on a thread of its own that never takes\n"
+"the GIL. ``files`` is a sequence of ``(tmp_name, name, chunks, sync_dir)``. Every\n"
+"temporary file is created (O_EXCL, permission bits ``mode``) and written (a file of 4 MiB\n"
+"or more streamed, its writeback started every 2 MiB), then every one fsynced (on Linux\n"
+"their writeback started together first, so that one journal commit covers them), then\n"
+"each renamed to its name in order, the directory fsynced after each whose ``sync_dir`` is\n"
+"true. ``task.wait(published)`` reports it. If no thread can be started, the write is done\n"
+"here (without the GIL).");
 
 static PyObject *
-start_write_files(PyObject *Py_UNUSED(module), PyObject *args)
+start_write(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *dir, *files;
     int mode;
-    if (!PyArg_ParseTuple(args, "OOi:start_write_files", &dir, &files, &mode)) {
+    if (!PyArg_ParseTuple(args, "OOi:start_write", &dir, &files, &mode)) {
         return NULL;
     }
     WriteTask *self = PyObject_New(WriteTask, &WriteTaskType);
@@ -1336,7 +912,7 @@ start_write_files(PyObject *Py_UNUSED(module), PyObject *args)
     self->owner = getpid();
     self->running = 0;
     self->waited = 0;
-    if (group_parse(&self->g, dir, files, mode, "start_write_files") < 0) {
+    if (group_parse(&self->g, dir, files, mode, "start_write") < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1349,9 +925,8 @@ start_write_files(PyObject *Py_UNUSED(module), PyObject *args)
     }
     if (started) {
         self->running = 1;
-        /* Let the new thread run now. Left to the scheduler, it was measured to wait ~0.6 ms
-         * on average (per batch of 6 MB of frames, 13% of its write) for the CPU the thread
-         * stepping the env keeps; with this, it starts before that thread goes on. */
+        /* Let the new thread run now, before the thread stepping the env goes on (left to the
+         * scheduler, it was measured to wait ~0.6 ms per batch of frames for the CPU). */
         (void)sched_yield();
     } else {
         Py_BEGIN_ALLOW_THREADS
@@ -1362,602 +937,200 @@ start_write_files(PyObject *Py_UNUSED(module), PyObject *args)
 }
 #endif /* !_WIN32 */
 
-/* ------------------------------------------------------------------ decode_plain
- *
- * decode_plain(objs, dtypes, opened, open_blob, last_continues) is the reader's batch-level
- * fast path (gym_recording._format.decode_batch_plain) for the batches the writer writes:
- * every episode object plain and, per key (observations, actions, rewards), one dtype, one
- * blob, the same dimensions after the first, and the arrays one after the other in the blob.
- * For such a batch it returns what the Python path returns, as (episodes, steps): the same
- * tuples, of read-only views sliced from one view of the blob (the same dtype, shape, strides,
- * flags and base). For anything else -- a value of another type, an int beyond 64 bits, an
- * array out of place, another key, an episode continuing into the next batch -- it returns
- * None and the Python path decides. Before a blob is opened the checks the Python path makes
- * first are made, so it opens no blob that the Python path would not open. It raises only
- * what opening a blob raises: never because of what the JSON holds.
- */
+/* ------------------------------------------------------------------ column_views */
 
-#define PLAIN_MAX_NDIM 32 /* gym_recording._format.MAX_NDIM */
+static PyObject *s_shape, *s_dtype, *s_npyfile, *s_npyoff, *s_size;
 
-/* The keys and strings looked up (interned at import). */
-static PyObject *s_observations, *s_actions, *s_rewards, *s_terminated, *s_truncated, *s_seed,
-    *s_options, *s_started_at, *s_ended_at, *s_type, *s_order, *s_dtype, *s_npyfile, *s_npyoff,
-    *s_size, *s_shape, *s_ndarray, *s_C, *s_index;
-
-/* The keys of an episode object, and of an ndarray reference, that decode_plain reads. */
-enum { E_OBS, E_ACT, E_REW, E_TERM, E_TRUNC, E_SEED, E_OPTIONS, E_T0, E_T1, E_KEYS };
-enum { R_TYPE, R_ORDER, R_DTYPE, R_NPYFILE, R_NPYOFF, R_SIZE, R_SHAPE, R_KEYS };
-static PyObject *episode_names[E_KEYS], *ref_names[R_KEYS];
-
-typedef struct {
-    PyObject *fn;               /* the blob's name (strong) */
-    PyArray_Descr *descr;       /* the dtype (strong) */
-    int ndim;
-    npy_intp dims[PLAIN_MAX_NDIM];  /* dims[0] is set per array; the others are shared */
-    int64_t row_bytes;          /* bytes per step */
-    int64_t start, end;         /* the bytes of the key's arrays, consecutive */
-    int64_t *rows;              /* per episode object, its array's first dimension */
-    PyObject *flat;             /* the 1-D view of the blob the arrays are sliced from */
-    int64_t p0;                 /* flat's first byte in the blob: start modulo row_bytes */
-} PlainColumn;
-
-/* The value of an exact dict under an exact str key, borrowed, or NULL (never an exception:
- * hashing and comparing exact strs cannot fail). */
-static inline PyObject *
-plain_get(PyObject *d, PyObject *key)
+/* An int attribute of o as a Py_ssize_t >= 0 (references are checked by msgspec: exact ints
+   within 0..2**63-1); -1 if it is not one (no exception left set). */
+static Py_ssize_t
+ssize_attr(PyObject *o, PyObject *name)
 {
-    PyObject *v = PyDict_GetItemWithError(d, key);
-    if (v == NULL && PyErr_Occurred()) {
-        PyErr_Clear();  /* (unreachable) */
-    }
-    return v;
-}
-
-/* Whether a and b are both exact strs, of the same characters. */
-static inline int
-plain_str_eq(PyObject *a, PyObject *b)
-{
-    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b)) {
-        return 0;
-    }
-    return a == b || (PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) &&
-                      PyUnicode_Compare(a, b) == 0);
-}
-
-/* The keys to look up names[0..n) with (new references): the equal key objects of the exact
- * dict d where it has them, else the names. A parser gives all its objects the same key
- * objects (orjson caches them, the json module memoizes them), so that a lookup with them
- * compares no characters; any other key object equal to a name finds the same values. */
-static void
-plain_keys(PyObject *d, PyObject *const *names, int n, PyObject **keys)
-{
-    for (int j = 0; j < n; j++) {
-        keys[j] = names[j];
-    }
-    if (d != NULL && PyDict_CheckExact(d)) {
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(d, &pos, &k, &v)) {
-            for (int j = 0; j < n; j++) {
-                if (keys[j] == names[j] && plain_str_eq(k, names[j])) {
-                    keys[j] = k;
-                    break;
-                }
-            }
-        }
-    }
-    for (int j = 0; j < n; j++) {
-        Py_INCREF(keys[j]);
-    }
-}
-
-/* Whether v is an exact int (a bool is not) within int64; if so, *out is its value. */
-static inline int
-plain_int64(PyObject *v, int64_t *out)
-{
-    if (!PyLong_CheckExact(v)) {
-        return 0;
-    }
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) {
         PyErr_Clear();
-        return 0;
-    }
-    *out = (int64_t)x;
-    return 1;
-}
-
-/* Whether the n references of one key are ndarray references ({"__type": "ndarray", "order":
- * "C"}) of one allowed dtype, one blob and the same positive dimensions after the first,
- * placed one after the other from a non-negative offset, each of exactly prod(shape) *
- * itemsize bytes. Fills c, but for the blob (not opened yet). Returns 1 or 0; never raises,
- * and runs no Python code. */
-static int
-plain_column_check(PyObject *const *refs, Py_ssize_t n, PyObject *dtypes, PyObject *const *rk,
-                   PlainColumn *c)
-{
-    PyObject *fn = NULL, *dtype = NULL;
-    PyArray_Descr *descr = NULL;
-    int64_t next = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = refs[i];
-        if (!PyDict_CheckExact(r)) {
-            return 0;
-        }
-        PyObject *kind = plain_get(r, rk[R_TYPE]), *order = plain_get(r, rk[R_ORDER]);
-        PyObject *dt = plain_get(r, rk[R_DTYPE]), *name = plain_get(r, rk[R_NPYFILE]);
-        PyObject *off_o = plain_get(r, rk[R_NPYOFF]), *size_o = plain_get(r, rk[R_SIZE]);
-        PyObject *shape = plain_get(r, rk[R_SHAPE]);
-        if (kind == NULL || order == NULL || dt == NULL || name == NULL || off_o == NULL ||
-            size_o == NULL || shape == NULL || !plain_str_eq(kind, s_ndarray) ||
-            !plain_str_eq(order, s_C) || !PyList_CheckExact(shape)) {
-            return 0;
-        }
-        Py_ssize_t nd = PyList_GET_SIZE(shape);
-        if (i == 0) {
-            if (!PyUnicode_CheckExact(dt) || !PyUnicode_CheckExact(name) || nd < 1 ||
-                nd > PLAIN_MAX_NDIM) {
-                return 0;
-            }
-            PyObject *entry = plain_get(dtypes, dt);
-            if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 1 ||
-                !PyArray_DescrCheck(PyTuple_GET_ITEM(entry, 0))) {
-                return 0;
-            }
-            descr = (PyArray_Descr *)PyTuple_GET_ITEM(entry, 0);
-            int64_t row_bytes = (int64_t)PyDataType_ELSIZE(descr);
-            if (row_bytes <= 0) {
-                return 0;
-            }
-            for (Py_ssize_t k = 1; k < nd; k++) {
-                int64_t d;
-                if (!plain_int64(PyList_GET_ITEM(shape, k), &d) || d <= 0 ||
-                    d > INT64_MAX / row_bytes) {
-                    return 0;
-                }
-                row_bytes *= d;
-                c->dims[k] = (npy_intp)d;  /* (fits: row_bytes <= the blob's length, later) */
-            }
-            c->ndim = (int)nd;
-            c->row_bytes = row_bytes;
-            fn = name;
-            dtype = dt;
-        }
-        else {
-            if (nd != c->ndim || !plain_str_eq(dt, dtype) || !plain_str_eq(name, fn)) {
-                return 0;
-            }
-            for (Py_ssize_t k = 1; k < nd; k++) {
-                int64_t d;
-                if (!plain_int64(PyList_GET_ITEM(shape, k), &d) || d != (int64_t)c->dims[k]) {
-                    return 0;
-                }
-            }
-        }
-        int64_t rows, off, size;
-        if (!plain_int64(PyList_GET_ITEM(shape, 0), &rows) || !plain_int64(off_o, &off) ||
-            !plain_int64(size_o, &size) || rows < 0 || rows > INT64_MAX / c->row_bytes ||
-            size != rows * c->row_bytes || off < 0 || off > INT64_MAX - size ||
-            (i > 0 && off != next)) {
-            return 0;
-        }
-        if (i == 0) {
-            c->start = off;
-        }
-        next = off + size;
-        c->rows[i] = rows;
-    }
-    c->end = next;
-    Py_INCREF(fn);
-    c->fn = fn;
-    Py_INCREF(descr);
-    c->descr = descr;
-    return 1;
-}
-
-/* Open the column's blob as the Python path does (a blob opened already, else
- * open_blob(name): its (buffer, length, writable), or None if it cannot be opened), and make
- * the view its arrays are sliced from, if every array lies within the blob. Returns 1, 0 (does
- * not fit), or -1 with an exception (from opening the blob). */
-static int
-plain_column_open(PlainColumn *c, PyObject *opened, PyObject *open_blob)
-{
-    PyObject *entry = PyDict_GetItemWithError(opened, c->fn);
-    if (entry != NULL) {
-        Py_INCREF(entry);
-    }
-    else if (PyErr_Occurred() || (entry = PyObject_CallOneArg(open_blob, c->fn)) == NULL) {
         return -1;
     }
-    int ok = 0;
-    Py_ssize_t blob_len;
-    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
-        !PyLong_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
-        goto done;  /* (None: the blob cannot be opened) */
-    }
-    blob_len = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
-    if (blob_len < 0) {
+    Py_ssize_t x = PyLong_CheckExact(v) ? PyLong_AsSsize_t(v) : -1;
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) {
         PyErr_Clear();
-        goto done;
     }
-    /* As np.frombuffer: the buffer's address, kept valid by the base; an object that tracks
-     * its exports (a memoryview, a bytearray) is wrapped in a memoryview of its own, an
-     * export that keeps it from being released or resized while the arrays live. */
-    PyObject *blob = PyTuple_GET_ITEM(entry, 0);
-    PyBufferProcs *procs = Py_TYPE(blob)->tp_as_buffer;
-    if (procs != NULL && procs->bf_releasebuffer != NULL) {
-        blob = PyMemoryView_FromObject(blob);
-        if (blob == NULL) {
-            ok = -1;
-            goto done;
-        }
-    }
-    else {
-        Py_INCREF(blob);
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(blob, &view, PyBUF_SIMPLE) < 0) {
-        Py_DECREF(blob);
-        ok = -1;
-        goto done;
-    }
-    char *buf = (char *)view.buf;
-    Py_ssize_t len = view.len;
-    PyBuffer_Release(&view);
-    if (len != blob_len || c->row_bytes > (int64_t)blob_len || c->end > (int64_t)blob_len) {
-        Py_DECREF(blob);
-        goto done;
-    }
-    c->p0 = c->start % c->row_bytes;
-    npy_intp count = (npy_intp)(((int64_t)blob_len - c->p0) / c->row_bytes *
-                                (c->row_bytes / (int64_t)PyDataType_ELSIZE(c->descr)));
-    Py_INCREF(c->descr);
-    c->flat = PyArray_NewFromDescr(&PyArray_Type, c->descr, 1, &count, NULL, buf + c->p0, 0,
-                                   NULL);  /* (flags 0: read-only) */
-    if (c->flat == NULL) {
-        Py_DECREF(blob);
-        ok = -1;
-        goto done;
-    }
-    if (PyArray_SetBaseObject((PyArrayObject *)c->flat, blob) < 0) {  /* (steals blob) */
-        Py_CLEAR(c->flat);
-        ok = -1;
-        goto done;
-    }
-    ok = 1;
-done:
-    Py_DECREF(entry);
-    return ok;
+    return x;
 }
 
-/* The read-only array of `rows` steps at byte `at` of the column's view (an array of its own
- * if empty, as np.empty makes it). New reference, or NULL with an exception. */
-static PyObject *
-plain_column_array(PlainColumn *c, int64_t at, int64_t rows)
-{
-    c->dims[0] = (npy_intp)rows;
-    Py_INCREF(c->descr);
-    if (rows == 0) {
-        PyObject *a = PyArray_NewFromDescr(&PyArray_Type, c->descr, c->ndim, c->dims, NULL,
-                                           NULL, 0, NULL);
-        if (a != NULL) {
-            PyArray_CLEARFLAGS((PyArrayObject *)a, NPY_ARRAY_WRITEABLE);
-        }
-        return a;
-    }
-    PyObject *a = PyArray_NewFromDescr(&PyArray_Type, c->descr, c->ndim, c->dims, NULL,
-                                       PyArray_BYTES((PyArrayObject *)c->flat) + at, 0, NULL);
-    if (a == NULL) {
-        return NULL;
-    }
-    Py_INCREF(c->flat);
-    if (PyArray_SetBaseObject((PyArrayObject *)a, c->flat) < 0) {
-        Py_DECREF(a);
-        return NULL;
-    }
-    return a;
-}
-
-static void
-plain_column_clear(PlainColumn *c)
-{
-    Py_CLEAR(c->fn);
-    Py_CLEAR(c->descr);
-    Py_CLEAR(c->flat);
-}
-
-/* Whether the byte ranges of two columns' arrays cannot meet (another blob, or disjoint). */
-static inline int
-plain_apart(const PlainColumn *x, const PlainColumn *y)
-{
-    return !plain_str_eq(x->fn, y->fn) || x->start >= y->end || y->start >= x->end;
-}
-
-/* An episode's unix time: null, or a float below 2**63 in magnitude (see decode_batch_plain). */
-static inline int
-plain_time_ok(PyObject *t)
-{
-    if (t == Py_None) {
-        return 1;
-    }
-    if (!PyFloat_CheckExact(t)) {
-        return 0;
-    }
-    double x = PyFloat_AS_DOUBLE(t);
-    return !(x >= 9223372036854775808.0 || x <= -9223372036854775808.0);
-}
-
-PyDoc_STRVAR(decode_plain_doc,
-"decode_plain(objs, dtypes, opened, open_blob, last_continues) -> (episodes, steps) | None\n\n"
-"Decode a batch's episode objects ``objs`` when every one is plain and the arrays lie as the\n"
-"writer lays them out (see gym_recording._format.decode_batch_plain, which this mirrors).\n"
-"``dtypes`` maps allowed dtype names to (dtype, itemsize); ``opened`` maps blob names to\n"
-"(buffer, length, writable), and ``open_blob(name)`` opens one (None if it cannot). Returns\n"
-"the PlainEpisode tuples and the batch's steps, or None for the Python path to decide.");
+PyDoc_STRVAR(column_views_doc,
+"column_views(refs, blob, name, dtypes, /)\n\n"
+"The views of ndarray references laid out as a writer's column, as BatchBlob._column gives\n"
+"them: (views, start, stop) with the byte range they cover, or None when they are not one\n"
+"(one dtype, one shape after the first axis, each array right after the previous one,\n"
+"within blob, in the blob called name; dtypes maps dtype names to numpy dtypes).");
 
 static PyObject *
-decode_plain(PyObject *Py_UNUSED(module), PyObject *args)
+column_views(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *objs, *dtypes, *opened, *open_blob;
-    int last_continues;
-    if (!PyArg_ParseTuple(args, "OO!O!Op:decode_plain", &objs, &PyDict_Type, &dtypes,
-                          &PyDict_Type, &opened, &open_blob, &last_continues)) {
+    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "column_views(refs: list, blob, name, dtypes: dict)");
         return NULL;
     }
-    if (!PyList_CheckExact(objs) || PyList_GET_SIZE(objs) == 0 || last_continues) {
+    PyObject *refs = args[0], *blob = args[1], *name = args[2], *dtypes = args[3];
+    Py_ssize_t n = PyList_GET_SIZE(refs);
+    if (n < 1) {
         Py_RETURN_NONE;
     }
-    Py_ssize_t n = PyList_GET_SIZE(objs);
-    /* Per object: its three references (borrowed), then its flags, seed and times (held:
-     * Python code runs when a blob is opened); per column, the rows of its arrays. */
-    enum { REFS = 3, KEPT = 5, COLS = 3 };
-    if ((size_t)n >
-        PY_SSIZE_T_MAX / ((REFS + KEPT) * sizeof(PyObject *) + COLS * sizeof(int64_t))) {
-        return PyErr_NoMemory();
+    PyObject *result = NULL, *views = NULL, *col = NULL, *shape0 = NULL, *dtname0 = NULL;
+    Py_buffer view = {0};
+    npy_intp tail[NPY_MAXDIMS];
+    int ndim = 0;
+    PyObject *first = PyList_GET_ITEM(refs, 0);
+    shape0 = PyObject_GetAttr(first, s_shape);
+    dtname0 = PyObject_GetAttr(first, s_dtype);
+    if (shape0 == NULL || dtname0 == NULL || !PyList_CheckExact(shape0)) {
+        PyErr_Clear();
+        goto none;
     }
-    PyObject **refs = PyMem_Malloc((size_t)n * (REFS + KEPT) * sizeof(PyObject *));
-    int64_t *rows = PyMem_Malloc((size_t)n * COLS * sizeof(int64_t));
-    if (refs == NULL || rows == NULL) {
-        PyMem_Free(refs);
-        PyMem_Free(rows);
-        return PyErr_NoMemory();
+    ndim = (int)PyList_GET_SIZE(shape0);
+    if (ndim < 1 || ndim > NPY_MAXDIMS) {
+        goto none;
     }
-    PyObject **kept = refs + REFS * n;
-    Py_ssize_t n_kept = 0;  /* objects whose KEPT values are held */
-    PlainColumn cols[COLS];  /* observations, actions, rewards */
-    memset(cols, 0, sizeof(cols));
-    for (int k = 0; k < COLS; k++) {
-        cols[k].rows = rows + k * n;
+    PyArray_Descr *descr = (PyArray_Descr *)PyDict_GetItemWithError(dtypes, dtname0);
+    if (descr == NULL || !PyArray_DescrCheck(descr)) {
+        PyErr_Clear();
+        goto none;
     }
-    PlainColumn *obs = &cols[0], *act = &cols[1], *rew = &cols[2];
-    PyObject *result = NULL, *episodes = NULL;
-    /* The keys, as the first object and its rewards' reference hold them. */
-    PyObject *ek[E_KEYS], *rk[R_KEYS];
-    PyObject *first = PyList_GET_ITEM(objs, 0);
-    plain_keys(first, episode_names, E_KEYS, ek);
-    plain_keys(PyDict_CheckExact(first) ? plain_get(first, ek[E_REW]) : NULL, ref_names, R_KEYS,
-               rk);
-
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = PyList_GET_ITEM(objs, i);
-        if (!PyDict_CheckExact(o)) {
-            goto decline;
+    Py_ssize_t row = (Py_ssize_t)PyDataType_ELSIZE(descr);
+    for (int k = 1; k < ndim; k++) {
+        Py_ssize_t d = PyLong_AsSsize_t(PyList_GET_ITEM(shape0, k));
+        if (d <= 0 || row > PY_SSIZE_T_MAX / d) {
+            PyErr_Clear();
+            goto none;
         }
-        PyObject *ro = plain_get(o, ek[E_OBS]), *ra = plain_get(o, ek[E_ACT]);
-        PyObject *rr = plain_get(o, ek[E_REW]), *term = plain_get(o, ek[E_TERM]);
-        PyObject *trunc = plain_get(o, ek[E_TRUNC]), *seed = plain_get(o, ek[E_SEED]);
-        PyObject *options = plain_get(o, ek[E_OPTIONS]);
-        PyObject *t0 = plain_get(o, ek[E_T0]), *t1 = plain_get(o, ek[E_T1]);
-        /* Exactly these keys (the times may be absent): no part, continues, infos or other. */
-        Py_ssize_t keys = 7 + (t0 != NULL) + (t1 != NULL);
-        t0 = t0 == NULL ? Py_None : t0;
-        t1 = t1 == NULL ? Py_None : t1;
-        if (ro == NULL || ra == NULL || rr == NULL || term == NULL || trunc == NULL ||
-            seed == NULL || options != Py_None || PyDict_GET_SIZE(o) != keys ||
-            !PyBool_Check(term) || !PyBool_Check(trunc) ||
-            !(seed == Py_None || PyLong_CheckExact(seed)) || !plain_time_ok(t0) ||
-            !plain_time_ok(t1)) {
-            goto decline;
-        }
-        refs[i] = ro;
-        refs[n + i] = ra;
-        refs[2 * n + i] = rr;
-        PyObject **h = kept + KEPT * i;
-        h[0] = term;
-        h[1] = trunc;
-        h[2] = seed;
-        h[3] = t0;
-        h[4] = t1;
-        for (int k = 0; k < KEPT; k++) {
-            Py_INCREF(h[k]);
-        }
-        n_kept = i + 1;
+        tail[k] = (npy_intp)d;
+        row *= d;
     }
-    /* Every reference checked before any blob is opened; rewards first, as in Python. */
-    if (!plain_column_check(refs + 2 * n, n, dtypes, rk, rew) || rew->ndim != 1 ||
-        memchr("biuf", rew->descr->kind, 4) == NULL ||
-        !plain_column_check(refs + n, n, dtypes, rk, act) ||
-        !plain_column_check(refs, n, dtypes, rk, obs)) {
-        goto decline;
+    if (PyObject_GetBuffer(blob, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (act->rows[i] != rew->rows[i] || obs->rows[i] != rew->rows[i] + 1) {
-            goto decline;  /* (rows < 2**63 / row_bytes: no overflow) */
-        }
+    Py_ssize_t size = view.len;
+    if (row <= 0 || row > size) {
+        goto none;
     }
-    if (!plain_apart(obs, act) || !plain_apart(obs, rew) || !plain_apart(act, rew)) {
-        goto decline;
+    /* Every reference checked, and its first row found, before any view is made. */
+    Py_ssize_t *rows_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    if (rows_of == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
-    for (int k = COLS - 1; k >= 0; k--) {  /* rewards, actions, observations */
-        int r = plain_column_open(&cols[k], opened, open_blob);
-        if (r < 0) {
-            goto error;
-        }
-        if (r == 0) {
-            goto decline;
-        }
-    }
-    episodes = PyList_New(n);
-    if (episodes == NULL) {
-        goto error;
-    }
-    int64_t at[COLS], steps = 0;
-    for (int k = 0; k < COLS; k++) {
-        at[k] = cols[k].start - cols[k].p0;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyTuple_New(9);
-        if (t == NULL) {
-            goto error;
-        }
-        PyList_SET_ITEM(episodes, i, t);
-        for (int k = 0; k < COLS; k++) {
-            int64_t r = cols[k].rows[i];
-            PyObject *a = plain_column_array(&cols[k], at[k], r);
-            if (a == NULL) {
-                goto error;
+    Py_ssize_t start = -1, at = -1;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        PyObject *r = PyList_GET_ITEM(refs, i);
+        PyObject *shape = PyObject_GetAttr(r, s_shape);
+        PyObject *dt = PyObject_GetAttr(r, s_dtype);
+        PyObject *fn = PyObject_GetAttr(r, s_npyfile);
+        ok = shape != NULL && dt != NULL && fn != NULL && PyList_CheckExact(shape) &&
+             PyList_GET_SIZE(shape) == ndim &&
+             (dt == dtname0 || PyUnicode_Compare(dt, dtname0) == 0) &&
+             (fn == name || PyUnicode_Compare(fn, name) == 0);
+        Py_ssize_t rows = -1;
+        if (ok) {
+            rows = PyLong_AsSsize_t(PyList_GET_ITEM(shape, 0));
+            for (int k = 1; k < ndim && ok; k++) {
+                ok = PyLong_AsSsize_t(PyList_GET_ITEM(shape, k)) == (Py_ssize_t)tail[k];
             }
-            PyTuple_SET_ITEM(t, k, a);
-            at[k] += r * cols[k].row_bytes;
         }
-        PyObject **h = kept + KEPT * i;
-        Py_INCREF(h[0]);
-        PyTuple_SET_ITEM(t, 3, h[0]);
-        Py_INCREF(h[1]);
-        PyTuple_SET_ITEM(t, 4, h[1]);
-        Py_INCREF(h[2]);
-        PyTuple_SET_ITEM(t, 5, h[2]);
-        Py_INCREF(Py_None);
-        PyTuple_SET_ITEM(t, 6, Py_None);  /* options */
-        Py_INCREF(h[3]);
-        PyTuple_SET_ITEM(t, 7, h[3]);
-        Py_INCREF(h[4]);
-        PyTuple_SET_ITEM(t, 8, h[4]);
-        /* Arrays, bools, ints, floats and None: no cycle can pass through the tuple (the
-         * collector would untrack it at its first collection; spare it the work). */
-        PyObject_GC_UnTrack(t);
-        steps += rew->rows[i];
+        Py_XDECREF(shape);
+        Py_XDECREF(dt);
+        Py_XDECREF(fn);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            ok = 0;
+        }
+        if (!ok) {
+            break;
+        }
+        Py_ssize_t off = ssize_attr(r, s_npyoff), nbytes = ssize_attr(r, s_size);
+        ok = rows >= 0 && off >= 0 && nbytes >= 0 && rows <= size / row && nbytes == rows * row &&
+             (i == 0 || off == at) && off <= size - nbytes;
+        if (i == 0) {
+            start = off;
+        }
+        at = off + nbytes;
+        rows_of[i] = rows;
     }
-    result = Py_BuildValue("(OL)", episodes, (long long)steps);
+    if (!ok) {
+        PyMem_Free(rows_of);
+        goto none;
+    }
+    /* One view of the rows from the first array's start, sliced. */
+    Py_ssize_t phase = start % row;
+    npy_intp dims[NPY_MAXDIMS];
+    dims[0] = (npy_intp)((size - phase) / row);
+    for (int k = 1; k < ndim; k++) {
+        dims[k] = tail[k];
+    }
+    Py_INCREF(descr);
+    /* (flags 0: not writeable; the rest is worked out by UpdateFlags) */
+    col = PyArray_NewFromDescr(&PyArray_Type, descr, ndim, dims, NULL, (char *)view.buf + phase,
+                               0, NULL);
+    if (col == NULL) {
+        PyMem_Free(rows_of);
+        goto done;
+    }
+    Py_INCREF(blob);
+    if (PyArray_SetBaseObject((PyArrayObject *)col, blob) < 0) {
+        PyMem_Free(rows_of);
+        goto done;
+    }
+    PyArray_UpdateFlags((PyArrayObject *)col, NPY_ARRAY_UPDATE_ALL);
+    views = PyList_New(n);
+    if (views == NULL) {
+        PyMem_Free(rows_of);
+        goto done;
+    }
+    npy_intp r0 = (npy_intp)((start - phase) / row);
+    const npy_intp *strides = PyArray_STRIDES((PyArrayObject *)col);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        dims[0] = (npy_intp)rows_of[i];
+        Py_INCREF(descr);
+        PyObject *v = PyArray_NewFromDescr(
+            &PyArray_Type, descr, ndim, dims, (npy_intp *)strides,
+            PyArray_BYTES((PyArrayObject *)col) + r0 * strides[0], 0, NULL);
+        if (v == NULL) {
+            PyMem_Free(rows_of);
+            goto done;
+        }
+        Py_INCREF(col);
+        if (PyArray_SetBaseObject((PyArrayObject *)v, col) < 0) {
+            Py_DECREF(v);
+            PyMem_Free(rows_of);
+            goto done;
+        }
+        PyArray_UpdateFlags((PyArrayObject *)v, NPY_ARRAY_UPDATE_ALL);
+        PyList_SET_ITEM(views, i, v);
+        r0 += (npy_intp)rows_of[i];
+    }
+    PyMem_Free(rows_of);
+    result = Py_BuildValue("(Onn)", views, start, at);
     goto done;
 
-decline:
-    result = Py_None;
-    Py_INCREF(result);
-    goto done;
-error:
-    result = NULL;
+none:
+    result = Py_NewRef(Py_None);
 done:
-    Py_XDECREF(episodes);
-    for (Py_ssize_t i = 0; i < KEPT * n_kept; i++) {
-        Py_DECREF(kept[i]);
+    if (view.obj != NULL) {
+        PyBuffer_Release(&view);
     }
-    for (int k = 0; k < COLS; k++) {
-        plain_column_clear(&cols[k]);
-    }
-    for (int j = 0; j < E_KEYS; j++) {
-        Py_DECREF(ek[j]);
-    }
-    for (int j = 0; j < R_KEYS; j++) {
-        Py_DECREF(rk[j]);
-    }
-    PyMem_Free(refs);
-    PyMem_Free(rows);
+    Py_XDECREF(views);
+    Py_XDECREF(col);
+    Py_XDECREF(shape0);
+    Py_XDECREF(dtname0);
     return result;
 }
 
-PyDoc_STRVAR(plain_episode_doc,
-"plain_episode(cls, fields, plain, index) -> object\n\n"
-"An instance of ``cls`` made as ``object.__new__(cls)`` makes it, whose ``__dict__`` is a\n"
-"copy of ``fields`` (every key in order) with the observations, actions, rewards,\n"
-"terminated, truncated, seed, options, started_at and ended_at of the PlainEpisode tuple\n"
-"``plain``, and ``index``: the reader's Episode of a plain episode, without Python code.");
-
-static PyObject *empty_tuple;
-
-static PyObject *
-plain_episode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 4 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1]) ||
-        !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 9) {
-        PyErr_SetString(PyExc_TypeError,
-                        "plain_episode(): expected a type, a dict, a 9-tuple and an index");
-        return NULL;
-    }
-    PyObject *const keys[9] = {s_observations, s_actions, s_rewards, s_terminated, s_truncated,
-                               s_seed, s_options, s_started_at, s_ended_at};
-    PyObject *plain = args[2];
-    PyObject *ep = PyBaseObject_Type.tp_new((PyTypeObject *)args[0], empty_tuple, NULL);
-    if (ep == NULL) {
-        return NULL;
-    }
-    PyObject *d = PyObject_GenericGetDict(ep, NULL);
-    if (d == NULL) {
-        goto fail;
-    }
-    if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != 0) {
-        PyErr_SetString(PyExc_TypeError, "plain_episode(): expected a type with a __dict__");
-        goto fail;
-    }
-    if (PyDict_Update(d, args[1]) < 0) {
-        goto fail;
-    }
-    for (int k = 0; k < 9; k++) {
-        if (PyDict_SetItem(d, keys[k], PyTuple_GET_ITEM(plain, k)) < 0) {
-            goto fail;
-        }
-    }
-    if (PyDict_SetItem(d, s_index, args[3]) < 0) {
-        goto fail;
-    }
-    Py_DECREF(d);
-    return ep;
-fail:
-    Py_XDECREF(d);
-    Py_DECREF(ep);
-    return NULL;
-}
-
-/* Intern the strings decode_plain looks up; 0, or -1 with an exception. */
-static int
-plain_init(void)
-{
-    struct {
-        PyObject **slot;
-        const char *s;
-    } strs[] = {
-        {&s_observations, "observations"}, {&s_actions, "actions"}, {&s_rewards, "rewards"},
-        {&s_terminated, "terminated"}, {&s_truncated, "truncated"}, {&s_seed, "seed"},
-        {&s_options, "options"}, {&s_started_at, "started_at"}, {&s_ended_at, "ended_at"},
-        {&s_type, "__type"}, {&s_order, "order"}, {&s_dtype, "dtype"},
-        {&s_npyfile, "npyfile"}, {&s_npyoff, "npyoff"}, {&s_size, "size"},
-        {&s_shape, "shape"}, {&s_ndarray, "ndarray"}, {&s_C, "C"}, {&s_index, "index"},
-    };
-    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-        if (*strs[i].slot == NULL && (*strs[i].slot = PyUnicode_InternFromString(strs[i].s)) == NULL) {
-            return -1;
-        }
-    }
-    PyObject *const e[E_KEYS] = {s_observations, s_actions, s_rewards, s_terminated,
-                                 s_truncated, s_seed, s_options, s_started_at, s_ended_at};
-    PyObject *const r[R_KEYS] = {s_type, s_order, s_dtype, s_npyfile, s_npyoff, s_size, s_shape};
-    memcpy(episode_names, e, sizeof(e));
-    memcpy(ref_names, r, sizeof(r));
-    if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) {
-        return -1;
-    }
-    return 0;
-}
-
-static PyMethodDef speedups_methods[] = {
-    {"encode_spans", encode_spans, METH_VARARGS, encode_spans_doc},
-    {"pack_list", pack_list, METH_VARARGS, pack_list_doc},
-    {"decode_plain", decode_plain, METH_VARARGS, decode_plain_doc},
-    {"plain_episode", (PyCFunction)(void (*)(void))plain_episode, METH_FASTCALL, plain_episode_doc},
+static PyMethodDef module_methods[] = {
+    {"column_views", (PyCFunction)(void (*)(void))column_views, METH_FASTCALL, column_views_doc},
 #ifndef _WIN32
-    {"write_files", write_files, METH_VARARGS, write_files_doc},
-    {"start_write_files", start_write_files, METH_VARARGS, start_write_files_doc},
+    {"start_write", start_write, METH_VARARGS, start_write_doc},
 #endif
     {NULL, NULL, 0, NULL},
 };
@@ -1965,38 +1138,35 @@ static PyMethodDef speedups_methods[] = {
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "gym_recording._speedups",
-    .m_doc = "The recorded step, the atomic file write, the batch JSON of the common layout "
-             "and the reader's batch decoding in C (optional: gym_recording falls back to "
-             "Python without it).",
+    .m_doc = "The accelerated pieces of gym-recording (see gym_recording._accel).",
+    .m_methods = module_methods,
     .m_size = -1,
-    .m_methods = speedups_methods,
 };
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     import_array();
-    for (int k = 0; k < S_COUNT; k++) {
-        if ((span_attrs[k] = PyUnicode_InternFromString(span_attr_names[k])) == NULL) {
-            return NULL;
-        }
-    }
-    if (plain_init() < 0) {
+    s_shape = PyUnicode_InternFromString("shape");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_npyfile = PyUnicode_InternFromString("npyfile");
+    s_npyoff = PyUnicode_InternFromString("npyoff");
+    s_size = PyUnicode_InternFromString("size");
+    if (!s_shape || !s_dtype || !s_npyfile || !s_npyoff || !s_size) {
         return NULL;
     }
     if (PyType_Ready(&StepRecorderType) < 0) {
         return NULL;
     }
+#ifndef _WIN32
+    if (PyType_Ready(&WriteTaskType) < 0) {
+        return NULL;
+    }
+#endif
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL) {
         return NULL;
     }
-#ifndef _WIN32
-    if (PyType_Ready(&WriteTaskType) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-#endif
     Py_INCREF(&StepRecorderType);
     if (PyModule_AddObject(m, "StepRecorder", (PyObject *)&StepRecorderType) < 0) {
         Py_DECREF(&StepRecorderType);

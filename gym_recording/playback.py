@@ -1,7 +1,7 @@
 """Reading traces the original way: :func:`scan_recorded_traces` and :class:`TraceRecordingReader`.
 
 Kept for code written against the original gym-recording; new code should use
-:func:`gym_recording.load`.
+:func:`gym_recording.load`. Both are thin layers over the reader (:mod:`gym_recording.read`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gym_recording import _format
-from gym_recording._reader import load
-from gym_recording._storage import Storage, open_storage
+from gym_recording.format.manifest import Manifest
+from gym_recording.read.recording import load, read_batch, read_manifests
+from gym_recording.storage import Storage, open_storage
 
 __all__ = ["TraceRecordingReader", "scan_recorded_traces"]
 
@@ -76,38 +76,45 @@ class TraceRecordingReader:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = os.fspath(directory)
         self._storage: Storage = open_storage(self.directory, create=False)
+        self._where: dict[str, tuple[Manifest, int]] = {}
 
     def get_recorded_batches(self) -> list[dict[str, Any]]:
-        """The batch entries of every manifest in the directory."""
-        ret: list[dict[str, Any]] = []
-        for name in sorted(self._storage.list_names()):
-            if _format.MANIFEST_RE.match(name) is None:
-                continue
-            path = os.path.join(self.directory, name)
-            data = self._storage.read_bytes(name, _format.MAX_MANIFEST_BYTES)
-            m = _format.parse_manifest(data, name, path)
-            ret.extend(
-                {"first": b.first, "len": b.len, "fn": b.fn, "continues": b.continues}
-                for b in m.batches
-            )
-        return ret
+        """The batch entries of every manifest in the directory, in reading order."""
+        out: list[dict[str, Any]] = []
+        for m in read_manifests(self._storage, self.directory):
+            for i, b in enumerate(m.batches):
+                self._where[b.fn] = (m, i)
+                out.append({"first": b.first, "len": b.len, "fn": b.fn, "continues": b.continues})
+        return out
 
     def get_recorded_episodes(self, batch: dict[str, Any]) -> list[dict[str, Any]]:
-        """The decoded episodes of one batch entry from :meth:`get_recorded_batches`."""
+        """The decoded episode objects of one batch entry from :meth:`get_recorded_batches`."""
         if not isinstance(batch, dict):
             msg = f"expected a batch entry dict from get_recorded_batches(), got {batch!r:.60}"
             raise TypeError(msg)
-        entry = _format.BatchEntry(
-            first=batch.get("first", 0), len=batch.get("len", -1), fn=batch.get("fn", "")
-        )
-        path = os.path.join(self.directory, str(entry.fn))
-        data = self._storage.read_bytes(entry.fn, _format.MAX_BATCH_JSON_BYTES)
-        parsed = _format.parse_json(data, path)
-        if entry.len < 0 and isinstance(parsed, dict):
-            entry = _format.BatchEntry(entry.first, len(parsed.get("episodes") or []), entry.fn)
-        objs = _format.decode_batch_episodes(parsed, entry, path)
-        ctx = _format.DecodeContext(path, self._storage.map)
-        return [_format.decode_episode(o, ctx, f"episodes[{i}]") for i, o in enumerate(objs)]
+        fn = batch.get("fn")
+        if fn not in self._where:
+            self.get_recorded_batches()
+        if fn not in self._where:
+            msg = f"no manifest of {self.directory!r} lists a batch {fn!r}"
+            raise KeyError(msg)
+        m, i = self._where[fn]
+        b = read_batch(self._storage, self.directory, m, i)
+        keys = [
+            "observations",
+            "actions",
+            "rewards",
+            "terminated",
+            "truncated",
+            "seed",
+            "options",
+            "infos",
+            "started_at",
+            "ended_at",
+            "part",
+            "continues",
+        ]
+        return [{k: getattr(b, k)[j] for k in keys} for j in range(len(b))]
 
     def close(self) -> None:
         """Nothing to release: arrays keep their files mapped for as long as they live."""

@@ -1,147 +1,25 @@
 """Upload a recording directory to S3 and download it back, as the original ``storage_s3`` did.
 
-Kept for code written against the original gym-recording; new code can record to and read from
-``s3://`` URLs directly (``TraceRecordingWrapper(env, "s3://bucket/run1")``,
-``gym_recording.load("s3://bucket/run1")``). Built on fsspec/s3fs (the ``remote`` extra);
-endpoints and credentials come from the usual AWS configuration (``AWS_ENDPOINT_URL``,
-``AWS_PROFILE``, ...) or from ``storage_options``.
-
-Example::
-
-    from gym_recording.storage_s3 import download_recording, upload_recording
-
-    url = upload_recording("traces/", "CartPole-v1", "my-bucket")  # s3://my-bucket/recording/...
-    local_dir = download_recording(url)  # a cached local copy
+Kept for code written against the original gym-recording; new code can record to and read
+from ``s3://`` URLs directly. The implementation is in :mod:`gym_recording.tools.transfer`.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import re
-import secrets
-import shutil
-import tempfile
-import time
 from typing import Any
 
-from gym_recording import _format
-from gym_recording._storage import TEMP_PREFIX, LocalStorage, is_plain_name
-from gym_recording._storage_fsspec import FsspecStorage
+from gym_recording.tools import transfer
+from gym_recording.tools.transfer import upload_recording
 
-__all__ = ["download_recording", "upload_recording"]
+__all__ = ["CACHE_DIR", "download_recording", "upload_recording"]
 
-logger = logging.getLogger(__name__)
-
-_TOKEN_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-_S3_URL = re.compile(r"^s3://([A-Za-z0-9][A-Za-z0-9.\-_]*)/([\w\-./]+?)/*$")
 #: Where downloads are cached: ``<tmp>/gym-recording-s3/<bucket>/<key prefix>``.
-CACHE_DIR = os.path.join(tempfile.gettempdir(), "gym-recording-s3")
-
-
-def _random_token(length: int = 3) -> str:
-    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
-
-
-def _upload_order(name: str) -> int:
-    """Blobs first, then batch JSON, then manifests last (FORMAT.md §2), other files first."""
-    if _format.MANIFEST_RE.match(name):
-        return 3
-    if name.endswith(".json"):
-        return 2
-    if name.endswith(".bin"):
-        return 1
-    return 0
-
-
-def upload_recording(
-    directory: str | os.PathLike[str],
-    env_name: str,
-    bucket: str,
-    *,
-    storage_options: dict[str, Any] | None = None,
-) -> str:
-    """Upload the recording in ``directory`` to ``bucket``; return its ``s3://`` URL.
-
-    The files go to ``recording/<env_name>/<YYYY-mm-dd_HH-MM-SS>_<token>/`` as in the original
-    helper, each in one PUT, blobs first and manifests last, so that a reader of the URL never
-    sees a manifest before the batches it lists. Temporary files are skipped.
-
-    Args:
-        directory: A local recording directory.
-        env_name: The environment name, used in the key (e.g. ``"CartPole-v1"``).
-        bucket: The S3 bucket.
-        storage_options: s3fs options (``endpoint_url``, ``key``, ``secret`` ...).
-
-    Returns:
-        The URL, e.g. ``"s3://bucket/recording/CartPole-v1/2024-01-31_12-00-00_x7Q"``.
-    """
-    source = LocalStorage(directory, create=False)
-    s3dir = f"recording/{env_name}/{time.strftime('%Y-%m-%d_%H-%M-%S')}_{_random_token(3)}"
-    url = f"s3://{bucket}/{s3dir}"
-    target = FsspecStorage(url, create=True, storage_options=storage_options)
-    names = sorted(
-        (
-            n
-            for n in source.list_names()
-            if not n.startswith(TEMP_PREFIX) and os.path.isfile(os.path.join(source.directory, n))
-        ),
-        key=lambda n: (_upload_order(n), n),
-    )
-    logger.info("Uploading %d files from %s to %s", len(names), source.directory, url)
-    for name in names:
-        target.write_atomic(name, [source.map(name)])
-    return url
+CACHE_DIR = transfer.CACHE_DIR
 
 
 def download_recording(s3url: str, *, storage_options: dict[str, Any] | None = None) -> str:
-    """Download the recording at ``s3url`` into a cache directory and return the directory.
+    """Download the recording at ``s3url`` into :data:`CACHE_DIR`; return the directory.
 
-    As in the original helper, a recording already downloaded is reused. The download goes to a
-    temporary directory renamed into place once complete, so the cache never holds half a
-    recording. Manifests are fetched before the other files, so a recording still being written
-    is downloaded consistently.
-
-    Args:
-        s3url: ``s3://bucket/prefix`` (as returned by :func:`upload_recording`).
-        storage_options: s3fs options (``endpoint_url``, ``key``, ``secret`` ...).
-
-    Returns:
-        The local directory, ``<tmp>/gym-recording-s3/<bucket>/<prefix>``.
-
-    Raises:
-        ValueError: ``s3url`` is not an ``s3://bucket/prefix`` URL.
+    See :func:`gym_recording.tools.transfer.download_recording`.
     """
-    m = _S3_URL.match(s3url)
-    parts = m.group(2).split("/") if m else []
-    if m is None or any(p in ("", ".", "..") for p in parts):
-        msg = f"expected an s3://bucket/prefix URL, got {s3url!r}"
-        raise ValueError(msg)
-    bucket = m.group(1)
-    directory = os.path.join(CACHE_DIR, bucket, *parts)
-    if os.path.isdir(directory):
-        return directory
-    source = FsspecStorage(
-        f"s3://{bucket}/{'/'.join(parts)}", create=False, storage_options=storage_options
-    )
-    os.makedirs(os.path.dirname(directory), exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=os.path.dirname(directory))
-    try:
-        target = LocalStorage(tmp)
-        manifests = [n for n in source.list_names() if _format.MANIFEST_RE.match(n)]
-        for name in manifests:  # first: they list only batches already written
-            target.write_atomic(name, [source.map(name)])
-        for name in source.list_names():
-            if name not in manifests and is_plain_name(name) and not name.startswith(TEMP_PREFIX):
-                logger.info("Download %s/%s to %s", s3url.rstrip("/"), name, directory)
-                target.write_atomic(name, [source.map(name)])
-        try:
-            os.rename(tmp, directory)
-        except OSError:  # another process finished the same download first
-            if not os.path.isdir(directory):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+    return transfer.download_recording(s3url, storage_options=storage_options, cache_dir=CACHE_DIR)

@@ -1,4 +1,4 @@
-"""Compare read-back episodes with the ``<case>.expected.json`` files of ``shared/compat``.
+"""Compare read-back episodes with the ``<case>.expected.json`` files of ``tests/data/compat``.
 
 An ``expected.json`` holds ``{"writers": int, "episodes_in_writer_order": [entry, ...]}``. Each
 entry is ``{"writer": int, "steps": N, "observations": [digest] * (N + 1), "actions": [digest] * N,
@@ -34,8 +34,8 @@ __all__ = [
     "step_digest",
 ]
 
-#: ``shared/compat`` beside the project root (``tests/..`` is the root, its parent holds shared/).
-COMPAT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "compat"
+#: The traces written by the original gym-recording, carried by the tests (see its README).
+COMPAT_DIR = Path(__file__).resolve().parent / "data" / "compat"
 
 Digest = tuple[str, list[int], str]
 

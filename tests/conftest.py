@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from gym_recording import _cext, _format
+from gym_recording.record import steps
 from gym_recording.wrappers import TraceRecordingWrapper
 
 # --------------------------------------------------------------------------------------------
@@ -261,10 +261,10 @@ class Trace:
         return len(self.actions)
 
 
-#: Skips a test without the C extension (not built, or GYM_RECORDING_PURE_PYTHON set).
+#: Skips a test without the C step recorder (not built, or GYM_RECORDING_PURE_PYTHON set).
 requires_c = pytest.mark.skipif(
-    _cext.speedups is None,
-    reason="gym_recording._speedups is not built (or GYM_RECORDING_PURE_PYTHON is set)",
+    not steps.ACCELERATED,
+    reason="gym_recording.record._speedups is not built (or GYM_RECORDING_PURE_PYTHON is set)",
 )
 
 
@@ -477,25 +477,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
         report.outcome = "failed"
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped in CI, where every optional component is installed: {reason}"
-
-
-@pytest.fixture
-def general_only() -> Any:
-    """Switch the reader's fast paths off inside a ``with``: everything takes the general path
-    (per episode, every reference through ``DecodeContext.array``), the reference that the
-    fast paths are compared with.
-
-    It patches with a monkeypatch of its own: undoing the test's shared one on leaving would
-    also undo what other fixtures patched (the C batch path switched off, say).
-    """
-
-    class Off:
-        def __enter__(self) -> None:
-            self.mp = pytest.MonkeyPatch()
-            self.mp.setattr(_format.DecodeContext, "_fast_array", lambda self, ref: None)
-            self.mp.setattr(_format, "decode_batch_plain", lambda *args: None)
-
-        def __exit__(self, *exc: object) -> None:
-            self.mp.undo()
-
-    return Off()

@@ -188,65 +188,73 @@ class _HalfWriter:
 
 
 def _install_kill_point(n: int, phase: str) -> None:
-    """SIGKILL this process at the ``n``-th atomic write (0-based), at ``phase``."""
-    from gym_recording import _storage
+    """SIGKILL this process at the ``n``-th file written atomically (0-based), at ``phase``.
 
-    # The phases are those of the atomicwrites path; the C write_files runs the same protocol in
-    # one call that offers no point to stop at (the random-time kills exercise it).
-    _storage._speedups = None  # type: ignore[assignment]
-    cls = _storage._TraceAtomicWriter
-    state = {"writes": -1}
-    get_fileobject, sync, commit = cls.get_fileobject, cls.sync, cls.commit
-    write_all = _storage._write_all
+    The phases are those of the Python group write (``LocalStorage.write_files``): the
+    temporary file created, written, fsynced, renamed. The C one (``_speedups.start_write``)
+    runs the same protocol in a thread that offers no point to stop at (the random-time kills
+    exercise it), so it is switched off here.
+    """
+    import gym_recording.storage.local as local
+    from gym_recording.storage import LocalStorage
+
+    LocalStorage._start_write_c = None
+    state: dict[str, Any] = {"files": -1, "fd": None, "tmp": None}
+    new_temp, writev_all = LocalStorage._new_temp, local._writev_all
+    real_fsync, real_rename = os.fsync, os.rename
 
     def hit(p: str) -> bool:
-        return state["writes"] == n and phase == p
+        return state["files"] == n and phase == p
 
-    def patched_get_fileobject(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state["writes"] += 1
+    def patched_new_temp(self: Any, dir_fd: int) -> tuple[int, str]:
+        state["files"] += 1
         if hit("open"):
             _die()
-        f = get_fileobject(self, *args, **kwargs)
-        return _HalfWriter(f) if hit("write") else f
+        fd, tmp = new_temp(self, dir_fd)
+        if state["files"] == n:
+            state["fd"], state["tmp"] = fd, tmp
+        return fd, tmp
 
-    def patched_write_all(f: Any, chunks: list[Any]) -> int:
-        if isinstance(f, _HalfWriter) and chunks:  # storage writes with writev, not f.write
-            f.write(next(c for c in chunks if len(c)) if any(len(c) for c in chunks) else b"x")
-        return write_all(f, chunks)
-
-    def patched_sync(self: Any, f: Any) -> None:
-        if hit("sync"):
-            f.flush()
+    def patched_writev_all(fd: int, chunks: Any) -> int:
+        if fd == state["fd"] and phase == "write":
+            data = b"".join(bytes(c) for c in chunks) or b"x"
+            os.write(fd, data[: max(1, len(data) // 2)])
             _die()
-        sync(self, f)
+        return writev_all(fd, chunks)
 
-    def patched_commit(self: Any, f: Any) -> None:
-        if hit("commit"):
+    def patched_fsync(fd: int) -> None:
+        if fd == state["fd"] and phase == "sync":
             _die()
-        commit(self, f)
-        if hit("renamed"):
+        real_fsync(fd)
+
+    def patched_rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        mine = src == state["tmp"]
+        if mine and phase == "commit":
+            _die()
+        real_rename(src, dst, *args, **kwargs)
+        if mine and phase == "renamed":
             _die()
 
-    cls.get_fileobject = patched_get_fileobject
-    cls.sync = patched_sync
-    cls.commit = patched_commit
-    _storage._write_all = patched_write_all  # type: ignore[attr-defined]
+    LocalStorage._new_temp = patched_new_temp  # type: ignore[method-assign]
+    local._writev_all = patched_writev_all
+    os.fsync = patched_fsync
+    os.rename = patched_rename
 
 
 def _record_written_sizes() -> dict[str, int]:
     """Patch storage so that each successful atomic write records its file's final size (a
     file written alone, or one of a batch's group)."""
-    from gym_recording import _storage
+    from gym_recording.storage import LocalStorage
 
     written: dict[str, int] = {}
-    real = _storage.LocalStorage.write_atomic
+    real = LocalStorage.write_atomic
 
     def write_atomic(self: Any, name: str, chunks: Any, **kw: Any) -> int:
         n = real(self, name, chunks, **kw)
         written[name] = n
         return n
 
-    real_files = _storage.LocalStorage.write_files
+    real_files = LocalStorage.write_files
 
     def write_files(self: Any, files: Any, published: list[str]) -> None:
         files = [(name, list(chunks), sync) for name, chunks, sync in files]
@@ -258,8 +266,27 @@ def _record_written_sizes() -> dict[str, int]:
             for name in published[start:]:
                 written[name] = sizes[name]
 
-    _storage.LocalStorage.write_atomic = write_atomic  # type: ignore[method-assign]
-    _storage.LocalStorage.write_files = write_files  # type: ignore[method-assign]
+    real_start = LocalStorage.start_write_files
+
+    def start_write_files(self: Any, files: Any) -> Any:
+        files = [(name, list(chunks), sync) for name, chunks, sync in files]
+        sizes = {name: sum(memoryview(c).nbytes for c in chunks) for name, chunks, _ in files}
+        pending = real_start(self, files)
+
+        class Recorded:
+            def wait(self, published: list[str]) -> None:
+                start = len(published)
+                try:
+                    pending.wait(published)
+                finally:
+                    for name in published[start:]:
+                        written[name] = sizes[name]
+
+        return Recorded()
+
+    LocalStorage.write_atomic = write_atomic  # type: ignore[method-assign]
+    LocalStorage.write_files = write_files  # type: ignore[method-assign]
+    LocalStorage.start_write_files = start_write_files  # type: ignore[method-assign]
     return written
 
 
@@ -450,8 +477,8 @@ def check_recording(
     order, none twice, none skipped; temporary files are ignored by readers, reported by
     verify and removed by ``remove_temp_files`` once old."""
     import gym_recording
-    from gym_recording._storage import TEMP_PREFIX
-    from gym_recording._verify import remove_temp_files, verify
+    from gym_recording.format.names import TEMP_PREFIX
+    from gym_recording.tools.verify import remove_temp_files, verify
 
     trial = Trial()
     temps = sorted(n for n in os.listdir(directory) if n.startswith(TEMP_PREFIX))

@@ -1,4 +1,4 @@
-"""gym_recording reads the original tool's traces in shared/compat exactly, through its public API.
+"""gym_recording reads the original tool's traces (tests/data/compat) exactly, through its API.
 
 The same ground truth as test_seed_reader.py, but through ``gym_recording.load`` and
 ``gym_recording.playback.scan_recorded_traces``.

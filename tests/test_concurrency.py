@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import gym_recording
-from gym_recording._storage import TEMP_PREFIX
-from gym_recording._verify import verify
+from gym_recording.format.names import TEMP_PREFIX
+from gym_recording.tools.verify import verify
 from gym_recording.wrappers import TraceRecordingWrapper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -20,8 +20,7 @@ import pytest
 
 import gym_recording
 from gym_recording import RecordingError, TraceRecording
-from gym_recording._format import batch_names
-from gym_recording._storage import TEMP_PREFIX
+from gym_recording.format.names import TEMP_PREFIX, batch_names
 from gym_recording.wrappers import TraceRecordingWrapper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,18 +56,29 @@ def test_sigkill_at_random_moments(tmp_path):
     assert totals["episodes"] > 0 and totals["batches"] > 0
 
 
+def _temps_left(n: int, phase: str) -> int:
+    """Temporary files left by a kill at ``phase`` of the ``n``-th file written.
+
+    A batch's three files (blob, batch JSON, manifest) are written as a group: all three
+    temporary files are created and written, then fsynced, then renamed in order. A file's
+    temporary file is left from its creation to its rename; so are those of the group's other
+    files created before it and not yet renamed.
+    """
+    k = n % 3  # its place in the group
+    return {"open": k, "write": k + 1, "sync": 3, "commit": 3 - k, "renamed": 2 - k}[phase]
+
+
 @pytest.mark.parametrize("phase", ch.PHASES)
 def test_sigkill_inside_a_flush(tmp_path, phase):
     """Killed at each phase of an atomic write of the 1st, 3rd and 8th file (a blob, the first
-    manifest, a batch JSON): nothing half-written is visible, the temporary file is ignored."""
+    manifest, a batch JSON): nothing half-written is visible, the temporary files are ignored."""
     for n in (0, 2, 7):
         d = tmp_path / f"w{n}"
         d.mkdir()
         trial = ch.run_child("die", d, 50 + n, 8_000, n, phase, 1_000)
         assert trial.returncode == -9, trial.output
         found = ch.check_recording(d, 50 + n)
-        # A temporary file is left exactly when the kill came between its creation and rename.
-        assert found.temp_files == (1 if phase in ("write", "sync", "commit") else 0)
+        assert found.temp_files == _temps_left(n, phase), (n, phase)
         if n == 2 and phase == "renamed":
             assert found.batches == 1  # the first manifest made it
 

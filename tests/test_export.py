@@ -1,4 +1,4 @@
-"""gym_recording._export on every kind of space: each export read back by its target library.
+"""gym_recording.tools.export on every kind of space: each export read back by its target library.
 
 Parquet through pyarrow, npz through numpy, Minari through ``minari.load_dataset``, and
 ``import_minari`` back into a recording, with values, dtypes and shapes compared exactly.
@@ -19,7 +19,7 @@ from conftest import ACTION_SPACES, OBSERVATION_SPACES, SpaceEnv, run_episodes
 
 import gym_recording
 from gym_recording import RecordingError
-from gym_recording._export import (
+from gym_recording.tools.export import (
     ExportError,
     LossyExportWarning,
     OutputExistsError,
@@ -166,7 +166,7 @@ def test_parquet_of_an_empty_recording(tmp_path: Path) -> None:
 def test_parquet_many_row_groups_read_by_pandas(tmp_path: Path, monkeypatch: Any) -> None:
     pd = pytest.importorskip("pandas")
     pq = pytest.importorskip("pyarrow.parquet")
-    from gym_recording import _export
+    from gym_recording.tools import export as _export
 
     monkeypatch.setattr(_export, "_ROW_GROUP_ROWS", 10)
     d = record_space(tmp_path / "rec", "box_rank1_f32", episodes=12)

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 import gym_recording
 from gym_recording import TraceFormatError, TraceRecording, scan_recorded_traces
-from gym_recording._verify import verify
+from gym_recording.tools.verify import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "hostile"))
 import make_cases

@@ -20,8 +20,8 @@ import pytest
 
 import gym_recording
 from gym_recording import TraceFormatError, scan_recorded_traces
-from gym_recording._format import MAX_BATCH_JSON_BYTES, MAX_MANIFEST_BYTES
-from gym_recording._verify import verify
+from gym_recording.format.limits import MAX_BATCH_JSON_BYTES, MAX_MANIFEST_BYTES
+from gym_recording.tools.verify import verify
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 sys.path.insert(0, str(HOSTILE))

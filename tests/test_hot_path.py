@@ -1,12 +1,9 @@
-"""The per-step hot path: the wrapper's fused ``step`` and the recording's ``add_step`` closure.
+"""The per-step hot path: the wrapper's ``step``, through the recording's step recorder.
 
-The fused step is a closure that calls the env's step, then records the step: through a
-``gym_recording._speedups.StepRecorder`` (C) when the extension is built, else in Python;
-``add_step`` is a closure. They share the recording's layout (see
-``TraceRecording._build_hot_path``). Every test here runs both ways, and holds them to what the
-plain methods promise: the same files for the same steps, and callers that keep a reference to
-``env.step`` or ``rec.add_step`` across layout changes, fallbacks, episodes the trigger skips,
-and close.
+Every test runs twice: with the C step recorder (and the C column views), and with the plain
+Python code. Both must record what the plain methods promise: the same episodes for the same
+steps, across layout changes, fallbacks, episodes the trigger skips, failed resets and close.
+``tests/test_accelerated.py`` compares the two paths' files over the whole corpus.
 """
 
 from __future__ import annotations
@@ -21,7 +18,9 @@ from gymnasium import spaces
 
 import gym_recording
 from gym_recording import TraceRecording
-from gym_recording import recording as recording_module
+from gym_recording._accel import speedups
+from gym_recording.format.arrays import BatchBlob
+from gym_recording.record import steps
 from gym_recording.wrappers import TraceRecordingWrapper
 from tests.conftest import (
     ACTION_SPACES,
@@ -33,31 +32,36 @@ from tests.conftest import (
 )
 
 
+def plain_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch both accelerated pieces off: every step and every batch takes the Python code."""
+    monkeypatch.setattr(steps, "speedups", None)
+    monkeypatch.setattr(BatchBlob, "_column_views_c", None)
+
+
 @pytest.fixture(autouse=True, params=["c", "python"])
 def hot_path(request, monkeypatch):
-    """Run each test with the C step, then with the pure-Python one."""
+    """Run each test with the accelerated pieces, then with the plain Python ones."""
     if request.param == "c":
-        if recording_module._speedups is None:
+        if speedups is None:
             pytest.skip("gym_recording._speedups is not built (no C compiler at install?)")
     else:
-        monkeypatch.setattr(recording_module, "_speedups", None)
+        plain_paths(monkeypatch)
     return request.param
 
 
 def _recorder(env: TraceRecordingWrapper[Any, Any]) -> Any:
-    """The C step recorder of the wrapper's step (there is one per wrapper)."""
+    """The step recorder of the wrapper's step (there is one per wrapper)."""
     (recorder,) = env.recording._recorders
     return recorder
 
 
-def test_the_step_installed_is_the_one_chosen(hot_path, tmp_path):
+def test_the_recorder_in_use_is_the_one_chosen(hot_path, tmp_path):
     with TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path) as env:
         env.reset(seed=0)
         env.step(0)
-        assert callable(env.__dict__["step"])
-        assert len(env.recording._recorders) == (hot_path == "c")
+        kind = type(_recorder(env)).__name__
+        assert kind == ("StepRecorder" if hot_path == "c" else "PlainStepRecorder")
         if hot_path == "c":
-            assert type(_recorder(env)).__name__ == "StepRecorder"
             assert _recorder(env).fast == 1  # Box obs, Discrete action: stored in C
 
 
@@ -68,12 +72,11 @@ def _load_all(directory: Any) -> list[Any]:
 
 @pytest.mark.parametrize("obs_name", sorted(OBSERVATION_SPACES))
 @pytest.mark.parametrize("act_name", ["discrete", "box_f32", "dict", "text"])
-def test_fused_step_and_add_step_record_the_same(obs_name, act_name, tmp_path):
-    """The wrapper's fused step and explicit add_step calls give equal episodes."""
+def test_wrapper_step_and_add_step_record_the_same(obs_name, act_name, tmp_path):
+    """The wrapper's step and explicit add_step calls give equal episodes."""
     obs_space, act_space = OBSERVATION_SPACES[obs_name], ACTION_SPACES[act_name]
     with TraceRecordingWrapper(SpaceEnv(obs_space, act_space), tmp_path / "fused") as env:
         traces = run_episodes(env, 3, seed=5)
-        assert "step" in env.__dict__, "the fused step was not installed"
     with TraceRecording(tmp_path / "manual") as rec:
         for t in traces:
             rec.add_reset(t.observations[0], seed=t.seed)
@@ -204,7 +207,7 @@ def test_step_held_across_skipped_episodes_and_close(tmp_path):
 
 
 def test_step_of_a_closed_recording_is_refused(tmp_path):
-    """Recording closed under the wrapper: the fused step says so, as add_step does."""
+    """Recording closed under the wrapper: the wrapper's step says so, as add_step does."""
     env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path)
     env.reset(seed=0)
     env.step(0)
@@ -215,7 +218,7 @@ def test_step_of_a_closed_recording_is_refused(tmp_path):
     env.close()
 
 
-def test_fused_step_copies_reused_buffers(tmp_path):
+def test_wrapper_step_copies_reused_buffers(tmp_path):
     """An env that mutates one buffer in place: each step's values are kept, not the last."""
     env = TraceRecordingWrapper(_ShiftingEnv(odd_steps=set()), tmp_path)
     run: list[Trace] = run_episodes(env, 2, seed=0)
@@ -336,7 +339,7 @@ def test_record_infos_keeps_infos_with_either_step(hot_path, tmp_path):
 
 
 def test_wrapper_is_freed_after_close(tmp_path):
-    """The step objects reference the wrapper and the recording: a cycle the GC must collect."""
+    """The step recorder references the wrapper and the recording: a cycle the GC collects."""
     import gc
     import weakref
 
@@ -362,8 +365,8 @@ class _FailingReset(gymnasium.Wrapper[Any, Any, Any, Any]):
 
 
 def test_a_step_after_a_failed_reset_is_not_recorded(hot_path, tmp_path):
-    """The env's reset raises: the wrapper's step stays installed, but with no episode open
-    the step it records nothing, and the next reset records as before."""
+    """The env's reset raises: with no episode open the wrapper's step records nothing, and
+    the next reset records as before."""
     inner = _FailingReset(gymnasium.make("CartPole-v1"))
     env = TraceRecordingWrapper(inner, tmp_path)
     env.reset(seed=0)
@@ -372,12 +375,11 @@ def test_a_step_after_a_failed_reset_is_not_recorded(hot_path, tmp_path):
     inner.fail = True
     with pytest.raises(ValueError, match="reset failed"):
         env.reset()
-    assert "step" in env.__dict__
     if hot_path == "c":
         assert _recorder(env).room == -1  # the C recorder sees no open episode
-    buffered = len(env.recording._rew)
+    buffered = env.recording.steps
     env.step(0)  # not recorded: nothing is buffered
-    assert len(env.recording._rew) == buffered
+    assert env.recording.steps == buffered
     inner.fail = False
     env.reset(seed=1)
     env.step(1)

@@ -19,14 +19,14 @@ import pytest
 from conftest import OBSERVATION_SPACES, SpaceEnv, run_episodes
 
 import gym_recording
-from gym_recording import DependencyNotInstalled, RecordingError
-from gym_recording._notebook import (
-    Animation,
+from gym_recording import (
+    DependencyNotInstalled,
     NoFramesError,
+    RecordingError,
     ReplayMismatchWarning,
-    ReplayResult,
-    rolling_mean,
 )
+from gym_recording.read.notebook import Animation, rolling_mean
+from gym_recording.read.replay import ReplayResult
 from gym_recording.wrappers import TraceRecordingWrapper
 
 pd = pytest.importorskip("pandas")
@@ -287,9 +287,9 @@ def test_recording_repr_html_is_cheap(tmp_path: Path, monkeypatch: pytest.Monkey
     read: list[tuple[int, int]] = []
     original = rec._batch
 
-    def counting(w: int, b: int, plain: bool = False) -> Any:
+    def counting(w: int, b: int) -> Any:
         read.append((w, b))
-        return original(w, b, plain)
+        return original(w, b)
 
     monkeypatch.setattr(rec, "_batch", counting)
     page = rec._repr_html_()

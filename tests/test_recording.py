@@ -390,9 +390,9 @@ def test_unfinished_split_episode_is_hidden_until_written(trace_dir):
 
 def test_manifest_segments_keep_episode_order(trace_dir, monkeypatch):
     """A writer continuing in new manifests (segments .s1 ... .s12) keeps every episode in order."""
-    from gym_recording import recording as recording_module
+    from gym_recording.record import writer
 
-    monkeypatch.setattr(recording_module, "SEGMENT_BATCHES", 2)
+    monkeypatch.setattr(writer, "SEGMENT_BATCHES", 2)
     traces = [make_trace(2 + i % 3, start=100 * i) for i in range(24)]
     traces.insert(5, make_trace(60, start=7000))  # split in parts: never cut by a segment
     with TraceRecording(trace_dir, batch_bytes=150) as rec:

@@ -23,8 +23,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import gym_recording
 from gym_recording import DependencyNotInstalled, RecordingError, TraceFormatError
-from gym_recording._storage import LocalStorage, open_storage
-from gym_recording._verify import verify
+from gym_recording.storage import LocalStorage, open_storage
+from gym_recording.tools.verify import verify
 from gym_recording.wrappers import TraceRecordingVectorWrapper
 
 # The recording run, as source: the writer subprocesses run it too.

@@ -1,4 +1,4 @@
-"""The independent version 1 reader reads every original trace in shared/compat exactly.
+"""The independent version 1 reader reads every original trace in tests/data/compat exactly.
 
 These tests pin the ground truth down without gym_recording: if they pass, ``seed_reader`` and
 ``compat_expect`` are trustworthy tools for checking what our own writer and reader do.

@@ -1,4 +1,4 @@
-"""Tests of gym_recording._spaces: the FORMAT.md §7 JSON form of spaces."""
+"""Tests of gym_recording.format.spaces: the FORMAT.md §7 JSON form of spaces."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gym_recording._spaces
+import gym_recording.format.spaces
 from gym_recording._errors import TraceFormatError
-from gym_recording._spaces import MAX_SPACE_DEPTH, space_from_json, space_to_json
+from gym_recording.format.spaces import MAX_SPACE_DEPTH, space_from_json, space_to_json
 
 FLOAT_DTYPES = ["float16", "float32", "float64"]
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -388,11 +388,11 @@ def test_gym_is_not_imported() -> None:
     """Importing the module and writing spaces never imports the legacy gym package."""
     code = (
         "import sys, gymnasium\n"
-        "from gym_recording._spaces import space_to_json\n"
+        "from gym_recording.format.spaces import space_to_json\n"
         "space_to_json(gymnasium.spaces.Discrete(2)); space_to_json(object())\n"
         "assert 'gym' not in sys.modules, 'gym was imported'\n"
     )
-    root = str(Path(gym_recording._spaces.__file__).resolve().parent.parent)
+    root = str(Path(gym_recording.format.spaces.__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
@@ -636,7 +636,7 @@ def test_deep_nested_bounds_are_refused() -> None:
         deep = [deep]
     with pytest.raises(TraceFormatError):
         space_from_json(box(low=deep))
-    with pytest.raises(TraceFormatError, match="at most 64"):
+    with pytest.raises(TraceFormatError, match="at most 32"):
         space_from_json(box(shape=[1] * 65))
-    with pytest.raises(TraceFormatError, match="deeper than 64"):
+    with pytest.raises(TraceFormatError, match="deeper than 32"):
         space_from_json({"type": "MultiDiscrete", "nvec": deep, "start": deep, "dtype": "int64"})

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import gym_recording
-from gym_recording import TraceRecording
-from gym_recording._transitions import iter_transitions
+from gym_recording import TraceRecording, iter_transitions
 
 
 def make_recording(directory: Path, lengths: list[int], *, batch_bytes: int = 5_000_000) -> None:

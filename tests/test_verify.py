@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from gym_recording import TraceRecording
-from gym_recording._verify import CLEAN_MIN_AGE, remove_temp_files, verify
+from gym_recording.tools.verify import CLEAN_MIN_AGE, remove_temp_files, verify
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 

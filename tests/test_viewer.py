@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gym_recording._viewer import make_server
+from gym_recording.tools.viewer import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPAT_DIR = ROOT.parent / "shared" / "compat"

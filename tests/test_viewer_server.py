@@ -24,7 +24,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from gym_recording import TraceFormatError
-from gym_recording._viewer import make_server
+from gym_recording.tools.viewer import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPAT_DIR = ROOT.parent / "shared" / "compat"
@@ -444,7 +444,7 @@ def _check_and_interrupt(proc: subprocess.Popen[str], url: str, recording: Path)
 def test_serve_prints_the_url_and_stops_on_ctrl_c(recording: Path) -> None:
     """serve() prints its URL, serves, and returns cleanly on KeyboardInterrupt."""
     code = (
-        "import sys; from gym_recording._viewer import serve; "
+        "import sys; from gym_recording.tools.viewer import serve; "
         "serve(sys.argv[1], open_browser=False)"
     )
     proc = subprocess.Popen(

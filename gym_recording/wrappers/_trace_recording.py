@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, SupportsFloat, TypeVar
+from typing import Any, Literal, NoReturn, SupportsFloat, TypeVar
 
 import gymnasium
 
-from gym_recording.recording import TraceRecording
+from gym_recording._errors import RecordingError
+from gym_recording.record.recording import TraceRecording, env_spec_json
 
 __all__ = ["TraceRecordingWrapper"]
 
@@ -18,26 +18,6 @@ logger = logging.getLogger(__name__)
 
 ObsType = TypeVar("ObsType")
 ActType = TypeVar("ActType")
-
-
-def _spec_json(spec: Any) -> Any:
-    """The env spec as JSON, or a best-effort summary if it does not serialise."""
-    if spec is None:
-        return None
-    to_json = getattr(spec, "to_json", None)
-    if callable(to_json):
-        try:
-            return json.loads(to_json())
-        except Exception:  # kwargs that do not serialise (callables, objects)
-            pass
-    summary: dict[str, Any] = {}
-    for key in ("id", "entry_point", "max_episode_steps", "reward_threshold", "nondeterministic"):
-        val = getattr(spec, key, None)
-        summary[key] = val if isinstance(val, (str, int, float, bool, type(None))) else repr(val)
-    kwargs = getattr(spec, "kwargs", None)
-    if isinstance(kwargs, Mapping):
-        summary["kwargs"] = {str(k): repr(v) for k, v in kwargs.items()}
-    return summary
 
 
 def _in_space(space: Any, value: Any) -> bool:
@@ -60,7 +40,9 @@ def _is_obs_info_pair(result: Any, space: Any) -> bool:
     return not (_in_space(space, result) and not _in_space(space, result[0]))
 
 
-class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType]):
+class TraceRecordingWrapper(
+    gymnasium.Wrapper[ObsType, ActType, ObsType, ActType], gymnasium.utils.RecordConstructorArgs
+):
     """Records every observation, action and reward of the wrapped env to a directory.
 
     Wraps a :class:`gymnasium.Env`, a ``gym`` 0.26 env, or a legacy env whose ``step`` returns
@@ -98,10 +80,24 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         ...     rec[0].length, rec[0].observations.shape, rec[0].seed
         (5, (6, 4), 42)
 
+    Like Gymnasium's own wrappers it records its constructor's arguments, so that
+    ``env.spec`` re-makes it: ``gym.make(env.spec)`` gives an env that records into the same
+    directory as a new writer. It cannot be copied or pickled (a copy would share the
+    writer and lose or mix steps): make another one instead.
+
     Change log:
+        2.1.0: ``RecordConstructorArgs`` (``env.spec`` re-makes the wrapper); copies refused.
         2.0.0: gymnasium support, ``terminated``/``truncated``/``seed``/``options``, infos,
         ``episode_trigger``, ``metadata``, ``batch_bytes``.
     """
+
+    def __new__(cls, env: Any, *args: Any, **kwargs: Any) -> TraceRecordingWrapper[Any, Any]:
+        # A legacy (non-gymnasium) env gets the subclass that forwards attributes to it as
+        # legacy gym wrappers did; gymnasium envs get none (a class with __getattr__ makes
+        # every attribute lookup of the hot path slower).
+        if cls is TraceRecordingWrapper and not isinstance(env, gymnasium.Env):
+            cls = _LegacyTraceRecordingWrapper
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -114,9 +110,18 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         metadata: Mapping[str, Any] | None = None,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
+        gymnasium.utils.RecordConstructorArgs.__init__(
+            self,
+            directory=directory,
+            batch_bytes=batch_bytes,
+            record_infos=record_infos,
+            episode_trigger=episode_trigger,
+            metadata=metadata,
+            storage_options=storage_options,
+        )
         self._gymnasium_env = isinstance(env, gymnasium.Env)
         if self._gymnasium_env:
-            super().__init__(env)
+            gymnasium.Wrapper.__init__(self, env)
         else:
             # gym / legacy envs: set what gymnasium.Wrapper.__init__ sets, without its type check.
             if not (callable(getattr(env, "step", None)) and callable(getattr(env, "reset", None))):
@@ -139,7 +144,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             batch_bytes=batch_bytes,
             metadata=metadata,
             env_id=getattr(spec, "id", None),
-            env_spec=_spec_json(spec),
+            env_spec=env_spec_json(spec),
             observation_space=getattr(env, "observation_space", None),
             action_space=getattr(env, "action_space", None),
             record_infos=record_infos,
@@ -153,9 +158,8 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         self.episode_id = -1
         self._active = False  # recording the current episode
         self._closed = False
-        # While an episode is recorded, ``step`` is this instance attribute: the env's step and
-        # the recording of it in one call (the recording builds it; the wrapper does no IO).
-        self._fused_step = self.recording._step_function(self.env.step, self._record_if_active)
+        # Where each step's result goes: the recording's step recorder (see step()).
+        self._record = self.recording.step_recorder(self._record_if_active).record
 
     # ---------------------------------------------------------------- env API
 
@@ -167,8 +171,7 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         if not self._closed:
             rec.end_episode()
         self.episode_id += 1
-        # Not recording until the env's reset succeeds (it may raise). The fused step may stay
-        # installed meanwhile: with no episode open it hands steps to _record_if_active.
+        # Not recording until the env's reset succeeds (it may raise).
         self._active = False
         if self._gymnasium_env:
             result = self.env.reset(seed=seed, options=options, **kwargs)
@@ -189,19 +192,15 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         )
         if active:
             rec.add_reset(obs, seed=seed, options=options, info=info if self.record_infos else None)
-        self._set_active(active)
+        self._active = active
         return result
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Step the env and record the step."""
-        # While an episode is recorded, the fused step (an instance attribute) stands in for it.
-        result: Any = self.env.step(action)
-        if self._active:
-            self._record_result(action, result)
-        return result
+        """Step the env and record the step (in the recording's step recorder)."""
+        return self._record(action, self.env.step(action))
 
     def _record_if_active(self, action: Any, result: Any) -> None:
-        """The fused step's way out: a legacy result, or no episode open in the recording."""
+        """What the step recorder does not record: a legacy result, or any without an episode."""
         if self._active:
             self._record_result(action, result)
 
@@ -217,19 +216,12 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
         else:
             self.recording.add_step(action, obs, reward, terminated, truncated)
 
-    def _set_active(self, active: bool) -> None:
-        self._active = active
-        if active:
-            self.__dict__["step"] = self._fused_step
-        else:
-            self.__dict__.pop("step", None)
-
     def close(self) -> None:
         """Write everything buffered, then close the env. Safe to call more than once."""
         if self._closed:
             return
         self._closed = True
-        self._set_active(False)
+        self._active = False
         try:
             self.recording.close()
         finally:
@@ -242,11 +234,15 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
             return super().spec
         return getattr(self.env, "spec", None)
 
-    def __getattr__(self, name: str) -> Any:
-        # gymnasium wrappers do not forward attributes; legacy gym wrappers did, so do it for them.
-        if name.startswith("_") or self.__dict__.get("_gymnasium_env", True):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(self.env, name)
+    def _refuse_copy(self, *args: Any) -> NoReturn:
+        msg = (
+            "a TraceRecordingWrapper cannot be copied or pickled: the copy would share its "
+            "recording's writer and lose or mix steps. Make another one instead: "
+            "gym.make(env.spec) re-makes the wrapped env with a new writer, or wrap a new env"
+        )
+        raise RecordingError(msg)
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
 
     def __enter__(self) -> TraceRecordingWrapper[ObsType, ActType]:
         return self
@@ -254,3 +250,16 @@ class TraceRecordingWrapper(gymnasium.Wrapper[ObsType, ActType, ObsType, ActType
     def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
+
+
+class _LegacyTraceRecordingWrapper(TraceRecordingWrapper[Any, Any]):
+    """A :class:`TraceRecordingWrapper` of a legacy env, forwarding attributes to it.
+
+    Gymnasium's wrappers do not forward attributes; legacy gym wrappers did, and code written
+    for them relies on it.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self.env, name)

@@ -33,8 +33,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import iterate
 
-from gym_recording.recording import TraceRecording
-from gym_recording.wrappers._trace_recording import _spec_json
+from gym_recording.record.recording import TraceRecording, env_spec_json
 
 __all__ = ["TraceRecordingVectorWrapper"]
 
@@ -193,7 +192,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         batch_bytes=batch_bytes,
                         metadata=meta,
                         env_id=getattr(specs[i], "id", None),
-                        env_spec=_spec_json(specs[i]),
+                        env_spec=env_spec_json(specs[i]),
                         observation_space=env.single_observation_space,
                         action_space=env.single_action_space,
                         record_infos=record_infos,

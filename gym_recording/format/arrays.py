@@ -1,0 +1,307 @@
+"""Arrays in blobs (FORMAT.md §6.1): laid out by the writer, checked and viewed by the reader.
+
+:class:`BlobLayout` places a batch's arrays in its blob at 8-byte-aligned offsets without
+copying them (the blob is written from the pieces). :class:`BatchBlob` is the reader's side:
+the one blob a batch may reference, opened when first needed, every reference checked
+against it before a byte is read (its name, its size against its shape, its bytes within the
+blob, no byte shared with another array of the batch), then handed out as a read-only view.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gym_recording._accel import speedups
+from gym_recording._errors import TraceFormatError
+from gym_recording.format.limits import INTP_MAX
+from gym_recording.format.wire import DTYPES, ArrayRef
+
+__all__ = ["DTYPE", "BatchBlob", "BlobLayout", "blob_dtype", "brief"]
+
+#: The little-endian dtype of each allowed dtype name.
+DTYPE: dict[str, np.dtype[Any]] = {n: np.dtype(n).newbyteorder("<") for n in DTYPES}
+_PAD = b"\x00" * 8
+
+
+def blob_dtype(dtype: np.dtype[Any]) -> str | None:
+    """The §6.1 name under which arrays of ``dtype`` are stored in a blob, or ``None``.
+
+    Big-endian arrays of an allowed dtype are stored little-endian (a converted copy).
+    """
+    name = dtype.name
+    return name if name in DTYPE and dtype.fields is None else None
+
+
+def brief(x: Any) -> str:
+    """An untrusted value described for a message: short, never deep, never a huge number."""
+    if x is None or isinstance(x, (bool, float)):
+        return repr(x)
+    if isinstance(x, int):
+        return repr(x) if -(10**30) < x < 10**30 else f"an integer of {x.bit_length()} bits"
+    if isinstance(x, str):
+        return repr(x[:60]) + ("..." if len(x) > 60 else "")
+    if isinstance(x, list):
+        if len(x) <= 8 and not any(isinstance(i, (list, dict)) for i in x):
+            return "[" + ", ".join(brief(i) for i in x) + "]"
+        return f"a list of {len(x)} items"
+    if isinstance(x, dict):
+        return f"an object of {len(x)} keys"
+    return type(x).__name__
+
+
+class BlobLayout:
+    """Lays a batch's arrays out in its blob, each at an 8-byte-aligned offset, without copies.
+
+    Args:
+        name: The blob's file name, written into every reference.
+
+    Example:
+        >>> layout = BlobLayout("b.bin")
+        >>> layout.add(np.arange(3, dtype=np.int8)).npyoff, layout.add(np.ones(2)).npyoff
+        (0, 8)
+        >>> layout.size, len(layout.chunks)
+        (24, 3)
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        #: The blob's bytes, in pieces (views of the arrays, and padding).
+        self.chunks: list[Any] = []
+        #: The blob's length so far.
+        self.size = 0
+
+    def _append(self, arr: np.ndarray) -> int:
+        pad = -self.size % 8
+        if pad:
+            self.chunks.append(_PAD[:pad])
+            self.size += pad
+        offset = self.size
+        if arr.nbytes:
+            self.chunks.append(arr.reshape(-1).view(np.uint8).data)
+            self.size += arr.nbytes
+        return offset
+
+    def add(self, arr: np.ndarray) -> ArrayRef:
+        """Append ``arr`` (of a :func:`blob_dtype`) and return its reference."""
+        name = blob_dtype(arr.dtype)
+        if name is None:
+            msg = f"arrays of dtype {arr.dtype} have no blob form"
+            raise TypeError(msg)
+        arr = np.ascontiguousarray(arr, dtype=DTYPE[name])
+        offset = self._append(arr)
+        return ArrayRef(list(arr.shape), name, self.name, offset, arr.nbytes)
+
+    def rows(self, column: np.ndarray) -> Callable[[int, int], ArrayRef]:
+        """References to row ranges of ``column`` (an array whose first axis is the step).
+
+        When a row takes a multiple of 8 bytes the column is laid out once, whole, and each
+        range's reference points into it (the blob is then the batch's columns one after the
+        other); otherwise each range is laid out when asked for.
+
+        Returns:
+            ``ref(start, stop)``: the reference of rows ``start:stop``.
+        """
+        name = blob_dtype(column.dtype)
+        if name is None:
+            msg = f"arrays of dtype {column.dtype} have no blob form"
+            raise TypeError(msg)
+        column = np.ascontiguousarray(column, dtype=DTYPE[name])
+        tail = list(column.shape[1:])
+        row = column.dtype.itemsize * math.prod(tail)
+        if row % 8 or not row:
+            return lambda start, stop: self.add(column[start:stop])
+        base = self._append(column)
+        fn = self.name
+
+        def ref(start: int, stop: int) -> ArrayRef:
+            n = stop - start
+            return ArrayRef([n, *tail], name, fn, base + start * row, n * row)
+
+        return ref
+
+
+class BatchBlob:
+    """The blob of one batch as the reader sees it: references checked, then viewed.
+
+    A batch may reference one blob only, its own (FORMAT.md §9), so that a blob's bytes
+    belong to one batch. Within it no two non-empty arrays may share a byte: a file then
+    never stands for more memory than it holds, however its arrays are stacked or joined.
+
+    Args:
+        name: The only blob name the batch's references may give.
+        load: Returns the blob's bytes (read-only); called once, when first needed.
+        path: The batch JSON's path, for messages.
+        budget: Bytes that arrays built from the batch's JSON may take together.
+    """
+
+    def __init__(
+        self, name: str, load: Callable[[str], memoryview], path: str, budget: int
+    ) -> None:
+        self.name = name
+        self.path = path
+        self._load = load
+        self._bytes: memoryview | None = None
+        # The byte ranges of the non-empty arrays (one per array, or per column).
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._budget = budget
+        #: Array references checked so far.
+        self.arrays = 0
+
+    def fail(self, where: str, problem: str) -> TraceFormatError:
+        """An error naming the batch file, the place in it and the problem."""
+        return TraceFormatError(f"{where}: {problem}", self.path)
+
+    def charge(self, nbytes: int, where: str) -> None:
+        """Account for ``nbytes`` about to be built from JSON; refuse past the batch's budget."""
+        self._budget -= nbytes
+        if self._budget < 0:
+            raise self.fail(
+                where,
+                "the batch's JSON-encoded arrays would take more memory than its size allows "
+                "(FORMAT.md §9)",
+            )
+
+    def bytes(self) -> memoryview:
+        """The blob's bytes (opened on first use)."""
+        if self._bytes is None:
+            self._bytes = self._load(self.name)
+        return self._bytes
+
+    def array(self, ref: ArrayRef, where: str) -> np.ndarray:
+        """The read-only view of ``ref``, checked against the blob first."""
+        if ref.npyfile != self.name:
+            raise self.fail(
+                where,
+                f"expected npyfile to be the batch's blob {self.name}, got {brief(ref.npyfile)}",
+            )
+        dt = DTYPE[ref.dtype]
+        nonzero = dt.itemsize
+        empty = False
+        for d in ref.shape:
+            if d:
+                nonzero *= d
+            else:
+                empty = True
+        if nonzero > INTP_MAX:
+            raise self.fail(where, f"shape {brief(ref.shape)} of {ref.dtype} is over 2**63 bytes")
+        nbytes = 0 if empty else nonzero
+        if ref.size != nbytes:
+            raise self.fail(
+                where,
+                f"size {ref.size} does not equal prod(shape {brief(ref.shape)}) * itemsize "
+                f"{dt.itemsize} = {nbytes}",
+            )
+        blob = self.bytes()
+        off = ref.npyoff
+        if off + nbytes > len(blob):
+            raise self.fail(
+                where,
+                f"array bytes {off}..{off + nbytes} run past the end of {self.name} "
+                f"({len(blob)} bytes)",
+            )
+        self.arrays += 1
+        if empty:
+            try:
+                arr = np.empty(ref.shape, dtype=dt)
+            except (ValueError, MemoryError):
+                raise self.fail(where, f"no array of shape {brief(ref.shape)} can exist") from None
+            arr.flags.writeable = False
+            return arr
+        self._starts.append(off)
+        self._ends.append(off + nbytes)
+        return np.ndarray(ref.shape, dt, blob, off)
+
+    def arrays_of(self, refs: list[ArrayRef], where: Callable[[int], str]) -> list[np.ndarray]:
+        """The views of ``refs`` (``where(i)`` names the place of ``refs[i]`` for messages).
+
+        References laid out as a writer's column (one dtype and row shape, each array right
+        after the previous one) are checked together and sliced from one view of the blob;
+        any other list is checked reference by reference. Both give equal arrays.
+        """
+        if len(refs) > 1:
+            views = self._column(refs)
+            if views is not None:
+                return views
+        return [self.array(r, where(i)) for i, r in enumerate(refs)]
+
+    #: The C drop-in for :meth:`_column_views` (see :mod:`gym_recording._accel`), or ``None``.
+    _column_views_c = getattr(speedups, "column_views", None)
+
+    def _column(self, refs: list[ArrayRef]) -> list[np.ndarray] | None:
+        """:meth:`arrays_of` for references laid out as a writer's column, or ``None``."""
+        blob = self.bytes()
+        c = self._column_views_c
+        got = c(refs, blob, self.name, DTYPE) if c is not None else self._column_views(refs, blob)
+        if got is None:
+            return None
+        views, start, stop = got
+        if stop > start:
+            self._starts.append(start)
+            self._ends.append(stop)
+        self.arrays += len(refs)
+        return views
+
+    def _column_views(
+        self, refs: list[ArrayRef], blob: memoryview
+    ) -> tuple[list[np.ndarray], int, int] | None:
+        """``(views, start, stop)`` of ``refs`` laid out as a writer's column, else ``None``.
+
+        ``start:stop`` is the byte range the views cover. A writer's column is: one dtype,
+        one shape after the first axis, and each array's bytes right after the previous
+        one's, all within the blob. They are then one run of rows of the blob, viewed once
+        and sliced.
+        """
+        n = len(refs)
+        first = refs[0]
+        shapes = [r.shape for r in refs]
+        ndim = len(first.shape)
+        if (
+            not ndim
+            or [len(s) for s in shapes].count(ndim) != n
+            or [r.dtype for r in refs].count(first.dtype) != n
+            or [r.npyfile for r in refs].count(self.name) != n
+        ):
+            return None
+        for k in range(1, ndim):
+            if [s[k] for s in shapes].count(first.shape[k]) != n:
+                return None
+        tail = first.shape[1:]
+        dt = DTYPE[first.dtype]
+        row = dt.itemsize * math.prod(tail)
+        size = len(blob)
+        offs = [r.npyoff for r in refs]
+        sizes = [r.size for r in refs]
+        rows = [s[0] for s in shapes]
+        start, stop = offs[0], offs[-1] + sizes[-1]
+        if (
+            not 0 < row <= size
+            or stop > size
+            or sizes != [k * row for k in rows]
+            or offs[1:] != list(map(operator.add, offs[:-1], sizes[:-1]))
+        ):
+            return None
+        phase = start % row
+        col = np.ndarray(((size - phase) // row, *tail), dt, blob, phase)
+        bounds = list(itertools.accumulate(rows, initial=(start - phase) // row))
+        return [col[a:b] for a, b in itertools.pairwise(bounds)], start, stop
+
+    def check_disjoint(self) -> None:
+        """Refuse the batch if two of its non-empty arrays share a byte of the blob."""
+        if len(self._starts) < 2:
+            return
+        starts = np.array(self._starts, np.int64)
+        ends = np.array(self._ends, np.int64)
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        clash = np.flatnonzero(starts[1:] < ends[:-1])
+        if clash.size:
+            at = int(starts[clash[0] + 1])
+            msg = f"two arrays share bytes of {self.name} (at offset {at}; FORMAT.md §9)"
+            raise TraceFormatError(msg, self.path)

@@ -1,0 +1,341 @@
+"""Batches (FORMAT.md §4): the one encoder and the one decoder of episode objects.
+
+:func:`encode_batch` turns a batch of buffered episodes (rows of the buffer's fields) into the
+batch JSON and its blob; :func:`decode_batch` turns a batch file back into a
+:class:`DecodedBatch`, every rule of §4-§6 and §9 checked once, for the whole batch at once;
+:func:`join_parts` joins the parts of an episode split across batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from gym_recording._errors import TraceFormatError
+from gym_recording.format.arrays import BatchBlob, BlobLayout, brief
+from gym_recording.format.fields import (
+    JoinError,
+    decode_fields,
+    field_encoder,
+    field_length,
+    join_fields,
+)
+from gym_recording.format.values import decode_value, encode_value
+from gym_recording.format.wire import Batch, BatchEntry, EpisodeObject, decode, encode
+
+__all__ = ["DecodedBatch", "Span", "decode_batch", "encode_batch", "join_parts"]
+
+
+class Span(Protocol):
+    """What the encoder needs of a buffered episode (or part): its rows and its keys.
+
+    Its observations are rows ``obs_start:obs_stop`` of the batch's observations field, its
+    actions and rewards rows ``act_start:act_stop``.
+    """
+
+    obs_start: int
+    obs_stop: int
+    act_start: int
+    act_stop: int
+    terminated: bool
+    truncated: bool
+    seed: int | None
+    options: Any
+    infos: list[Any] | None
+    started_at: float | None
+    ended_at: float | None
+    part: int
+    continues: bool
+
+
+def encode_batch(
+    observations: Any, actions: Any, rewards: np.ndarray, spans: Sequence[Span], blob_name: str
+) -> tuple[bytes, list[Any], int]:
+    """Encode a batch: its JSON, the pieces of its blob, and the blob's size.
+
+    Args:
+        observations: The batch's observations field (every buffered observation row).
+        actions: Its actions field.
+        rewards: Its rewards, one per action row.
+        spans: The episode objects, in order.
+        blob_name: The blob's file name.
+
+    The blob holds the actions' columns, then the observations', then the rewards (the
+    original writer's order, one column after the other where rows are 8-byte multiples).
+    """
+    layout = BlobLayout(blob_name)
+    act = field_encoder(actions, layout)
+    obs = field_encoder(observations, layout)
+    rew = layout.rows(np.asarray(rewards, dtype=np.float64))
+    episodes = [
+        EpisodeObject(
+            obs(sp.obs_start, sp.obs_stop),
+            act(sp.act_start, sp.act_stop),
+            rew(sp.act_start, sp.act_stop),
+            sp.terminated,
+            sp.truncated,
+            sp.seed,
+            None if sp.options is None else encode_value(sp.options, layout),
+            None if sp.infos is None else [encode_value(i, layout) for i in sp.infos],
+            sp.started_at,
+            sp.ended_at,
+            sp.part,
+            sp.continues,
+        )
+        for sp in spans
+    ]
+    return encode(Batch(episodes)), layout.chunks, layout.size
+
+
+@dataclass(frozen=True)
+class DecodedBatch:
+    """A batch's episode objects, decoded: one list per key, one item per object.
+
+    ``observations``/``actions`` are fields (arrays whose first axis is the step, dicts and
+    tuples of them, or lists of per-step values); ``rewards`` float arrays; ``options`` and
+    ``infos`` decoded values (``None`` where absent). ``part`` and ``continues`` say how the
+    objects join into episodes (see :func:`join_parts`).
+    """
+
+    observations: list[Any]
+    actions: list[Any]
+    rewards: list[np.ndarray]
+    terminated: list[bool]
+    truncated: list[bool]
+    seed: list[int | None]
+    options: list[Any]
+    infos: list[list[Any] | None]
+    started_at: list[float | None]
+    ended_at: list[float | None]
+    part: list[int]
+    continues: list[bool]
+    #: Array references checked (for ``verify``'s counts).
+    arrays: int = 0
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    @property
+    def steps(self) -> int:
+        """The steps of every object together."""
+        return sum(len(r) for r in self.rewards)
+
+
+def _legacy_empty(a: Any) -> Any:
+    """Version 1 stored a zero-step episode's actions and rewards as float64 ``[1, 0]``."""
+    if isinstance(a, np.ndarray) and a.shape == (1, 0):
+        return a.reshape(0)
+    return a
+
+
+_REWARD_KINDS = {(1, "b"), (1, "i"), (1, "u"), (1, "f")}
+
+
+def _lengths(fields: list[Any]) -> list[int | None]:
+    """The steps of each field (``None`` where its leaves disagree)."""
+    if list(map(type, fields)).count(np.ndarray) == len(fields):
+        return list(map(len, fields))
+    return [field_length(f) for f in fields]
+
+
+def _rewards(r: Any, blob: BatchBlob, where: str) -> np.ndarray:
+    if isinstance(r, list):
+        try:
+            r = np.asarray(r, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            raise blob.fail(where, "expected rewards to be numbers") from None
+    if not isinstance(r, np.ndarray) or r.ndim != 1 or r.dtype.kind not in "biuf":
+        raise blob.fail(where, "expected rewards to be a 1-D numeric array")
+    return r
+
+
+def decode_batch(
+    data: bytes,
+    entry: BatchEntry,
+    blob: BatchBlob,
+    *,
+    legacy: bool,
+    after_continues: bool,
+) -> DecodedBatch:
+    """Decode and check a batch file (FORMAT.md §4-§6, §9).
+
+    Args:
+        data: The batch JSON's bytes.
+        entry: The manifest's entry for the batch.
+        blob: The batch's blob.
+        legacy: The batch is version 1 (see :func:`~gym_recording.format.wire.decode`).
+        after_continues: The writer's previous batch continues an episode into this one.
+
+    Raises:
+        TraceFormatError: anything in the batch breaks the format, naming the file and where.
+    """
+    path = blob.path
+    objs: list[EpisodeObject] = decode(data, Batch, path, legacy=legacy).episodes
+    n = len(objs)
+    if n != entry.len:
+        msg = f"the manifest lists {entry.len} episodes for this batch, but it holds {n}"
+        raise TraceFormatError(msg, path)
+
+    def at(key: str) -> Callable[[int], str]:
+        return lambda i: f"episodes[{i}].{key}"
+
+    observations = decode_fields([o.observations for o in objs], blob, at("observations"))
+    actions = decode_fields([o.actions for o in objs], blob, at("actions"))
+    rewards = decode_fields([o.rewards for o in objs], blob, at("rewards"))
+    if legacy:
+        actions = [_legacy_empty(a) for a in actions]
+        rewards = [_legacy_empty(r) for r in rewards]
+    # The checks below run on whole columns; a column that fails is checked object by
+    # object, for the message.
+    if (
+        list(map(type, rewards)).count(np.ndarray) != n
+        or not {(r.ndim, r.dtype.kind) for r in rewards} <= _REWARD_KINDS
+    ):
+        rewards = [_rewards(r, blob, f"episodes[{j}].rewards") for j, r in enumerate(rewards)]
+    steps = list(map(len, rewards))
+    n_obs, n_act = _lengths(observations), _lengths(actions)
+    if n_act != steps or n_obs != list(map((1).__add__, steps)):
+        for j, k in enumerate(steps):
+            if n_act[j] != k or n_obs[j] != k + 1:
+                raise blob.fail(
+                    f"episodes[{j}]",
+                    f"expected N+1 observations and N actions for N={k} rewards, "
+                    f"got {n_obs[j]} observations and {n_act[j]} actions",
+                )
+    options = [o.options for o in objs]
+    if options.count(None) != n:
+        options = [
+            None if v is None else decode_value(v, blob, f"episodes[{j}].options")
+            for j, v in enumerate(options)
+        ]
+    infos: list[Any] = [o.infos for o in objs]
+    if infos.count(None) != n:
+        for j, v in enumerate(infos):
+            if v is None:
+                continue
+            if len(v) != steps[j] + 1:
+                raise blob.fail(
+                    f"episodes[{j}]",
+                    f"expected 'infos' to be a list of N+1 = {steps[j] + 1} values",
+                )
+            infos[j] = [decode_value(i, blob, f"episodes[{j}].infos") for i in v]
+    continues = [o.continues for o in objs]
+    part = [o.part for o in objs]
+    want_continues = [False] * n
+    if n:
+        want_continues[-1] = entry.continues
+    if continues != want_continues or part.count(0) != n - (1 if after_continues else 0):
+        _check_parts(continues, part, entry, after_continues, blob)
+    blob.check_disjoint()
+    batch = DecodedBatch(
+        observations,
+        actions,
+        rewards,
+        [o.terminated for o in objs],
+        [o.truncated for o in objs],
+        [o.seed for o in objs],
+        options,
+        infos,
+        [o.started_at for o in objs],
+        [o.ended_at for o in objs],
+        part,
+        continues,
+        blob.arrays,
+    )
+    if entry.steps is not None and entry.steps != batch.steps:
+        msg = f"the manifest lists {entry.steps} steps for this batch, but it holds {batch.steps}"
+        raise TraceFormatError(msg, path)
+    if entry.bytes is not None and entry.bin is not None:
+        size = len(data) + len(blob.bytes())
+        if size != entry.bytes:
+            msg = (
+                f"the manifest gives {entry.bytes} bytes for this batch and its blob "
+                f"{entry.bin}, but they hold {size} bytes (a truncated or altered file)"
+            )
+            raise TraceFormatError(msg, path)
+    return batch
+
+
+def _check_parts(
+    continues: list[bool],
+    part: list[int],
+    entry: BatchEntry,
+    after_continues: bool,
+    blob: BatchBlob,
+) -> None:
+    """Refuse a batch whose objects' ``continues`` and ``part`` break §9 (names the object)."""
+    n = len(continues)
+    for j in range(n):
+        where = f"episodes[{j}]"
+        last = j == n - 1
+        if continues[j] != (last and entry.continues):
+            if continues[j] and not last:
+                problem = "continues, but only a batch's last episode object may continue"
+            else:
+                problem = (
+                    f"'continues' is {str(continues[j]).lower()}, but the manifest says the "
+                    f"batch {'continues' if entry.continues else 'does not continue'}"
+                )
+            raise blob.fail(where, problem)
+        if part[j] and not (j == 0 and after_continues):
+            raise blob.fail(
+                where,
+                f"is part {part[j]} of an episode, but no part of it precedes it in the "
+                "previous batch",
+            )
+        if j == 0 and after_continues and not part[j]:
+            raise blob.fail(
+                where, "expected the next part of the episode the previous batch continues"
+            )
+
+
+def join_parts(parts: Sequence[tuple[DecodedBatch, int]], path: str) -> DecodedBatch:
+    """Join the parts of one episode (FORMAT.md §4, §9) into a batch of that one episode.
+
+    Args:
+        parts: Each part's batch and position in it, in order: the first part, then each
+            batch's first object while the previous part continues.
+        path: The manifest of the writer, for messages.
+
+    Raises:
+        TraceFormatError: the parts are not numbered one after the other, or do not join:
+            different structures or dtypes, or infos recorded in some parts only.
+    """
+
+    def col(key: str) -> list[Any]:
+        return [getattr(b, key)[j] for b, j in parts]
+
+    numbers = col("part")
+    if numbers != list(range(numbers[0], numbers[0] + len(parts))) or numbers[0]:
+        msg = f"the parts of an episode are numbered {brief(numbers)}, not 0, 1, 2, ..."
+        raise TraceFormatError(msg, path)
+    infos = col("infos")
+    if len(parts) > 1 and any(i is None for i in infos) and any(i is not None for i in infos):
+        msg = f"the {len(parts)} parts of an episode do not join: infos are recorded in some only"
+        raise TraceFormatError(msg, path)
+    try:
+        obs = join_fields(col("observations"), drop_first=True)
+        acts = join_fields(col("actions"), drop_first=False)
+        rews = join_fields(col("rewards"), drop_first=False)
+        joined_infos = None if infos[0] is None else join_fields(infos, drop_first=True)
+    except JoinError as exc:
+        msg = f"the {len(parts)} parts of an episode do not join: {exc}"
+        raise TraceFormatError(msg, path) from None
+    (first, i), (last, k) = parts[0], parts[-1]
+    return DecodedBatch(
+        [obs],
+        [acts],
+        [rews],
+        [last.terminated[k]],
+        [last.truncated[k]],
+        [first.seed[i]],
+        [first.options[i]],
+        [joined_infos],
+        [first.started_at[i]],
+        [last.ended_at[k]],
+        [0],
+        [False],
+    )

@@ -1,0 +1,231 @@
+"""Fields (FORMAT.md §5): the observations or actions of an episode, one value per step.
+
+In memory a field is a tree: an array whose first axis is the step, a ``dict`` or ``tuple``
+of fields (Dict and Tuple spaces, stored leaf by leaf), or a ``list`` of per-step values
+(anything irregular). The recorder's buffer hands a batch's fields over in that form, the
+reader hands them back in that form, and every walk over such a tree is one of the helpers
+here: :func:`leaves`, :func:`field_length`, :func:`slice_field`, :func:`field_step`,
+:func:`join_fields`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from gym_recording.format.arrays import BatchBlob, BlobLayout
+from gym_recording.format.limits import MAX_NESTING
+from gym_recording.format.values import decode_value, encode_value, stack_steps
+from gym_recording.format.wire import ArrayRef, DictField, Field, TupleField
+
+__all__ = [
+    "JoinError",
+    "as_array",
+    "decode_fields",
+    "field_encoder",
+    "field_length",
+    "field_step",
+    "join_fields",
+    "leaves",
+    "slice_field",
+]
+
+
+# ------------------------------------------------------------------------------ tree helpers
+
+
+def leaves(f: Any, name: str) -> Iterator[tuple[str, Any]]:
+    """The leaves (arrays or per-step lists) of field ``f``, named ``name.key``/``name.0``."""
+    if isinstance(f, dict):
+        for k, v in f.items():
+            yield from leaves(v, f"{name}.{k}")
+    elif isinstance(f, tuple):
+        for i, v in enumerate(f):
+            yield from leaves(v, f"{name}.{i}")
+    else:
+        yield name, f
+
+
+def field_length(f: Any) -> int | None:
+    """The number of steps of field ``f``, or ``None`` if its leaves disagree."""
+    if isinstance(f, (np.ndarray, list)):
+        return len(f)
+    lengths = {field_length(c) for c in (f.values() if isinstance(f, dict) else f)}
+    if len(lengths) > 1:
+        return None
+    return lengths.pop() if lengths else 0
+
+
+def slice_field(f: Any, start: int, stop: int | None) -> Any:
+    """Steps ``start:stop`` of field ``f``, keeping its dict/tuple structure."""
+    if isinstance(f, dict):
+        return {k: slice_field(v, start, stop) for k, v in f.items()}
+    if isinstance(f, tuple):
+        return tuple(slice_field(v, start, stop) for v in f)
+    return f[start:stop]
+
+
+def field_step(f: Any, t: int) -> Any:
+    """The value of step ``t`` of field ``f`` (a NumPy scalar for a scalar leaf)."""
+    if isinstance(f, dict):
+        return {k: field_step(v, t) for k, v in f.items()}
+    if isinstance(f, tuple):
+        return tuple(field_step(v, t) for v in f)
+    return f[t]
+
+
+def as_array(values: Any) -> np.ndarray:
+    """One leaf's per-step values as an array (a list of objects becomes an object array)."""
+    if isinstance(values, np.ndarray):
+        return values
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
+
+
+class JoinError(ValueError):
+    """The fields of an episode's parts do not join (FORMAT.md §9)."""
+
+
+def join_fields(parts: list[Any], drop_first: bool) -> Any:
+    """The fields of an episode's parts joined along the step axis (FORMAT.md §4, §9).
+
+    With ``drop_first`` each later part's first step (the repeated observation) is dropped.
+    Parts join leaf by leaf when their structures agree: the same dict keys, tuple lengths,
+    and array dtypes and shapes after the step axis. A part whose field is a list of per-step
+    values (a writer that fell back to them) joins any other as per-step values.
+
+    Raises:
+        JoinError: the parts' structures differ otherwise.
+    """
+    rest = [slice_field(p, 1, None) for p in parts[1:]] if drop_first else parts[1:]
+    return _join([parts[0], *rest])
+
+
+def _join(parts: list[Any]) -> Any:
+    head = parts[0]
+    if any(isinstance(p, list) for p in parts):
+        out: list[Any] = []
+        for p in parts:
+            n = field_length(p)
+            if n is None:
+                raise JoinError("a part's leaves have different numbers of steps")
+            out.extend(field_step(p, t) for t in range(n))
+        return out
+    if isinstance(head, np.ndarray):
+        for p in parts[1:]:
+            if not isinstance(p, np.ndarray):
+                raise JoinError(f"an array field is followed by a {type(p).__name__} field")
+            if p.dtype != head.dtype or p.shape[1:] != head.shape[1:]:
+                raise JoinError(
+                    f"arrays of {head.dtype} {list(head.shape[1:])} per step are followed by "
+                    f"arrays of {p.dtype} {list(p.shape[1:])}"
+                )
+        out_arr = np.concatenate(parts)
+        out_arr.flags.writeable = False
+        return out_arr
+    if isinstance(head, dict):
+        if not all(isinstance(p, dict) and list(p) == list(head) for p in parts):
+            raise JoinError(f"a Dict field of keys {list(head)} is followed by another field")
+        return {k: _join([p[k] for p in parts]) for k in head}
+    if not all(isinstance(p, tuple) and len(p) == len(head) for p in parts):
+        raise JoinError(f"a Tuple field of {len(head)} members is followed by another field")
+    return tuple(_join([p[i] for p in parts]) for i in range(len(head)))
+
+
+# ------------------------------------------------------------------------------ encoding
+
+
+def field_encoder(field: Any, layout: BlobLayout) -> Callable[[int, int], Field]:
+    """Lay out a batch's field (every buffered step) and return ``enc(start, stop)``.
+
+    ``enc`` gives the §5 form of rows ``start:stop``: an
+    :class:`~gym_recording.format.wire.ArrayRef` into the blob for an array leaf (whose
+    column is laid out now, whole, when its rows allow), a Dict/Tuple field of those, or a
+    list of encoded values.
+    """
+    if isinstance(field, np.ndarray):
+        return layout.rows(field)
+    if isinstance(field, dict):
+        encs = {k: field_encoder(v, layout) for k, v in field.items()}
+        return lambda a, b: DictField({k: e(a, b) for k, e in encs.items()})
+    if isinstance(field, tuple):
+        tencs = [field_encoder(v, layout) for v in field]
+        return lambda a, b: TupleField([e(a, b) for e in tencs])
+    return lambda a, b: [encode_value(v, layout) for v in field[a:b]]
+
+
+# ------------------------------------------------------------------------------ decoding
+
+
+def decode_fields(
+    fields: list[Field], blob: BatchBlob, where: Callable[[int], str], _depth: int = 0
+) -> list[Any]:
+    """The fields of a batch's episode objects at one place (``observations``, say), decoded.
+
+    Decoded together, so that a column of array references is checked and viewed at once.
+    ``where(i)`` names ``fields[i]``'s place for messages.
+    """
+    if _depth > MAX_NESTING:
+        raise blob.fail(where(0), f"fields nest deeper than {MAX_NESTING} levels")
+    if list(map(type, fields)).count(ArrayRef) == len(fields):  # the common case
+        return _with_step_axis(blob.arrays_of(fields, where), blob, where)  # type: ignore[arg-type]
+    # Otherwise by kind: arrays, Dict fields of the same keys, Tuple fields of the same
+    # length, per-step lists; each group decoded together, then put back in place.
+    groups: dict[Any, list[int]] = {}
+    for i, f in enumerate(fields):
+        if isinstance(f, DictField):
+            key: Any = ("dict", tuple(f.fields))
+        elif isinstance(f, TupleField):
+            key = ("tuple", len(f.fields))
+        else:
+            key = ("array",) if isinstance(f, ArrayRef) else ("list",)
+        groups.setdefault(key, []).append(i)
+    out: list[Any] = [None] * len(fields)
+    for key, idx in groups.items():
+        members = [fields[i] for i in idx]
+        here = _places(where, idx, "")
+        got: list[Any]
+        if key[0] == "array":
+            got = _with_step_axis(blob.arrays_of(members, here), blob, here)  # type: ignore[arg-type]
+        elif key[0] == "dict":
+            dicts: list[DictField] = members  # type: ignore[assignment]
+            cols = {
+                k: decode_fields(
+                    [d.fields[k] for d in dicts], blob, _places(where, idx, f".{k}"), _depth + 1
+                )
+                for k in key[1]
+            }
+            got = [{k: cols[k][j] for k in key[1]} for j in range(len(idx))]
+        elif key[0] == "tuple":
+            tuples: list[TupleField] = members  # type: ignore[assignment]
+            cols_t = [
+                decode_fields(
+                    [t.fields[m] for t in tuples], blob, _places(where, idx, f"[{m}]"), _depth + 1
+                )
+                for m in range(key[1])
+            ]
+            got = [tuple(c[j] for c in cols_t) for j in range(len(idx))]
+        else:  # lists of per-step values
+            lists: list[list[Any]] = members  # type: ignore[assignment]
+            got = [
+                stack_steps([decode_value(x, blob, here(j), _depth + 1) for x in values])
+                for j, values in enumerate(lists)
+            ]
+        for j, i in enumerate(idx):
+            out[i] = got[j]
+    return out
+
+
+def _places(where: Callable[[int], str], idx: list[int], suffix: str) -> Callable[[int], str]:
+    """``where`` for the members ``idx`` of a group, with ``suffix`` appended."""
+    return lambda j: where(idx[j]) + suffix
+
+
+def _with_step_axis(arrays: list[np.ndarray], blob: BatchBlob, where: Callable[[int], str]) -> Any:
+    for i, a in enumerate(arrays):
+        if not a.ndim:
+            raise blob.fail(where(i), "expected a field array with a step axis, got a 0-d array")
+    return arrays

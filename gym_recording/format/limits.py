@@ -1,0 +1,34 @@
+"""The bounds a reader holds every file to (FORMAT.md §9), and the writer keeps within.
+
+A writer that follows FORMAT.md §1-§6 stays within all of them; the recorder checks what it
+is given against them when it is given (``add_step``, ``add_reset``), so that whatever it
+accepts, readers read.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "INTP_MAX",
+    "MAX_BATCH_JSON_BYTES",
+    "MAX_DECODED_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_MANIFEST_BYTES",
+    "MAX_NDIM",
+    "MAX_NESTING",
+]
+
+#: The largest manifest a reader accepts.
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+#: The largest batch JSON a reader accepts.
+MAX_BATCH_JSON_BYTES = 512 * 1024 * 1024
+#: How deeply values (§6) and fields (§5) may nest: JSON containers plus ``__type`` wrappers.
+MAX_NESTING = 100
+#: How deeply a manifest's JSON may nest (its metadata and env spec reach users as they are).
+MAX_JSON_DEPTH = 512
+#: The most dimensions an array may have.
+MAX_NDIM = 32
+#: The largest array size and offset, in bytes (numpy's index type).
+INTP_MAX = 2**63 - 1
+#: Bytes that decoding one batch may allocate for arrays built from JSON (``jsonarray``);
+#: arrays read from blobs are views of the file and cost nothing here.
+MAX_DECODED_BYTES = 256 * 1024 * 1024

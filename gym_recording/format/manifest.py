@@ -1,0 +1,168 @@
+"""Manifests (FORMAT.md §3): a writer's batches in order, and what it recorded.
+
+:func:`decode_manifest` checks a manifest once, whole, for every reader (``load``, ``verify``,
+the legacy reader, uploads): its version, its structure, its nesting, and that its batch
+entries name exactly the writer's own files, one after the other. :func:`encode_manifest` is
+the writer's side.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from gym_recording._errors import TraceFormatError
+from gym_recording.format.arrays import brief
+from gym_recording.format.limits import MAX_JSON_DEPTH
+from gym_recording.format.names import batch_names, manifest_prefix, writer_prefix
+from gym_recording.format.wire import (
+    BatchEntry,
+    LegacyManifestDoc,
+    ManifestDoc,
+    decode,
+    encode,
+    manifest_version,
+)
+
+__all__ = ["Manifest", "decode_manifest", "encode_manifest"]
+
+_WRITER_ID = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A checked manifest.
+
+    Attributes:
+        name: Its file name. ``prefix``: the file prefix of its writer (or segment).
+        writer: The writer id (without a segment's suffix).
+        version: The format version (``"1"`` for the original gym-recording's).
+        batches: Its batch entries, in order.
+    """
+
+    name: str
+    prefix: str
+    writer: str
+    version: str
+    batches: tuple[BatchEntry, ...]
+    created: str | None = None
+    env_id: str | None = None
+    env_spec: Any = None
+    observation_space: Any = None
+    action_space: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    record_infos: bool = False
+    segment: int = 0
+
+    @property
+    def legacy(self) -> bool:
+        """Whether this is a version 1 (original gym-recording) manifest."""
+        return self.version == "1"
+
+    @property
+    def sort_key(self) -> tuple[str, str, int, str]:
+        """Readers order writers by creation, writer id, segment, then file name (§8)."""
+        return (self.created or "", self.writer, self.segment, self.name)
+
+    def blob_name(self, i: int) -> str:
+        """The name of the blob of batch ``i``: the only blob its arrays may be in (§9)."""
+        return batch_names(self.prefix, self.batches[i].first)[1]
+
+
+def _check_depth(obj: Any, path: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse parsed JSON whose lists and objects nest deeper than ``limit`` (no recursion)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            msg = f"JSON nests deeper than {limit} levels"
+            raise TraceFormatError(msg, path)
+        for c in v.values() if type(v) is dict else v:
+            if type(c) is list or type(c) is dict:
+                stack.append((c, d + 1))
+
+
+def decode_manifest(data: bytes, name: str, path: str) -> Manifest:
+    """Parse and check a manifest file's bytes (FORMAT.md §2, §3, §9).
+
+    Version 1 manifests may hold ``NaN``/``Infinity`` tokens; later versions are strict JSON.
+
+    Raises:
+        TraceFormatError: the manifest breaks the format; the message names the file.
+    """
+    prefix = manifest_prefix(name)
+    if prefix is None:
+        msg = "expected a manifest named openaigym.trace.<writer-id>.manifest.json"
+        raise TraceFormatError(msg, path)
+    doc: Any
+    try:
+        doc = decode(data, Any, path)
+    except TraceFormatError as strict_error:
+        doc = decode(data, Any, path, legacy=True)  # version 1 may hold NaN tokens
+        if manifest_version(doc, path) != "1":
+            raise strict_error from None
+    version = manifest_version(doc, path)
+    _check_depth(doc, path)
+    typ: type[LegacyManifestDoc | ManifestDoc] = (
+        LegacyManifestDoc if version == "1" else ManifestDoc
+    )
+    try:
+        m: LegacyManifestDoc | ManifestDoc = msgspec.convert(doc, typ)
+    except msgspec.ValidationError as exc:
+        msg = f"does not follow FORMAT.md: {str(exc).replace(' - at `', ' at `')}"
+        raise TraceFormatError(msg, path) from None
+    entries = tuple(m.batches)
+    expect_first = 0
+    seen: set[str] = set()
+    after_continues = False
+    for i, b in enumerate(entries):
+        if b.first != expect_first:
+            why = "the first batch starts at 0" if i == 0 else "previous first + len"
+            msg = f"batches[{i}]: expected first == {expect_first} ({why}), got {b.first}"
+            raise TraceFormatError(msg, path)
+        expect_first = b.first + b.len
+        want_fn, want_bin = batch_names(prefix, b.first)
+        if b.fn != want_fn or b.bin not in (None, want_bin):
+            msg = (
+                f"batches[{i}]: expected the files {want_fn} and {want_bin} of this writer "
+                f"(FORMAT.md §1), got {brief(b.fn)} and {brief(b.bin)}"
+            )
+            raise TraceFormatError(msg, path)
+        if b.fn in seen:
+            msg = f"batches[{i}]: batch file {b.fn!r} is listed twice"
+            raise TraceFormatError(msg, path)
+        seen.add(b.fn)
+        if (b.continues or after_continues) and b.len < 1:
+            msg = f"batches[{i}]: {b.fn} is listed as holding part of an episode but holds none"
+            raise TraceFormatError(msg, path)
+        after_continues = b.continues
+    if isinstance(m, LegacyManifestDoc):
+        return Manifest(name, prefix, prefix[len(writer_prefix("")) :], version, entries)
+    writer = m.writer
+    if not (isinstance(writer, str) and _WRITER_ID.fullmatch(writer)):
+        writer = prefix[len(writer_prefix("")) :]
+    return Manifest(
+        name=name,
+        prefix=prefix,
+        writer=writer,
+        version=version,
+        batches=entries,
+        created=m.created,
+        env_id=m.env_id,
+        env_spec=m.env_spec,
+        observation_space=m.observation_space,
+        action_space=m.action_space,
+        metadata=m.metadata,
+        versions=m.versions,
+        record_infos=m.record_infos,
+        segment=m.segment,
+    )
+
+
+def encode_manifest(doc: ManifestDoc) -> bytes:
+    """A manifest's bytes, as the writer writes them."""
+    return encode(doc)

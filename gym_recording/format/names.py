@@ -1,0 +1,133 @@
+"""File names (FORMAT.md §1): writers' prefixes, the names of their files, and which is which.
+
+Every rule about a trace file's name lives here, and every part of gym-recording that needs
+one asks this module: the recorder names its files with :func:`batch_names` and
+:func:`manifest_name`, readers and ``verify`` find writers with :func:`find_manifests` and
+check a manifest's entries with :func:`batch_names`, the viewer's server serves only what
+:func:`classify` recognises, and uploads order files by :func:`write_rank`.
+
+Example:
+    >>> prefix = writer_prefix("0.123.ab12")
+    >>> manifest_name(prefix)
+    'openaigym.trace.0.123.ab12.manifest.json'
+    >>> batch_names(prefix, 5)[1]
+    'openaigym.trace.0.123.ab12.ep000000005.bin'
+    >>> classify("openaigym.trace.0.123.ab12.ep000000005.bin"), classify(".gymrec-tmp-0a1b")
+    ('blob', 'temp')
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Literal, TypeGuard
+
+__all__ = [
+    "TEMP_PREFIX",
+    "TRACE_PREFIX",
+    "FileKind",
+    "batch_names",
+    "classify",
+    "find_manifests",
+    "is_plain_name",
+    "is_temp_name",
+    "is_trace_name",
+    "manifest_name",
+    "manifest_prefix",
+    "segment_id",
+    "writer_prefix",
+    "write_rank",
+]
+
+#: Every trace file's name starts with this.
+TRACE_PREFIX = "openaigym.trace."
+#: Temporary files of atomic writes (FORMAT.md §2): tools report and remove leftovers.
+TEMP_PREFIX = ".gymrec-tmp-"
+
+_WRITER_ID = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
+_MANIFEST = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.manifest\.json$")
+_BATCH = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.ep\d{{9,}}\.(json|bin)$")
+_PLAIN = re.compile(r"^[^/\\\x00]+$")
+
+FileKind = Literal["manifest", "batch", "blob", "temp"]
+
+
+def is_plain_name(name: object) -> TypeGuard[str]:
+    r"""Whether ``name`` is a plain file name: no directory part, not ``.``/``..``, no NUL.
+
+    It must also encode to at most 255 bytes for the filesystem (no lone surrogates).
+
+    Example:
+        >>> is_plain_name("a.bin"), is_plain_name("../a.bin"), is_plain_name("\\ud800")
+        (True, False, False)
+    """
+    if not (isinstance(name, str) and name not in (".", "..") and _PLAIN.fullmatch(name)):
+        return False
+    try:
+        return len(os.fsencode(name)) <= 255
+    except UnicodeError:
+        return False
+
+
+def is_trace_name(name: object) -> TypeGuard[str]:
+    """Whether ``name`` is a plain name starting with ``openaigym.trace.``: a trace file's."""
+    return is_plain_name(name) and name.startswith(TRACE_PREFIX)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a temporary file of an atomic write (possibly a leftover)."""
+    return name.startswith(TEMP_PREFIX)
+
+
+def writer_prefix(writer_id: str) -> str:
+    """The prefix of the files of the writer (or segment) ``writer_id``."""
+    return f"{TRACE_PREFIX}{writer_id}"
+
+
+def segment_id(writer_id: str, segment: int) -> str:
+    """The writer id of ``segment`` of a writer (FORMAT.md §3): itself for segment 0."""
+    return f"{writer_id}.s{segment}" if segment else writer_id
+
+
+def manifest_name(prefix: str) -> str:
+    """The manifest file name of the writer with file prefix ``prefix``."""
+    return f"{prefix}.manifest.json"
+
+
+def manifest_prefix(name: str) -> str | None:
+    """The file prefix of the writer whose manifest is ``name``, or ``None`` if not a manifest."""
+    m = _MANIFEST.match(name)
+    return None if m is None else writer_prefix(m.group(1))
+
+
+def batch_names(prefix: str, first: int) -> tuple[str, str]:
+    """The batch JSON and blob names of the batch starting at episode object ``first``.
+
+    A manifest's entries MUST use exactly these names (its own prefix, its own ``first``):
+    that keeps one writer's batches from claiming another's files, or temporary files.
+    """
+    stem = f"{prefix}.ep{first:09}"
+    return f"{stem}.json", f"{stem}.bin"
+
+
+def classify(name: str) -> FileKind | None:
+    """What kind of file ``name`` is, by its name alone; ``None`` for anything else."""
+    if is_temp_name(name):
+        return "temp"
+    if _MANIFEST.match(name):
+        return "manifest"
+    m = _BATCH.match(name)
+    if m is None:
+        return None
+    return "batch" if m.group(2) == "json" else "blob"
+
+
+def find_manifests(names: Iterable[str]) -> list[str]:
+    """The manifests among a directory's ``names``, sorted: how readers find writers (§1)."""
+    return sorted(n for n in names if _MANIFEST.match(n))
+
+
+def write_rank(name: str) -> int:
+    """Where ``name`` goes in a copy that readers may watch: blobs, batches, manifests (§2)."""
+    return {"blob": 1, "batch": 2, "manifest": 3}.get(classify(name) or "", 0)

@@ -1,0 +1,339 @@
+"""Values (FORMAT.md §6): JSON extended by ``__type`` objects, with arrays in the blob.
+
+A value is what an env hands over that is not a field of fixed-shape steps: reset options,
+infos, Text observations, anything irregular. :func:`snapshot` copies one when it is recorded
+(envs may reuse their buffers) and refuses, at that moment, what cannot be stored exactly;
+:func:`encode_value` writes it, :func:`decode_value` reads it back.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
+from gym_recording.format.limits import MAX_NDIM, MAX_NESTING
+from gym_recording.format.wire import DTYPES, ArrayRef
+
+__all__ = ["decode_value", "encode_value", "snapshot", "stack_steps"]
+
+#: numpy kinds a ``jsonarray`` may have: strings, bytes and objects (numbers go to the blob).
+_JSONARRAY_WRITE_KINDS = frozenset("USO")
+#: ... and those readers accept, for files of earlier writers (dates, and numbers).
+_JSONARRAY_READ_KINDS = frozenset("biufcUSMmO")
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def snapshot(value: Any, _depth: int = 0) -> Any:
+    """A copy of ``value`` that later mutation by the env cannot change, checked storable.
+
+    Arrays are copied, containers rebuilt, immutable scalars shared; other objects are
+    deep-copied when possible (they are stored as their ``repr``).
+
+    Raises:
+        ValueError: ``value`` cannot be stored exactly: it nests deeper than
+            :data:`~gym_recording.format.limits.MAX_NESTING` levels (or refers to itself), holds
+            a string that is not valid Unicode (a lone surrogate), or an array of a dtype with
+            no exact stored form (structured, void, ``longdouble``, datetime). The message
+            says which and what to do.
+    """
+    if value is None or type(value) in (bool, int, float):
+        return value
+    if _depth > MAX_NESTING:
+        msg = (
+            f"it nests deeper than {MAX_NESTING} levels (or refers to itself); "
+            "record a flatter value"
+        )
+        raise ValueError(msg)
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                msg = f"the string {brief(value)} is not valid Unicode (a lone surrogate)"
+                raise ValueError(msg) from None
+        return value
+    if isinstance(value, np.generic):
+        _check_dtype(value.dtype, "scalar")
+        return value
+    if isinstance(value, (bytes, complex, int, float)):
+        return value
+    if isinstance(value, np.ndarray):
+        _check_dtype(value.dtype, "array")
+        if value.dtype.kind == "O":
+            out = np.empty(value.shape, dtype=object)
+            for i, x in enumerate(value.reshape(-1)):
+                out.reshape(-1)[i] = snapshot(x, _depth + 1)
+            return out
+        return value.copy()
+    if isinstance(value, list):
+        return [snapshot(v, _depth + 1) for v in value]
+    if type(value) is tuple:
+        return tuple(snapshot(v, _depth + 1) for v in value)
+    if isinstance(value, Mapping):
+        return {snapshot(k, _depth + 1): snapshot(v, _depth + 1) for k, v in value.items()}
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # an object that refuses copying is stored as its repr at flush time
+        return value
+
+
+def _check_dtype(dtype: np.dtype[Any], what: str) -> None:
+    if blob_dtype(dtype) is not None:
+        return
+    if dtype.kind in _JSONARRAY_WRITE_KINDS and dtype.fields is None and dtype.subdtype is None:
+        return
+    if dtype.kind in "biufc" and dtype.fields is None:
+        hint = "convert it to float64 or complex128" if dtype.kind in "fc" else "convert it"
+    elif dtype.kind in "Mm":
+        hint = "convert it to int64 (and keep the unit) or to str"
+    else:
+        hint = "store its fields as separate arrays"
+    msg = f"a numpy {what} of dtype {dtype} has no exact stored form (FORMAT.md §6); {hint}"
+    raise ValueError(msg)
+
+
+def _encode_float(x: float) -> Any:
+    if math.isfinite(x):
+        return x
+    return {"__type": "float", "value": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
+
+
+def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
+    """One value (§6) as JSON data for :func:`~gym_recording.format.wire.encode`.
+
+    Arrays of a blob dtype go into ``layout``; everything JSON cannot hold as it is gets a
+    ``__type`` object. The result holds only str-keyed dicts, lists, strings, ints, finite
+    floats, bools, ``None`` and :class:`~gym_recording.format.wire.ArrayRef`.
+    """
+    t = type(value)
+    if value is None or t is bool or t is str or t is int:
+        return value
+    if t is float:
+        return _encode_float(value)
+    if _depth > MAX_NESTING:
+        msg = f"value nests deeper than {MAX_NESTING} levels"
+        raise ValueError(msg)
+    if isinstance(value, np.generic):
+        name = blob_dtype(value.dtype)
+        if name is not None:
+            return {"__type": "scalar", "dtype": name, "value": encode_value(value.item(), layout)}
+        return {"__type": "repr", "repr": repr(value)}
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _encode_float(float(value))
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, complex):
+        return {
+            "__type": "complex",
+            "real": _encode_float(value.real),
+            "imag": _encode_float(value.imag),
+        }
+    if isinstance(value, np.ndarray):
+        if blob_dtype(value.dtype) is not None:
+            return layout.add(value)
+        items = value.reshape(-1).tolist() if value.dtype.kind != "O" else list(value.reshape(-1))
+        return {
+            "__type": "jsonarray",
+            "dtype": value.dtype.str,
+            "shape": list(value.shape),
+            "data": _nest([encode_value(x, layout, _depth + 1) for x in items], value.shape),
+        }
+    if isinstance(value, list):
+        return [encode_value(v, layout, _depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"__type": "tuple", "items": [encode_value(v, layout, _depth + 1) for v in value]}
+    if isinstance(value, Mapping):
+        if all(type(k) is str for k in value) and "__type" not in value:
+            return {k: encode_value(v, layout, _depth + 1) for k, v in value.items()}
+        return {
+            "__type": "mapping",
+            "items": [
+                [encode_value(k, layout, _depth + 1), encode_value(v, layout, _depth + 1)]
+                for k, v in value.items()
+            ],
+        }
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"__type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
+    return {"__type": "repr", "repr": repr(value)}
+
+
+def _nest(flat: list[Any], shape: tuple[int, ...]) -> Any:
+    """``flat`` (C order) as nested lists of ``shape``."""
+    if not shape:
+        return flat[0]
+    for n in reversed(shape[1:]):
+        flat = [flat[i : i + n] for i in range(0, len(flat), n)] if n else []
+    return flat if shape[0] == len(flat) else [[] for _ in range(shape[0])]
+
+
+def decode_value(v: Any, blob: BatchBlob, where: str, _depth: int = 0) -> Any:
+    """One value (§6) decoded from parsed JSON; arrays are views of ``blob``."""
+    if type(v) in _PLAIN:
+        return v
+    if _depth > MAX_NESTING:
+        raise blob.fail(where, f"values nest deeper than {MAX_NESTING} levels")
+    if type(v) is list:
+        return [decode_value(x, blob, where, _depth + 1) for x in v]
+    if type(v) is not dict:  # pragma: no cover - JSON has no other kinds
+        raise blob.fail(where, f"unexpected JSON value {brief(v)}")
+    t = v.get("__type")
+    if t is None:
+        return {k: decode_value(x, blob, where, _depth + 1) for k, x in v.items()}
+    if t == "ndarray":
+        try:
+            ref = msgspec.convert(v, ArrayRef)
+        except msgspec.ValidationError as exc:
+            raise blob.fail(where, f"not an ndarray reference: {exc}") from None
+        return blob.array(ref, where)
+    if t == "float":
+        val = v.get("value")
+        if val not in ("nan", "inf", "-inf"):
+            raise blob.fail(
+                where, f"expected a non-finite float 'nan', 'inf' or '-inf', got {brief(val)}"
+            )
+        return float(val)
+    if t == "scalar":
+        return _decode_scalar(v, blob, where, _depth)
+    if t == "complex":
+        re_ = decode_value(v.get("real"), blob, where, _depth + 1)
+        im = decode_value(v.get("imag"), blob, where, _depth + 1)
+        if not all(type(x) in (int, float) for x in (re_, im)):
+            raise blob.fail(where, "expected numbers for a complex value's real and imag")
+        try:
+            return complex(re_, im)
+        except OverflowError:
+            raise blob.fail(where, "a complex value's real or imag is out of range") from None
+    if t == "tuple":
+        items = v.get("items")
+        if type(items) is not list:
+            raise blob.fail(where, f"expected a tuple's items to be a list, got {brief(items)}")
+        return tuple(decode_value(x, blob, where, _depth + 1) for x in items)
+    if t == "mapping":
+        return _decode_mapping(v, blob, where, _depth)
+    if t == "bytes":
+        data = v.get("base64")
+        try:
+            if type(data) is not str:
+                raise ValueError
+            return base64.b64decode(data, validate=True)
+        except ValueError:
+            raise blob.fail(where, "expected base64 data for bytes") from None
+    if t == "jsonarray":
+        return _decode_jsonarray(v, blob, where, _depth)
+    if t == "repr":
+        r = v.get("repr")
+        if type(r) is not str:
+            raise blob.fail(where, "expected a string in a repr value")
+        return r
+    raise blob.fail(where, f"unknown value type {brief(t)}")
+
+
+def _decode_scalar(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -> Any:
+    dt = v.get("dtype")
+    if type(dt) is not str or dt not in _SCALAR_DTYPES:
+        raise blob.fail(where, f"expected a scalar dtype from the allow-list, got {brief(dt)}")
+    inner = decode_value(v.get("value"), blob, where, depth + 1)
+    if type(inner) not in (bool, int, float, complex):
+        raise blob.fail(where, f"expected a number for a {dt} scalar, got {brief(inner)}")
+    try:
+        return np.dtype(dt).type(inner)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise blob.fail(where, f"scalar {brief(inner)} is not a valid {dt}: {exc}") from None
+
+
+_SCALAR_DTYPES = frozenset(DTYPES)
+
+
+def _decode_mapping(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -> Any:
+    items = v.get("items")
+    if type(items) is not list or not all(type(p) is list and len(p) == 2 for p in items):
+        raise blob.fail(where, "expected a mapping's items to be a list of [key, value] pairs")
+    out = {}
+    for k, x in items:
+        key = decode_value(k, blob, where, depth + 1)
+        if isinstance(key, list):
+            key = tuple(key)
+        try:
+            out[key] = decode_value(x, blob, where, depth + 1)
+        except TypeError:
+            raise blob.fail(where, f"mapping key {brief(key)} is not hashable") from None
+    return out
+
+
+def _decode_jsonarray(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -> Any:
+    """``{"__type": "jsonarray"}``: an array of a dtype that has no blob form.
+
+    The dtype must be a plain string, bytes, date, number or object dtype (no structured or
+    void dtypes); the nested lists must match the shape exactly; the array's bytes are
+    charged to the batch's budget before it is made. An object array holds decoded values
+    (§6) only, placed element by element: nothing but what the JSON describes.
+    """
+    dt, shape = v.get("dtype"), v.get("shape")
+    if type(dt) is not str or len(dt) > 32:
+        raise blob.fail(where, f"expected a jsonarray dtype string, got {brief(dt)}")
+    if not (
+        type(shape) is list
+        and len(shape) <= MAX_NDIM
+        and all(type(d) is int and d >= 0 for d in shape)
+    ):
+        raise blob.fail(
+            where,
+            f"expected a jsonarray shape of at most {MAX_NDIM} non-negative ints, "
+            f"got {brief(shape)}",
+        )
+    try:
+        npdt = np.dtype(dt)
+    except Exception:  # numpy's dtype parser raises TypeError, ValueError, ...
+        raise blob.fail(where, f"jsonarray dtype {brief(dt)} is not a numpy dtype") from None
+    if npdt.kind not in _JSONARRAY_READ_KINDS or npdt.fields is not None or npdt.subdtype:
+        raise blob.fail(where, f"jsonarray dtype {brief(dt)} is not allowed")
+    # Walk the nested lists along the shape: exact lengths, no guessing by numpy.
+    level = [v.get("data")]
+    for n in shape:
+        nxt: list[Any] = []
+        for item in level:
+            if type(item) is not list or len(item) != n:
+                raise blob.fail(
+                    where, f"jsonarray data does not have the shape {brief(shape)} it declares"
+                )
+            nxt.extend(item)
+        level = nxt
+    blob.charge(len(level) * max(npdt.itemsize, 8), where)
+    values = [decode_value(x, blob, where, depth + 1) for x in level]
+    try:
+        if npdt.kind == "O":
+            arr = np.empty(len(values), dtype=object)
+            for i, x in enumerate(values):
+                arr[i] = x
+        else:
+            if any(isinstance(x, (list, dict, tuple, np.ndarray)) for x in values):
+                raise ValueError("expected a scalar for every element")
+            arr = np.array(values, dtype=npdt)
+        return arr.reshape(shape)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise blob.fail(where, f"bad jsonarray of {brief(dt)}: {str(exc)[:120]}") from None
+
+
+def stack_steps(values: list[Any]) -> Any:
+    """Per-step values, stacked into one array if they are arrays of one dtype and shape.
+
+    Version 1 stored an image per step this way. Other values stay the list they are.
+    """
+    if values and all(type(x) is np.ndarray for x in values):
+        first = values[0]
+        if all(x.dtype == first.dtype and x.shape == first.shape for x in values):
+            out = np.stack(values)
+            out.flags.writeable = False
+            return out
+    return values

@@ -1,0 +1,246 @@
+"""The documents of FORMAT.md as typed structures, and the one JSON codec for them.
+
+Each :class:`msgspec.Struct` below is a JSON object of the format: a manifest (§3) and its
+batch entries, a batch (§4) and its episode objects, and the field forms of §5 (ndarray
+references, Dict and Tuple fields, per-step lists). The writer builds these and encodes them;
+the reader decodes files into them, and msgspec checks every type and range on the way (a
+``true`` is not an int, a shape has at most 32 non-negative dimensions, a dtype is on the
+allow-list, ...), naming the place of any violation. What types cannot say (a size against a
+shape, an offset against a blob, parts that join) is checked by the modules above this one.
+
+Version 2 files are strict UTF-8 JSON. Version 1 files (the original gym-recording) may hold
+``NaN``/``Infinity`` tokens: they are parsed by the ``json`` module and then checked against
+the same structures (:func:`msgspec.convert`).
+
+The structures are not tracked by the garbage collector (``gc=False``): they never refer to
+themselves, and a batch makes thousands of them, which would otherwise set off collections
+of the whole heap while a recording is written or read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal, TypeVar, Union
+
+import msgspec
+from msgspec import Meta, Struct
+
+from gym_recording._errors import TraceFormatError
+from gym_recording.format.limits import INTP_MAX, MAX_NDIM
+
+__all__ = [
+    "DTYPES",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "ArrayRef",
+    "Batch",
+    "BatchEntry",
+    "DictField",
+    "EpisodeObject",
+    "Field",
+    "LegacyManifestDoc",
+    "ManifestDoc",
+    "TupleField",
+    "decode",
+    "encode",
+    "manifest_version",
+]
+
+FORMAT_NAME = "gym-recording"
+FORMAT_VERSION = "2.0"
+#: The newest major version this reader knows.
+KNOWN_MAJOR = 2
+
+#: Array dtypes a blob may hold (§6.1), little-endian.
+DTYPES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+)
+
+NonNeg = Annotated[int, Meta(ge=0, le=INTP_MAX)]
+Shape = Annotated[list[NonNeg], Meta(max_length=MAX_NDIM)]
+DType = Literal[DTYPES]  # type: ignore[valid-type]
+
+
+class ArrayRef(Struct, tag_field="__type", tag="ndarray", gc=False):
+    """An ndarray reference (§6.1): ``size`` bytes of ``npyfile`` at ``npyoff``, C order."""
+
+    shape: Shape
+    dtype: DType
+    npyfile: str
+    npyoff: NonNeg
+    size: NonNeg
+    order: Literal["C"] = "C"
+
+
+class DictField(Struct, tag_field="__type", tag="dict", gc=False):
+    """A Dict-space field (§5): one field per key."""
+
+    fields: dict[str, Field]
+
+
+class TupleField(Struct, tag_field="__type", tag="tuple", gc=False):
+    """A Tuple-space field (§5): one field per position."""
+
+    fields: list[Field]
+
+
+#: A field (§5): an ndarray whose first axis is the step, a Dict or Tuple of fields, or a list
+#: of per-step values (§6).
+Field = Union[ArrayRef, DictField, TupleField, list[Any]]  # noqa: UP007 - msgspec reads it
+
+
+class EpisodeObject(Struct, omit_defaults=True, gc=False):
+    """An episode object (§4): one episode, or one part of an episode split across batches."""
+
+    observations: Field
+    actions: Field
+    rewards: Field
+    terminated: bool = False
+    truncated: bool = False
+    seed: int | None = None
+    options: Any = None
+    infos: list[Any] | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    part: NonNeg = 0
+    continues: bool = False
+
+
+class Batch(Struct, gc=False):
+    """A batch file (§4)."""
+
+    episodes: list[EpisodeObject]
+
+
+class BatchEntry(Struct, omit_defaults=True, gc=False):
+    """One entry of a manifest's ``batches`` (§3)."""
+
+    first: NonNeg
+    len: NonNeg
+    fn: str
+    bin: str | None = None
+    steps: NonNeg | None = None
+    bytes: NonNeg | None = None
+    continues: bool = False
+
+
+class LegacyManifestDoc(Struct):
+    """A version 1 manifest: its batches; every other key is ignored."""
+
+    batches: list[BatchEntry]
+
+
+class ManifestDoc(Struct):
+    """A version 2 manifest (§3)."""
+
+    batches: list[BatchEntry]
+    format: str = FORMAT_NAME
+    format_version: str = FORMAT_VERSION
+    writer: str | None = None
+    created: str | None = None
+    env_id: str | None = None
+    env_spec: Any = None
+    observation_space: Any = None
+    action_space: Any = None
+    versions: dict[str, Any] = msgspec.field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    record_infos: bool = False
+    segment: NonNeg = 0
+
+
+_encoder = msgspec.json.Encoder()
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+_VERSION = re.compile(r"\d{1,9}(\.\d{1,9}){0,3}")
+T = TypeVar("T")
+
+
+def encode(obj: Any) -> bytes:
+    """Strict, compact UTF-8 JSON of ``obj`` (a structure of this module, or plain JSON data).
+
+    Raises:
+        TypeError, ValueError: ``obj`` holds something JSON cannot represent.
+    """
+    return _encoder.encode(obj)
+
+
+def _problem(exc: Exception) -> str:
+    """Msgspec's message, worded as the rest of gym-recording's: what was expected, and where."""
+    text = str(exc)
+    if text[:1].isupper() and not text.startswith("JSON"):
+        text = text[0].lower() + text[1:]
+    return text.replace(" - at `", " at `")
+
+
+def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) -> T:
+    """Parse a file's bytes as ``typ`` (a structure above, or ``Any``), checking every type.
+
+    Args:
+        data: The file's bytes.
+        typ: What the file must hold.
+        path: The file, for messages.
+        legacy: The file is version 1: ``NaN``/``Infinity`` tokens are accepted.
+
+    Raises:
+        TraceFormatError: the bytes are not strict UTF-8 JSON (version 1 may hold the
+            non-finite tokens) or do not have the structure ``typ`` says.
+    """
+    try:
+        if not data.isascii():
+            data.decode("utf-8")  # every byte, even of keys msgspec skips (§2: UTF-8 only)
+        if not legacy:
+            dec = _decoders.get(typ)
+            if dec is None:
+                dec = _decoders[typ] = msgspec.json.Decoder(typ)
+            return dec.decode(data)
+        text = data.decode("utf-8")  # strict: no other encoding, no surrogates
+        obj = json.loads(text)
+        return msgspec.convert(obj, typ)
+    except msgspec.ValidationError as exc:
+        msg = f"does not follow FORMAT.md: {_problem(exc)}"
+        raise TraceFormatError(msg, path) from None
+    except (msgspec.DecodeError, ValueError, UnicodeDecodeError) as exc:
+        msg = f"expected a UTF-8 JSON document, but it does not parse: {_problem(exc)[:200]}"
+        raise TraceFormatError(msg, path) from None
+    except RecursionError:
+        msg = "JSON nests too deeply to be a trace file"
+        raise TraceFormatError(msg, path) from None
+    except MemoryError:
+        msg = "JSON is too large to parse in memory"
+        raise TraceFormatError(msg, path) from None
+
+
+def manifest_version(doc: Any, path: str) -> str:
+    """The format version of a parsed manifest (``"1"`` without one), checked (§3).
+
+    Raises:
+        TraceFormatError: not a JSON object, a malformed version, or a major version newer
+            than this reader knows.
+    """
+    if not isinstance(doc, dict):
+        msg = f"expected a JSON object at the top of a manifest, got {type(doc).__name__}"
+        raise TraceFormatError(msg, path)
+    version = doc.get("format_version", "1")
+    if not (isinstance(version, str) and _VERSION.fullmatch(version)):
+        msg = f"expected format_version to be a string like '2.0', got {str(version)[:40]!r}"
+        raise TraceFormatError(msg, path)
+    if int(version.split(".")[0]) > KNOWN_MAJOR:
+        msg = (
+            f"format version {version} is newer than this reader knows ({FORMAT_VERSION}); "
+            "upgrade gym-recording to read it"
+        )
+        raise TraceFormatError(msg, path)
+    return version

@@ -1,0 +1,281 @@
+"""The :class:`Episode`: what a reader hands out for each recorded episode."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gym_recording.read import notebook, replay
+
+__all__ = ["Episode"]
+
+
+@dataclass(frozen=True, eq=False, init=False)
+class Episode:
+    """One recorded episode of ``length`` steps.
+
+    Attributes:
+        observations: The ``length + 1`` observations (reset first). A Box space gives one
+            array of shape ``[length + 1, *shape]``; Discrete an int array; Dict/Tuple spaces a
+            dict/tuple of such arrays; other values (Text, variable shapes) a list.
+        actions: The ``length`` actions, stored the same way.
+        rewards: The ``length`` rewards, a float array.
+        terminated: Whether the last step terminated the episode.
+        truncated: Whether the last step truncated it (both false if cut by reset or close).
+        seed: The seed passed to ``reset``, or ``None``.
+        options: The options passed to ``reset``, or ``None``.
+        infos: With ``record_infos=True``, the reset info then each step's info
+            (``length + 1`` dicts); otherwise ``None``.
+        index: The episode's position in the recording.
+        writer: The id of the writer that recorded it.
+        started_at: Unix time of the reset, if recorded.
+        ended_at: Unix time the episode ended, if recorded.
+        env_id: The id of the environment its writer recorded, if known.
+        env_spec: The spec of that environment as the writer recorded it (JSON), if known;
+            :meth:`replay` makes the environment from it.
+
+    Example:
+        >>> import numpy as np
+        >>> ep = Episode(np.zeros((3, 2)), np.array([0, 1]), np.array([1.0, 0.5]))
+        >>> ep.length, ep.total_reward
+        (2, 1.5)
+    """
+
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    terminated: bool = False
+    truncated: bool = False
+    seed: int | None = None
+    options: Any = None
+    infos: list[Any] | None = None
+    index: int = 0
+    writer: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    env_id: str | None = None
+    env_spec: Any = None
+
+    def __init__(
+        self,
+        observations: Any,
+        actions: Any,
+        rewards: np.ndarray,
+        terminated: bool = False,
+        truncated: bool = False,
+        seed: int | None = None,
+        options: Any = None,
+        infos: list[Any] | None = None,
+        index: int = 0,
+        writer: str = "",
+        started_at: float | None = None,
+        ended_at: float | None = None,
+        env_id: str | None = None,
+        env_spec: Any = None,
+    ) -> None:
+        # The dataclass's own __init__ sets each field through object.__setattr__ (it is
+        # frozen): several times slower, which a reader making millions of episodes notices.
+        d = self.__dict__
+        d["observations"] = observations
+        d["actions"] = actions
+        d["rewards"] = rewards
+        d["terminated"] = terminated
+        d["truncated"] = truncated
+        d["seed"] = seed
+        d["options"] = options
+        d["infos"] = infos
+        d["index"] = index
+        d["writer"] = writer
+        d["started_at"] = started_at
+        d["ended_at"] = ended_at
+        d["env_id"] = env_id
+        d["env_spec"] = env_spec
+
+    @property
+    def length(self) -> int:
+        """The number of steps."""
+        return int(self.rewards.shape[0])
+
+    @functools.cached_property
+    def total_reward(self) -> float:
+        """The sum of the rewards."""
+        return float(np.sum(self.rewards, dtype=np.float64))
+
+    def __repr__(self) -> str:
+        flags = "terminated" if self.terminated else "truncated" if self.truncated else "cut"
+        return (
+            f"<Episode {self.index} writer={self.writer} length={self.length} "
+            f"return={self.total_reward:g} {flags}>"
+        )
+
+    # ---------------------------------------------------------------- notebook helpers
+
+    def _repr_html_(self) -> str:
+        """A compact HTML table for Jupyter: the episode's facts and its first steps."""
+        return notebook.episode_html(self)
+
+    def to_pandas(self, *, next_obs: bool = False, max_columns: int = 16) -> Any:
+        """The episode as a pandas DataFrame, one row per step (needs the ``notebook`` extra).
+
+        Columns: ``step``, the observation before the step (``obs``), the ``action``, the
+        ``reward``, ``terminated`` and ``truncated`` (true only on the last step), and with
+        ``next_obs=True`` the observation after the step. A scalar becomes one column; an
+        array of at most ``max_columns`` components one column per component (``obs_0``,
+        ``obs_1``...); a larger array (an image) an object column of per-step arrays. Dict and
+        tuple observations are named by key: ``obs.position_0``, ``obs.1``.
+
+        Args:
+            next_obs: Also add the observation each step led to.
+            max_columns: The most components an array may have to be split into columns.
+
+        Returns:
+            A ``pandas.DataFrame`` of ``length`` rows.
+
+        Example:
+            >>> import numpy as np
+            >>> ep = Episode(np.arange(6.0).reshape(3, 2), np.array([0, 1]), np.array([1.0, 2.0]))
+            >>> ep.to_pandas().columns.tolist()
+            ['step', 'obs_0', 'obs_1', 'action', 'reward', 'terminated', 'truncated']
+        """
+        return notebook.episode_to_pandas(self, next_obs=next_obs, max_columns=max_columns)
+
+    def plot(self, *, max_dims: int = 8) -> Any:
+        """Plot rewards, actions and low-dimensional observations against the step.
+
+        Needs the ``notebook`` extra (matplotlib). One panel for the rewards (and the return so
+        far), one for the actions, and one per numeric observation leaf, showing at most
+        ``max_dims`` components each. Image observations are left to :meth:`show`.
+
+        Args:
+            max_dims: The most components of one array to draw.
+
+        Returns:
+            A numpy array of the matplotlib ``Axes``, top to bottom (``axes[0].figure`` is
+            the figure).
+
+        Example:
+            >>> axes = rec[0].plot()  # doctest: +SKIP
+        """
+        return notebook.episode_plot(self, max_dims=max_dims)
+
+    def frames(self, key: str | None = None) -> np.ndarray:
+        """The image observations as one uint8 array ``[length + 1, H, W, C]``.
+
+        Images are uint8 observations of shape ``[H, W, C]`` (C is 1, 3 or 4) or ``[H, W]``
+        (returned with ``C = 1``). For Dict/Tuple observations the image leaf is chosen by
+        ``key`` (``"pixels"``, or ``"1"`` for a tuple's second member), else one named pixels,
+        image, rgb, frame or render, else the first.
+
+        Args:
+            key: The dotted name of the image leaf of a Dict/Tuple observation.
+
+        Returns:
+            The frames, reset observation first.
+
+        Raises:
+            NoFramesError: The observations hold no image (use :meth:`replay`).
+
+        Example:
+            >>> import numpy as np
+            >>> ep = Episode(np.zeros((3, 8, 8, 3), np.uint8), np.array([0, 1]), np.zeros(2))
+            >>> ep.frames().shape
+            (3, 8, 8, 3)
+        """
+        return notebook.episode_frames(self, key)
+
+    def show(
+        self,
+        *,
+        fps: float = 30,
+        max_frames: int = 300,
+        key: str | None = None,
+        replay: bool = False,
+        env_id: str | None = None,
+    ) -> Any:
+        """An inline animation of the episode's frames, with a step slider and play buttons.
+
+        Needs the ``notebook`` extra (matplotlib). The frames are :meth:`frames`; for
+        observations that are not images, ``replay=True`` renders them by :meth:`replay`.
+        The returned object displays itself in Jupyter (it has ``_repr_html_``) and can be
+        saved as an HTML page with ``.save(path)``.
+
+        Args:
+            fps: Frames per second when playing.
+            max_frames: Longer episodes are shown at this many evenly spaced steps.
+            key: The image leaf of a Dict/Tuple observation (see :meth:`frames`).
+            replay: Replay the episode through its environment if it has no image observations.
+            env_id: The environment to replay (default: the recorded one).
+
+        Returns:
+            An ``Animation`` holding self-contained HTML and JavaScript.
+
+        Raises:
+            NoFramesError: No image observations and ``replay`` is false.
+
+        Example:
+            >>> rec[0].show(fps=15)  # doctest: +SKIP
+        """
+        try:
+            frames = notebook.episode_frames(self, key)
+        except notebook.NoFramesError:
+            if not replay:
+                raise
+            frames = self.replay(env_id).frames
+        return notebook.animate(frames, fps=fps, max_frames=max_frames)
+
+    def replay(
+        self,
+        env_id: str | None = None,
+        *,
+        env_kwargs: dict[str, Any] | None = None,
+        render: bool = True,
+        rtol: float = 1e-5,
+        atol: float = 1e-6,
+    ) -> Any:
+        """Replay the recorded actions through the environment, render it, and compare.
+
+        Makes the environment as it was recorded (from :attr:`env_spec`: its id and the
+        keyword arguments it was made with, importing the package that registers it), or
+        ``env_id`` if given, with ``render_mode="rgb_array"``; resets it with the recorded
+        seed and options, steps it with the recorded actions and collects a rendered frame
+        after the reset and after each step. Every replayed observation and reward is
+        compared with the recorded one (numbers within ``rtol``/``atol``); if they differ,
+        or the replay ends early, the result says at which step and a
+        ``ReplayMismatchWarning`` is issued. Episodes recorded without a seed rarely reproduce.
+
+        Args:
+            env_id: The environment to make instead of the recorded one.
+            env_kwargs: Keyword arguments for ``gymnasium.make``, over the recorded ones.
+            render: Render frames (needs the env's rgb_array support, e.g. pygame for the
+                classic-control envs); ``False`` only checks the observations.
+            rtol: Relative tolerance for numeric observations.
+            atol: Absolute tolerance for numeric observations.
+
+        Returns:
+            A ``ReplayResult`` with ``frames`` (``[length + 1, H, W, C]`` uint8 or ``None``),
+            ``reproduced``, ``first_mismatch``, ``message`` and ``show()``.
+
+        Raises:
+            RecordingError: The environment is unknown, cannot be made or rendered, or failed
+                while replaying (the message says which, and the env's own error is its cause).
+
+        Example:
+            >>> import tempfile, gymnasium as gym, gym_recording
+            >>> from gym_recording.wrappers import TraceRecordingWrapper
+            >>> d = tempfile.mkdtemp()
+            >>> with TraceRecordingWrapper(gym.make("CartPole-v1"), d) as env:
+            ...     _ = env.reset(seed=3)
+            ...     _ = env.step(1)
+            >>> result = gym_recording.load(d)[0].replay(render=False)
+            >>> result.reproduced, result.first_mismatch
+            (True, None)
+
+            With ``render=True`` (the default), ``result.frames`` holds the rendered frames
+            and ``result.show()`` animates them.
+        """
+        return replay.replay_episode(
+            self, env_id, env_kwargs=env_kwargs, render=render, rtol=rtol, atol=atol
+        )

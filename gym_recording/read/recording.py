@@ -1,0 +1,421 @@
+"""The reader: :func:`load` a recording directory as a sequence of :class:`Episode`.
+
+Arrays are read-only views over memory-mapped blobs (zero-copy). A blob stays mapped for as
+long as any array made from it is alive, so arrays remain valid after the recording is
+closed. Every file is checked by the format layer before a byte of it is trusted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+import numpy as np
+
+from gym_recording._errors import RecordingClosedError, TraceFormatError
+from gym_recording.format.arrays import BatchBlob
+from gym_recording.format.batch import DecodedBatch, decode_batch, join_parts
+from gym_recording.format.limits import MAX_BATCH_JSON_BYTES, MAX_DECODED_BYTES, MAX_MANIFEST_BYTES
+from gym_recording.format.manifest import Manifest, decode_manifest
+from gym_recording.format.names import find_manifests
+from gym_recording.format.spaces import space_from_json
+from gym_recording.read import notebook
+from gym_recording.read.episode import Episode
+from gym_recording.storage import Storage, open_storage
+
+__all__ = ["Recording", "load", "read_batch", "read_manifests"]
+
+_BATCH_CACHE = 4
+
+
+def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
+    """Every writer's manifest in ``storage``, checked, in reading order (FORMAT.md §8).
+
+    Raises:
+        TraceFormatError: a manifest is damaged (naming it).
+    """
+    manifests = []
+    for name in find_manifests(storage.list_names()):
+        data = storage.read_bytes(name, MAX_MANIFEST_BYTES)
+        manifests.append(decode_manifest(data, name, os.path.join(directory, name)))
+    manifests.sort(key=lambda m: m.sort_key)
+    return manifests
+
+
+def read_batch(storage: Storage, directory: str, manifest: Manifest, i: int) -> DecodedBatch:
+    """Batch ``i`` of ``manifest``, read and decoded (every rule of the format checked).
+
+    Raises:
+        TraceFormatError: the batch is damaged (naming the file and the place in it).
+    """
+    entry = manifest.batches[i]
+    path = os.path.join(directory, entry.fn)
+    data = storage.read_bytes(entry.fn, MAX_BATCH_JSON_BYTES)
+    blob = BatchBlob(manifest.blob_name(i), storage.map, path, MAX_DECODED_BYTES)
+    after = i > 0 and manifest.batches[i - 1].continues
+    return decode_batch(data, entry, blob, legacy=manifest.legacy, after_continues=after)
+
+
+@dataclass(frozen=True)
+class _Writer:
+    """A manifest, and how many episodes start in each of its batches (and at which object)."""
+
+    manifest: Manifest
+    starts: tuple[int, ...]
+    first_obj: tuple[int, ...]
+    cum: tuple[int, ...]  # episodes starting before each batch
+
+    @classmethod
+    def of(cls, m: Manifest) -> _Writer:
+        starts, first_obj = [], []
+        prev_continues = False
+        for b in m.batches:
+            skip = 1 if prev_continues else 0  # its first object continues an earlier episode
+            starts.append(b.len - skip)
+            first_obj.append(skip)
+            prev_continues = b.continues
+        if prev_continues and m.batches:
+            # The last part of an episode is not written yet: hide the unfinished episode,
+            # which starts in the last batch where any episode starts.
+            k = len(starts) - 1
+            while k > 0 and starts[k] == 0:
+                k -= 1
+            starts[k] -= 1
+        cum = tuple(itertools.accumulate(starts, initial=0))
+        return cls(m, tuple(starts), tuple(first_obj), cum)
+
+
+class Recording(Sequence[Episode]):
+    """The episodes of a recording directory, in writer order; random access loads one batch.
+
+    Use :func:`load` to open one. Arrays are read-only, zero-copy views of the files, and stay
+    valid after :meth:`close`.
+
+    Args:
+        directory: The recording directory, or an fsspec URL (``"s3://bucket/run1"``).
+        storage_options: For a URL, options for its filesystem (``{"endpoint_url": ...}``);
+            by default the standard configuration applies. Ignored for local paths.
+        mmap: Map the blobs (the default). ``False`` reads them into memory, for a
+            directory that another program may truncate while arrays are in use.
+
+    Raises:
+        TraceFormatError: a manifest is damaged or the directory is missing.
+
+    Example:
+        >>> import tempfile, gymnasium as gym, gym_recording
+        >>> from gym_recording.wrappers import TraceRecordingWrapper
+        >>> d = tempfile.mkdtemp()
+        >>> with TraceRecordingWrapper(gym.make("CartPole-v1"), d) as env:
+        ...     obs, info = env.reset(seed=1)
+        ...     obs, *_ = env.step(0)
+        >>> with gym_recording.load(d) as rec:
+        ...     len(rec), rec[0].observations.shape, rec[0].seed
+        (1, (2, 4), 1)
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        storage_options: dict[str, Any] | None = None,
+        mmap: bool = True,
+    ) -> None:
+        self.directory = os.fspath(directory)
+        self._storage: Storage = open_storage(
+            self.directory, create=False, storage_options=storage_options, mmap=mmap
+        )
+        self._cache: OrderedDict[tuple[int, int], DecodedBatch] = OrderedDict()
+        self.closed = False
+        self._writers: list[_Writer] = []
+        self._cum: list[int] = [0]  # episodes before each writer
+        self._scan()
+
+    # ---------------------------------------------------------------- index
+
+    def _scan(self) -> None:
+        self._writers = [_Writer.of(m) for m in read_manifests(self._storage, self.directory)]
+        self._cum = list(itertools.accumulate((w.cum[-1] for w in self._writers), initial=0))
+        self._cache.clear()
+
+    def refresh(self) -> None:
+        """Re-read the manifests, to see batches written since the recording was opened."""
+        self._check_open()
+        self._scan()
+
+    @property
+    def writers(self) -> list[Manifest]:
+        """The manifests of the writers, in reading order."""
+        return [w.manifest for w in self._writers]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The user metadata of the first writer (``{}`` if none)."""
+        return dict(self._writers[0].manifest.metadata) if self._writers else {}
+
+    @property
+    def env_id(self) -> str | None:
+        """The environment id recorded by the first writer that has one."""
+        return next((w.manifest.env_id for w in self._writers if w.manifest.env_id), None)
+
+    @property
+    def observation_space(self) -> Any:
+        """The observation space (a gymnasium space), if recorded."""
+        return self._space("observation_space")
+
+    @property
+    def action_space(self) -> Any:
+        """The action space (a gymnasium space), if recorded."""
+        return self._space("action_space")
+
+    def _space(self, key: str) -> Any:
+        for w in self._writers:
+            d = getattr(w.manifest, key)
+            if d is not None:
+                path = os.path.join(self.directory, w.manifest.name)
+                try:
+                    return space_from_json(d, where=key)
+                except TraceFormatError as exc:
+                    raise TraceFormatError(str(exc), path) from None
+        return None
+
+    # ---------------------------------------------------------------- access
+
+    def __len__(self) -> int:
+        return self._cum[-1]
+
+    @overload
+    def __getitem__(self, i: int) -> Episode: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Episode]: ...
+
+    def __getitem__(self, i: int | slice) -> Episode | list[Episode]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+            msg = f"episode indices must be integers or slices, not {type(i).__name__}"
+            raise TypeError(msg)
+        n = len(self)
+        idx = int(i) + n if i < 0 else int(i)
+        if not 0 <= idx < n:
+            msg = f"episode index {i} out of range for a recording of {n} episodes"
+            raise IndexError(msg)
+        self._check_open()
+        w = bisect.bisect_right(self._cum, idx) - 1
+        writer = self._writers[w]
+        k = idx - self._cum[w]
+        b = bisect.bisect_right(writer.cum, k) - 1  # the last batch starting at or before k
+        return self._episode(idx, w, b, writer.first_obj[b] + k - writer.cum[b])
+
+    def __iter__(self) -> Iterator[Episode]:
+        idx = 0
+        for w, writer in enumerate(list(self._writers)):
+            m = writer.manifest
+            for b, (n, first) in enumerate(zip(writer.starts, writer.first_obj, strict=True)):
+                if not n:
+                    continue
+                self._check_open()
+                batch = self._batch(w, b)  # once per batch, not per episode
+                stop = first + n
+                joined = batch.continues[stop - 1]  # (only a batch's last object continues)
+                k = n - joined
+                yield from map(
+                    Episode,
+                    batch.observations[first : first + k],
+                    batch.actions[first : first + k],
+                    batch.rewards[first : first + k],
+                    batch.terminated[first : first + k],
+                    batch.truncated[first : first + k],
+                    batch.seed[first : first + k],
+                    batch.options[first : first + k],
+                    batch.infos[first : first + k],
+                    range(idx, idx + k),
+                    itertools.repeat(m.writer, k),
+                    batch.started_at[first : first + k],
+                    batch.ended_at[first : first + k],
+                    itertools.repeat(m.env_id, k),
+                    itertools.repeat(m.env_spec, k),
+                )
+                idx += k
+                if joined:
+                    yield self._episode(idx, w, b, stop - 1)
+                    idx += 1
+
+    def _batch(self, w: int, b: int) -> DecodedBatch:
+        """Batch ``b`` of writer ``w``, decoded whole and cached."""
+        key = (w, b)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        batch = read_batch(self._storage, self.directory, self._writers[w].manifest, b)
+        self._cache[key] = batch
+        while len(self._cache) > _BATCH_CACHE:
+            self._cache.popitem(last=False)
+        return batch
+
+    def _episode(self, idx: int, w: int, b: int, j: int) -> Episode:
+        """Episode ``idx``: object ``j`` of batch ``b`` of writer ``w``, joined with its parts."""
+        m = self._writers[w].manifest
+        batch = self._batch(w, b)
+        parts = [(batch, j)]
+        while parts[-1][0].continues[parts[-1][1]]:
+            b += 1
+            if b >= len(m.batches):  # (the manifest's check rules this out)
+                msg = "an episode continues past the last batch listed"
+                raise TraceFormatError(msg, os.path.join(self.directory, m.name))
+            parts.append((self._batch(w, b), 0))
+        if len(parts) > 1 or batch.part[j]:
+            batch, j = join_parts(parts, os.path.join(self.directory, m.name)), 0
+        return Episode(
+            batch.observations[j],
+            batch.actions[j],
+            batch.rewards[j],
+            batch.terminated[j],
+            batch.truncated[j],
+            batch.seed[j],
+            batch.options[j],
+            batch.infos[j],
+            idx,
+            m.writer,
+            batch.started_at[j],
+            batch.ended_at[j],
+            m.env_id,
+            m.env_spec,
+        )
+
+    # ---------------------------------------------------------------- lifetime
+
+    def _check_open(self) -> None:
+        if self.closed:
+            msg = f"the recording {self.directory!r} is closed; load() it again to read more"
+            raise RecordingClosedError(msg)
+
+    def close(self) -> None:
+        """Drop the cached batches. Arrays already handed out stay valid."""
+        self._cache.clear()
+        self.closed = True
+
+    def __enter__(self) -> Recording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Recording {self.directory!r}: {len(self)} episodes from "
+            f"{len(self._writers)} writer(s)>"
+        )
+
+    # ---------------------------------------------------------------- notebook helpers
+
+    def _repr_html_(self) -> str:
+        """A compact HTML summary for Jupyter: counts from the manifests, the first episodes.
+
+        Cheap on any size of recording: it reads the manifests (already loaded) and only the
+        batches holding the first 10 episodes.
+        """
+        return notebook.recording_html(self)
+
+    def summary(self) -> Any:
+        """One row per episode as a pandas DataFrame (needs the ``notebook`` extra).
+
+        Indexed by episode ``index``, with columns ``writer``, ``length``, ``total_reward``,
+        ``terminated``, ``truncated``, ``seed`` (nullable int) and, when the writer recorded
+        wall-clock times, ``started_at``/``ended_at`` (UTC timestamps) and ``duration``
+        (seconds). Reads every batch once.
+
+        Returns:
+            A ``pandas.DataFrame``.
+
+        Example:
+            >>> import tempfile, numpy as np, gym_recording
+            >>> d = tempfile.mkdtemp()
+            >>> with gym_recording.TraceRecording(d) as w:
+            ...     w.add_reset(np.zeros(2), seed=3)
+            ...     w.add_step(0, np.ones(2), 1.5, terminated=True)
+            >>> gym_recording.load(d).summary()[["length", "total_reward", "seed"]]
+                   length  total_reward  seed
+            index
+            0           1           1.5     3
+        """
+        return notebook.recording_summary(self)
+
+    def steps(self, episodes: Any = None, *, next_obs: bool = False, max_columns: int = 16) -> Any:
+        """Every step of the chosen episodes as one pandas DataFrame (``notebook`` extra).
+
+        The columns of :meth:`Episode.to_pandas`, preceded by ``episode``. Reads every chosen
+        episode: choose a few with ``episodes`` on a large recording.
+
+        Args:
+            episodes: An episode index, a slice, or indices; ``None`` for all.
+            next_obs: Also add the observation each step led to.
+            max_columns: The most components an array may have to be split into columns.
+
+        Returns:
+            A ``pandas.DataFrame``, one row per step.
+
+        Example:
+            >>> import tempfile, numpy as np, gym_recording
+            >>> d = tempfile.mkdtemp()
+            >>> with gym_recording.TraceRecording(d) as w:
+            ...     w.add_reset(np.zeros(2, np.float32))
+            ...     w.add_step(1, np.ones(2, np.float32), 0.5, terminated=True)
+            >>> gym_recording.load(d).steps().columns.tolist()
+            ['episode', 'step', 'obs_0', 'obs_1', 'action', 'reward', 'terminated', 'truncated']
+        """
+        return notebook.recording_steps(self, episodes, next_obs=next_obs, max_columns=max_columns)
+
+    def plot_returns(self, window: int = 10, ax: Any = None) -> Any:
+        """Plot each episode's return and their rolling mean (needs the ``notebook`` extra).
+
+        Args:
+            window: The episodes averaged by the rolling mean.
+            ax: A matplotlib ``Axes`` to draw on; default a new figure.
+
+        Returns:
+            The matplotlib ``Axes`` (``ax.figure`` is the figure).
+
+        Example:
+            >>> ax = rec.plot_returns(window=20)  # doctest: +SKIP
+        """
+        return notebook.recording_plot_returns(self, window=window, ax=ax)
+
+
+def load(
+    directory: str | os.PathLike[str],
+    *,
+    storage_options: dict[str, Any] | None = None,
+    mmap: bool = True,
+) -> Recording:
+    """Open the recording in ``directory`` for reading.
+
+    Arrays are read-only views of the files, memory-mapped. If another program may
+    truncate or rewrite the files while their arrays are in use, pass ``mmap=False``:
+    touching a mapped array whose bytes were cut from its file kills the process (SIGBUS).
+    gym-recording's own writers never change a file once it is written.
+
+    Args:
+        directory: A directory written by :class:`~gym_recording.wrappers.TraceRecordingWrapper`,
+            :class:`~gym_recording.TraceRecording` or the original gym-recording; or an fsspec
+            URL such as ``"s3://bucket/run1"`` (needs the ``remote`` extra).
+        storage_options: For a URL, options for its filesystem (``{"endpoint_url": ...}``);
+            by default the standard configuration applies (``AWS_ENDPOINT_URL``, fsspec's
+            config). Ignored for local paths.
+        mmap: Map the blobs (zero-copy, the default), or read each into memory when its batch
+            is read.
+
+    Returns:
+        A :class:`Recording`: a sequence of :class:`Episode`, usable as a context manager.
+
+    Raises:
+        TraceFormatError: the directory is missing or a manifest is damaged. Damaged batches
+            raise when their episodes are read.
+    """
+    return Recording(directory, storage_options=storage_options, mmap=mmap)

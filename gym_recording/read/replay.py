@@ -1,0 +1,281 @@
+"""Replay a recorded episode through its environment: rebuilt as it was made, rendered, compared.
+
+The environment is made from the spec its writer recorded (its id, entry point and the
+keyword arguments it was made with), so that ``gym.make("LunarLander-v3", continuous=True)``
+replays as the continuous env, and an env registered by a package not yet imported (MiniGrid,
+ALE) is found through its entry point.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gym_recording._errors import NoFramesError, RecordingError, ReplayMismatchWarning
+from gym_recording.format.fields import field_step
+from gym_recording.read.notebook import _STYLE, Animation, _kv_table, animate
+
+__all__ = ["ReplayResult", "make_env", "replay_episode"]
+
+# (Episode is not imported: it imports this module.)
+Episode = Any
+
+
+def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
+    """The environment ``ep`` was recorded in, made with ``kwargs`` over the recorded ones.
+
+    With ``env_id``, that environment (by id) instead. Otherwise the recorded spec, when it
+    is one that ``gymnasium.envs.registration.EnvSpec.from_json`` reads, is made as it is
+    (its entry point imported); else the recorded id.
+
+    Raises:
+        RecordingError: no environment is recorded or it cannot be made.
+    """
+    import gymnasium
+    from gymnasium.envs.registration import EnvSpec
+
+    spec: Any = None
+    if env_id is None and isinstance(ep.env_spec, dict) and ep.env_spec.get("entry_point"):
+        try:
+            spec = EnvSpec.from_json(json.dumps(ep.env_spec))
+        except Exception:  # a summary of a spec whose kwargs did not serialise
+            spec = None
+    target = spec if spec is not None else (env_id or ep.env_id)
+    if not target:
+        msg = (
+            f"episode {ep.index} does not say which environment recorded it; "
+            "pass env_id=... to replay it"
+        )
+        raise RecordingError(msg)
+    try:
+        return gymnasium.make(target, **kwargs)
+    except Exception as exc:  # unknown id, missing extra, unsupported render mode
+        name = getattr(target, "id", target)
+        msg = f"cannot make environment {name!r} to replay episode {ep.index}: {exc}"
+        raise RecordingError(msg) from exc
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What replaying a recorded episode through its environment gave.
+
+    Attributes:
+        env_id: The environment replayed.
+        frames: The rendered frames ``[T, H, W, C]`` uint8 (reset first, then one per step), or
+            ``None`` when rendering was off.
+        reproduced: Whether every replayed observation and reward matched the recorded one.
+        first_mismatch: The first step that did not match: ``0`` is the reset observation,
+            ``t`` the observation and reward of step ``t``; ``None`` if all matched.
+        steps: The number of recorded actions replayed.
+        message: A sentence saying what matched or what did not.
+        observations: The replayed observations, one per replayed step plus the reset.
+    """
+
+    env_id: str
+    frames: np.ndarray | None
+    reproduced: bool
+    first_mismatch: int | None
+    steps: int
+    message: str
+    observations: list[Any] = field(default_factory=list, repr=False)
+
+    def show(self, *, fps: float = 30, max_frames: int = 300) -> Animation:
+        """The rendered frames as an inline animation with a step slider."""
+        if self.frames is None or len(self.frames) == 0:
+            msg = "this replay rendered no frames (it ran with render=False)"
+            raise NoFramesError(msg)
+        return animate(self.frames, fps=fps, max_frames=max_frames)
+
+    def _repr_html_(self) -> str:
+        rows = [
+            ("env", self.env_id),
+            ("steps replayed", self.steps),
+            ("reproduced", self.reproduced),
+            ("first mismatch", "-" if self.first_mismatch is None else self.first_mismatch),
+            ("frames", "-" if self.frames is None else f"{self.frames.shape}"),
+        ]
+        return (
+            _STYLE
+            + '<div class="gymrec">'
+            + _kv_table(rows, "Replay")
+            + f"<p>{html.escape(self.message)}</p></div>"
+        )
+
+
+def _same(got: Any, want: Any, rtol: float, atol: float) -> tuple[bool, float]:
+    """Whether a replayed value equals a recorded one; also the max abs difference seen."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or list(got) != list(want):
+            return False, math.inf
+        results = [_same(got[k], want[k], rtol, atol) for k in want]
+        return all(r[0] for r in results), max((r[1] for r in results), default=0.0)
+    if isinstance(want, tuple):
+        if not isinstance(got, tuple) or len(got) != len(want):
+            return False, math.inf
+        results = [_same(g, w, rtol, atol) for g, w in zip(got, want, strict=True)]
+        return all(r[0] for r in results), max((r[1] for r in results), default=0.0)
+    if isinstance(want, (np.ndarray, np.generic, int, float, bool)) and not isinstance(want, str):
+        try:
+            g = np.asarray(got)
+            w = np.asarray(want)
+        except (TypeError, ValueError):
+            return False, math.inf
+        if g.shape != w.shape:
+            return False, math.inf
+        if w.dtype.kind in "biu" and g.dtype.kind in "biu":
+            equal = bool(np.array_equal(g, w))
+            diff = float(np.max(np.abs(g.astype(np.float64) - w), initial=0.0))
+            return equal, diff
+        if w.dtype.kind in "biufc" and g.dtype.kind in "biufc":
+            gf, wf = g.astype(np.float64), w.astype(np.float64)
+            close = bool(np.allclose(gf, wf, rtol=rtol, atol=atol, equal_nan=True))
+            with np.errstate(invalid="ignore"):
+                d = np.abs(gf - wf)
+            d = d[~np.isnan(d)]
+            return close, float(np.max(d, initial=0.0))
+        return bool(np.array_equal(g, w)), 0.0
+    return bool(got == want), 0.0
+
+
+def _owned(value: Any) -> Any:
+    """A writable copy of the arrays in a value (recorded arrays are read-only views)."""
+    if isinstance(value, dict):
+        return {k: _owned(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_owned(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value
+
+
+def _frame(env: Any) -> np.ndarray:
+    frame = env.render()
+    if isinstance(frame, list):  # rgb_array_list
+        frame = frame[-1]
+    arr = np.asarray(frame)
+    if arr.dtype != np.uint8:
+        arr = np.clip(arr, 0, 255).astype(np.uint8)
+    return arr
+
+
+def replay_episode(
+    ep: Episode,
+    env_id: str | None = None,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    render: bool = True,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    warn: bool = True,
+) -> ReplayResult:
+    """See :meth:`gym_recording.Episode.replay`."""
+    kwargs = dict(env_kwargs or {})
+    if render:
+        kwargs.setdefault("render_mode", "rgb_array")
+    env = make_env(ep, env_id, kwargs)
+    env_id = str(getattr(env.spec, "id", None) or env_id or ep.env_id)
+    frames: list[np.ndarray] = []
+    replayed: list[Any] = []
+    first_mismatch: int | None = None
+    problem = ""
+    max_diff = 0.0
+    steps = 0
+
+    def check(t: int, got: Any, want: Any, what: str) -> None:
+        nonlocal first_mismatch, problem, max_diff
+        ok, diff = _same(got, want, rtol, atol)
+        if math.isfinite(diff):
+            max_diff = max(max_diff, diff)
+        if not ok and first_mismatch is None:
+            first_mismatch = t
+            detail = f" (max abs difference {diff:.3g})" if math.isfinite(diff) and diff else ""
+            problem = f"the replayed {what} differs from the recorded one{detail}"
+
+    def grab() -> None:
+        if not render:
+            return
+        try:
+            frames.append(_frame(env))
+        except Exception as exc:  # pygame missing, no rgb_array support
+            msg = (
+                f"cannot render {env_id!r} as rgb_array to replay episode {ep.index}: {exc}; "
+                "pass render=False to only check that the replay reproduces the recording"
+            )
+            raise RecordingError(msg) from exc
+
+    doing = "reset"
+    try:
+        obs, _ = env.reset(seed=ep.seed, options=_owned(ep.options))
+        replayed.append(obs)
+        grab()
+        check(0, obs, field_step(ep.observations, 0), "reset observation")
+        for t in range(ep.length):
+            action = _owned(field_step(ep.actions, t))
+            doing = f"step {t}"
+            obs, reward, terminated, truncated, _ = env.step(action)
+            steps += 1
+            replayed.append(obs)
+            grab()
+            check(t + 1, obs, field_step(ep.observations, t + 1), f"observation after step {t}")
+            check(t + 1, float(reward), float(ep.rewards[t]), f"reward of step {t}")
+            if (terminated or truncated) and t + 1 < ep.length:
+                if first_mismatch is None:
+                    first_mismatch = t + 1
+                    ended = "terminated" if terminated else "truncated"
+                    problem = (
+                        f"the replayed episode {ended} after {t + 1} steps, "
+                        f"but the recording has {ep.length}"
+                    )
+                break
+    except RecordingError:
+        raise
+    except Exception as exc:  # the env's own error, with what it was asked to do
+        msg = (
+            f"{env_id} failed at {doing} while replaying episode {ep.index}: "
+            f"{type(exc).__name__}: {exc}"
+        )
+        raise RecordingError(msg) from exc
+    finally:
+        env.close()
+    reproduced = first_mismatch is None
+    if reproduced:
+        message = (
+            f"The replay of {env_id} with seed {ep.seed} reproduced all {ep.length} steps "
+            f"of episode {ep.index} (max abs difference {max_diff:.3g})."
+        )
+    else:
+        message = (
+            f"The replay of {env_id} with seed {ep.seed} did not reproduce episode "
+            f"{ep.index}: at step {first_mismatch}, {problem}."
+        )
+        if ep.seed is None:
+            message += " The episode was recorded without a seed, so its reset is not repeatable."
+        if warn:
+            warnings.warn(message, ReplayMismatchWarning, stacklevel=3)
+    stacked: np.ndarray | None = None
+    if render:
+        try:
+            stacked = np.stack(frames) if frames else np.zeros((0, 0, 0, 3), np.uint8)
+        except ValueError:  # frames of different sizes: pad to the largest
+            h = max(f.shape[0] for f in frames)
+            w = max(f.shape[1] for f in frames)
+            stacked = np.zeros((len(frames), h, w, 3), np.uint8)
+            for i, f in enumerate(frames):
+                stacked[i, : f.shape[0], : f.shape[1]] = f[..., :3] if f.ndim == 3 else f[..., None]
+        if stacked.ndim == 3:
+            stacked = stacked[..., np.newaxis]
+    return ReplayResult(
+        env_id=env_id,
+        frames=stacked,
+        reproduced=reproduced,
+        first_mismatch=first_mismatch,
+        steps=steps,
+        message=message,
+        observations=replayed,
+    )

@@ -1,0 +1,112 @@
+"""Minibatches of transitions for offline RL on one machine, without PyTorch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from gym_recording.format.fields import as_array
+from gym_recording.read.episode import Episode
+
+__all__ = ["iter_transitions"]
+
+
+def _concat(fields: list[Any]) -> Any:
+    """Join the per-episode fields (arrays, or dicts/tuples of them) along the step axis."""
+    head = fields[0]
+    if isinstance(head, dict):
+        return {k: _concat([f[k] for f in fields]) for k in head}
+    if isinstance(head, tuple):
+        return tuple(_concat([f[i] for f in fields]) for i in range(len(head)))
+    return np.concatenate([as_array(f) for f in fields])
+
+
+def _take(field: Any, rows: np.ndarray) -> Any:
+    if isinstance(field, dict):
+        return {k: _take(v, rows) for k, v in field.items()}
+    if isinstance(field, tuple):
+        return tuple(_take(v, rows) for v in field)
+    return field[rows]
+
+
+def iter_transitions(
+    rec: Sequence[Episode],
+    batch_size: int,
+    *,
+    seed: int | None = None,
+    shuffle: bool = True,
+    drop_last: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Yield minibatches of transitions from a recording, for offline-RL training loops.
+
+    Each minibatch is a dict of numpy arrays with ``batch_size`` rows (the last may be smaller):
+    ``obs``, ``action``, ``reward`` (float64), ``next_obs`` and ``done`` (bool: the step
+    *terminated* its episode, so a truncated episode's last step bootstraps as usual).
+    Observations and actions of Dict/Tuple spaces are dicts/tuples of arrays. With ``shuffle``
+    the transitions of all episodes are shuffled together by ``numpy.random.default_rng(seed)``;
+    otherwise they come in episode then step order. One pass over the data per call.
+
+    The episodes' observations, actions and rewards are copied into memory once (observations
+    once, not twice: ``next_obs`` rows are gathered from the same array).
+
+    Args:
+        rec: A :class:`~gym_recording.Recording` or any sequence of episodes.
+        batch_size: Transitions per minibatch.
+        seed: Seeds the shuffle; the same seed gives the same minibatches.
+        shuffle: Shuffle transitions across episodes.
+        drop_last: Skip the last minibatch if it is smaller than ``batch_size``.
+
+    Yields:
+        ``{"obs", "action", "reward", "next_obs", "done"}`` dicts of arrays.
+
+    Example:
+        >>> import numpy as np
+        >>> from gym_recording import Episode
+        >>> ep = Episode(np.arange(4.0)[:, None], np.array([0, 1, 0]), np.ones(3), terminated=True)
+        >>> batches = list(iter_transitions([ep], 2, shuffle=False))
+        >>> batches[0]["obs"].ravel().tolist(), batches[0]["next_obs"].ravel().tolist()
+        ([0.0, 1.0], [1.0, 2.0])
+        >>> batches[1]["done"].tolist()
+        [True]
+    """
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool):
+        msg = f"expected batch_size to be a positive int, got {batch_size!r}"
+        raise TypeError(msg)
+    if batch_size < 1:
+        msg = f"expected batch_size to be a positive int, got {batch_size!r}"
+        raise ValueError(msg)
+    # Zero-step episodes have no transition (and their empty actions may lack a dtype).
+    episodes = [ep for ep in rec if ep.length > 0]
+    if not episodes:
+        return
+    lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
+    total = int(lengths.sum())
+    obs = _concat([ep.observations for ep in episodes])
+    actions = _concat([ep.actions for ep in episodes])
+    rewards = np.concatenate([np.asarray(ep.rewards, np.float64) for ep in episodes])
+    # Transition k of episode e: observation row obs_start[e] + k, action row act_start[e] + k.
+    act_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    obs_start = act_start + np.arange(len(episodes))
+    episode_of = np.repeat(np.arange(len(episodes)), lengths)
+    step_of = np.arange(total) - act_start[episode_of]
+    obs_rows = obs_start[episode_of] + step_of
+    done = np.zeros(total, dtype=bool)
+    last = act_start + lengths - 1
+    ends = np.array([ep.terminated for ep in episodes], dtype=bool)
+    done[last[ends]] = True
+
+    order = np.random.default_rng(seed).permutation(total) if shuffle else np.arange(total)
+    for lo in range(0, total, batch_size):
+        idx = order[lo : lo + batch_size]
+        if drop_last and len(idx) < batch_size:
+            return
+        rows = obs_rows[idx]
+        yield {
+            "obs": _take(obs, rows),
+            "action": _take(actions, idx),
+            "reward": rewards[idx],
+            "next_obs": _take(obs, rows + 1),
+            "done": done[idx],
+        }

@@ -1,0 +1,445 @@
+"""Where buffered steps live until they are written: one store per leaf of each field.
+
+A *field* (the observations, or the actions) is a tree shaped like its first value: dicts and
+tuples of leaves. Each leaf keeps one leaf's value for every buffered step:
+
+- :class:`RowLeaf`: values of one dtype and shape (Box arrays, numpy scalars, Python ints,
+  floats and bools), their bytes appended row after row to a ``bytearray``: the cheapest
+  copy CPython offers for a few dozen bytes, and the form the C step recorder appends to;
+- :class:`FrameLeaf`: the same for rows of 2 KiB or more (images): rows of a preallocated
+  array, so each byte is copied once on the way in and written from there;
+- :class:`ListLeaf`: anything else (text, variable shapes, objects), a snapshot per step.
+
+A leaf's ``put`` returns ``False`` (storing nothing) when a value does not fit the layout chosen
+from the first one; the field then falls back to per-step values, so the recording stays exact
+whatever the env returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from gym_recording.format.arrays import blob_dtype
+from gym_recording.format.values import snapshot
+
+__all__ = ["Field", "FrameLeaf", "ListLeaf", "RowLeaf", "Rewards"]
+
+logger = logging.getLogger(__name__)
+
+#: Rows up to this many bytes go to a :class:`RowLeaf`; larger ones to a :class:`FrameLeaf`.
+SMALL_ROW_BYTES = 2048
+_FIRST_ROWS = 32
+_INT64 = np.dtype(np.int64)
+_FLOAT64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
+_PACK = {"int64": struct.Struct("<q").pack, "float64": struct.Struct("<d").pack}
+
+Put = Callable[[Any], bool]
+
+
+def _packer(dtype: np.dtype[Any]) -> Callable[[Any], bytes]:
+    """The bytes of a Python scalar as one value of ``dtype``."""
+    return lambda x: bytes(dtype.type(x).tobytes())
+
+
+class RowLeaf:
+    """Values of one dtype and shape: their bytes appended to one ``bytearray``, row by row.
+
+    Args:
+        dtype: The values' dtype (little-endian, a blob dtype).
+        shape: The shape of one value (``()`` for scalars).
+        python: The Python type whose values it takes too (``int`` for an int64 leaf made
+            from a Python int, ``float``, ``bool``), or ``None``.
+    """
+
+    def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...], python: type | None) -> None:
+        self.dtype, self.shape, self.python = dtype, shape, python
+        self.row = dtype.itemsize * math.prod(shape)
+        #: The rows. Never replaced (the C step recorder appends to it too).
+        self.buf = bytearray()
+        ext = self.buf.extend
+        ndarray, generic = np.ndarray, np.generic
+        kind = dtype.kind
+        # A Python scalar fits a scalar leaf of its kind (a bool a bool leaf, an int in range
+        # an integer leaf, a float a float64 leaf), whatever made the leaf.
+        pack: Callable[[Any], bytes] = _PACK.get(dtype.name) or _packer(dtype)
+        lo, hi = (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) if kind in "iu" else (0, 0)
+
+        def put(v: Any) -> bool:
+            t = type(v)
+            if t is ndarray:
+                if v.shape != shape or not (v.dtype is dtype or v.dtype == dtype):
+                    return False
+                try:
+                    ext(v)
+                except (TypeError, BufferError, ValueError):  # not C-contiguous
+                    ext(v.tobytes())
+                return True
+            if shape:
+                return False
+            if isinstance(v, generic):
+                if v.dtype != dtype:
+                    return False
+                ext(v.tobytes())
+            elif t is bool:
+                if kind != "b":
+                    return False
+                ext(b"\x01" if v else b"\x00")
+            elif t is int:
+                if kind not in "iu" or not lo <= v <= hi:
+                    return False
+                ext(pack(v))
+            elif t is float:
+                if dtype != _FLOAT64:
+                    return False
+                ext(pack(v))
+            else:
+                return False
+            return True
+
+        self.put: Put = put
+
+    def count(self) -> int:
+        """How many steps it holds."""
+        return len(self.buf) // self.row
+
+    def take(self, start: int, stop: int) -> np.ndarray:
+        """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
+        # A copy (one memcpy): nothing keeps the bytearray exported, so it stays growable.
+        arr = np.frombuffer(bytes(self.buf[start * self.row : stop * self.row]), self.dtype)
+        return arr.reshape(stop - start, *self.shape)
+
+    def get(self, i: int) -> Any:
+        """A copy of step ``i``'s value."""
+        row = self.buf[i * self.row : (i + 1) * self.row]
+        value = np.frombuffer(row, dtype=self.dtype).reshape(self.shape).copy()
+        return value if self.shape else (value[()].item() if self.python else value[()])
+
+    def release(self, keep_from: int) -> None:
+        """Drop the steps before ``keep_from``."""
+        del self.buf[: keep_from * self.row]
+
+    def truncate(self, rows: int) -> None:
+        """Drop the steps after the first ``rows``."""
+        del self.buf[rows * self.row :]
+
+    def row_bytes(self) -> int:
+        """About how many bytes one step takes."""
+        return self.row
+
+
+class FrameLeaf:
+    """Large fixed-shape arrays (images): rows of one preallocated array, grown by doubling.
+
+    When a batch is written its buffer is handed to the write (:meth:`release`) and another
+    takes its place: the one handed over before, once :meth:`written` says its write is
+    done, so that the thread stepping the env does not fault in a fresh buffer every batch.
+    """
+
+    def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+        self.dtype, self.shape = dtype, shape
+        self.buf: np.ndarray = np.empty((_FIRST_ROWS, *shape), dtype=dtype)
+        self.n = 0
+        self._writing: np.ndarray | None = None  # handed to the write in flight
+        self._spare: np.ndarray | None = None  # its write is done: free to reuse
+
+        def put(v: Any) -> bool:
+            if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
+                n = self.n
+                try:
+                    self.buf[n] = v
+                except IndexError:
+                    self._grow()
+                    self.buf[n] = v
+                self.n = n + 1
+                return True
+            return False
+
+        self.put: Put = put
+
+    def _grow(self) -> None:
+        new = np.empty((2 * len(self.buf), *self.shape), dtype=self.dtype)
+        new[: self.n] = self.buf[: self.n]
+        self.buf = new
+
+    def count(self) -> int:
+        """How many steps it holds."""
+        return self.n
+
+    def take(self, start: int, stop: int) -> np.ndarray:
+        """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
+        return self.buf[start:stop]
+
+    def get(self, i: int) -> Any:
+        """A copy of step ``i``'s value."""
+        return self.buf[i].copy()
+
+    def release(self, keep_from: int) -> None:
+        """Forget rows before ``keep_from``; the buffer goes to the write taking them."""
+        k = self.n - keep_from
+        new, self._spare = self._spare, None
+        if new is None or new.shape != self.buf.shape:
+            new = np.empty_like(self.buf)
+        if k > 0:
+            new[:k] = self.buf[keep_from : self.n]
+        self._writing = self.buf
+        self.buf, self.n = new, k
+
+    def truncate(self, rows: int) -> None:
+        """Drop the steps after the first ``rows``."""
+        self.n = min(self.n, rows)
+
+    def written(self) -> None:
+        """The write of the rows released last is done: its buffer may be reused."""
+        if self._writing is not None:
+            self._spare, self._writing = self._writing, None
+
+    def row_bytes(self) -> int:
+        """About how many bytes one step takes."""
+        return self.dtype.itemsize * math.prod(self.shape)
+
+
+class ListLeaf:
+    """Anything else (text, variable shapes, objects): a snapshot per step."""
+
+    def __init__(self, values: list[Any] | None = None) -> None:
+        self.values: list[Any] = values if values is not None else []
+        app = self.values.append
+
+        def put(v: Any) -> bool:
+            app(snapshot(v))
+            return True
+
+        self.put: Put = put
+
+    def count(self) -> int:
+        """How many steps it holds."""
+        return len(self.values)
+
+    def take(self, start: int, stop: int) -> list[Any]:
+        """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
+        return self.values[start:stop]
+
+    def get(self, i: int) -> Any:
+        """A copy of step ``i``'s value."""
+        return self.values[i]
+
+    def release(self, keep_from: int) -> None:
+        """Drop the steps before ``keep_from``."""
+        del self.values[:keep_from]
+
+    def truncate(self, rows: int) -> None:
+        """Drop the steps after the first ``rows``."""
+        del self.values[rows:]
+
+    def row_bytes(self) -> int:
+        """About how many bytes one step takes."""
+        return 64
+
+
+class _Branch:
+    """A Dict or Tuple value: one child per key or position, stored in step."""
+
+    children: list[Any]
+
+    def count(self) -> int:
+        """How many steps it holds."""
+        return min(c.count() for c in self.children)
+
+    def release(self, keep_from: int) -> None:
+        """Drop the steps before ``keep_from``."""
+        for c in self.children:
+            c.release(keep_from)
+
+    def truncate(self, rows: int) -> None:
+        """Drop the steps after the first ``rows``."""
+        for c in self.children:
+            c.truncate(rows)
+
+    def row_bytes(self) -> int:
+        """About how many bytes one step takes."""
+        return sum(c.row_bytes() for c in self.children)
+
+
+class _DictNode(_Branch):
+    def __init__(self, keys: tuple[str, ...], children: list[Any]) -> None:
+        self.keys, self.children = keys, children
+        pairs = list(zip(keys, [c.put for c in children], strict=True))
+        n = len(keys)
+
+        def put(v: Any) -> bool:
+            if not isinstance(v, Mapping) or len(v) != n:
+                return False
+            try:
+                return all(p(v[k]) for k, p in pairs)
+            except KeyError:
+                return False
+
+        self.put: Put = put
+
+    def take(self, start: int, stop: int) -> dict[str, Any]:
+        """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
+        return {k: c.take(start, stop) for k, c in zip(self.keys, self.children, strict=True)}
+
+    def get(self, i: int) -> Any:
+        """A copy of step ``i``'s value."""
+        return {k: c.get(i) for k, c in zip(self.keys, self.children, strict=True)}
+
+
+class _TupleNode(_Branch):
+    def __init__(self, children: list[Any]) -> None:
+        self.children = children
+        puts = [c.put for c in children]
+        n = len(children)
+
+        def put(v: Any) -> bool:
+            if type(v) is not tuple or len(v) != n:
+                return False
+            return all(p(x) for x, p in zip(v, puts, strict=True))
+
+        self.put: Put = put
+
+    def take(self, start: int, stop: int) -> tuple[Any, ...]:
+        """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
+        return tuple(c.take(start, stop) for c in self.children)
+
+    def get(self, i: int) -> Any:
+        """A copy of step ``i``'s value."""
+        return tuple(c.get(i) for c in self.children)
+
+
+Node = RowLeaf | FrameLeaf | ListLeaf | _DictNode | _TupleNode
+
+
+def _leaf_for(dtype: np.dtype[Any], shape: tuple[int, ...], python: type | None) -> Node:
+    if 0 < dtype.itemsize * math.prod(shape) <= SMALL_ROW_BYTES:
+        return RowLeaf(dtype, shape, python)
+    return FrameLeaf(dtype, shape)  # large rows, or empty ones
+
+
+def infer(v: Any, depth: int = 0) -> Node:
+    """How to store values shaped like ``v``."""
+    if depth > 32:
+        return ListLeaf()
+    t = type(v)
+    if t is np.ndarray:
+        if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">":
+            return ListLeaf()
+        return _leaf_for(v.dtype, v.shape, None)
+    if isinstance(v, np.generic):
+        if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">":
+            return ListLeaf()
+        return RowLeaf(v.dtype, (), None)
+    if t is bool:
+        return RowLeaf(_BOOL, (), bool)
+    if t is int:
+        return RowLeaf(_INT64, (), int) if -(2**63) <= v < 2**63 else ListLeaf()
+    if t is float:
+        return RowLeaf(_FLOAT64, (), float)
+    if t is tuple and v:
+        return _TupleNode([infer(x, depth + 1) for x in v])
+    if isinstance(v, Mapping) and v and all(type(k) is str for k in v):
+        return _DictNode(tuple(v), [infer(x, depth + 1) for x in v.values()])
+    return ListLeaf()
+
+
+def frame_leaves(node: Node | None) -> list[FrameLeaf]:
+    """The frame leaves of a field's tree (whose buffers go to writes)."""
+    if isinstance(node, FrameLeaf):
+        return [node]
+    if isinstance(node, _Branch):
+        return [f for c in node.children for f in frame_leaves(c)]
+    return []
+
+
+class Field:
+    """The observations (or the actions) of the buffered steps.
+
+    ``put(value)`` stores one step and returns whether the value fitted the layout; on
+    ``False`` the caller calls :meth:`fallback` with the number of rows stored before.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.root: Node | None = None
+        self.put: Put = self._first_put
+
+    def _first_put(self, v: Any) -> bool:
+        self.root = infer(v)
+        self.put = self.root.put
+        return self.put(v)
+
+    def fallback(self, v: Any, rows: int) -> None:
+        """``v`` did not fit: keep the first ``rows`` values, store per-step values from now on."""
+        root = self.root
+        values = [root.get(i) for i in range(rows)] if root is not None else []
+        logger.warning(
+            "%s: a %s does not match the layout of the earlier values; storing them as "
+            "per-step JSON values from now on, which is slower",
+            self.what,
+            type(v).__name__,
+        )
+        leaf = ListLeaf(values)
+        self.root, self.put = leaf, leaf.put
+        leaf.put(v)
+
+    def take(self, start: int, stop: int) -> Any:
+        """The stored steps ``start .. stop-1`` as a field (``format.fields``' tree form).
+
+        What it returns stays valid after :meth:`release`.
+        """
+        if self.root is None:
+            return np.zeros((0,), dtype=np.float64)
+        return self.root.take(start, stop)
+
+    def get(self, i: int) -> Any:
+        """A copy of step ``i``'s value."""
+        return self.root.get(i) if self.root is not None else None
+
+    def release(self, keep_from: int) -> None:
+        """Drop the steps before ``keep_from`` (after they were handed to a write)."""
+        if self.root is not None:
+            self.root.release(keep_from)
+
+    def truncate(self, rows: int) -> None:
+        """Forget the steps after the first ``rows`` (a step refused while being stored)."""
+        if self.root is not None:
+            self.root.truncate(rows)
+
+    def written(self) -> None:
+        """The write of the steps released last is done."""
+        for leaf in frame_leaves(self.root):
+            leaf.written()
+
+    def row_bytes(self) -> int:
+        """About how many bytes one step takes."""
+        return self.root.row_bytes() if self.root is not None else 0
+
+
+class Rewards:
+    """One float64 per buffered step, in a ``bytearray`` (the C step recorder appends to it)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self._pack = struct.Struct("<d").pack
+
+    def __len__(self) -> int:
+        return len(self.buf) >> 3
+
+    def append(self, reward: float) -> None:
+        """Store one step's reward."""
+        self.buf += self._pack(reward)
+
+    def take(self, stop: int) -> np.ndarray:
+        """The first ``stop`` rewards, as float64 (a copy)."""
+        return np.frombuffer(bytes(self.buf[: stop * 8]), dtype=np.float64)
+
+    def release(self, keep_from: int) -> None:
+        """Drop the rewards before ``keep_from``."""
+        del self.buf[: keep_from * 8]

@@ -1,0 +1,684 @@
+"""The recording: episodes collected step by step into a buffer, and handed over in batches.
+
+:class:`TraceRecording` is what the wrappers feed, and is usable on its own. It keeps the
+open episode and the completed ones waiting for their batch (as :class:`Span` rows of the
+buffer), splits an episode longer than a batch into parts, and hands each batch to its
+:class:`~gym_recording.record.writer.BatchWriter`. Observations and actions are copied as
+they arrive (:mod:`~gym_recording.record.buffer`); a wrapper's steps reach the buffer through
+a step recorder (:mod:`~gym_recording.record.steps`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import itertools
+import json
+import logging
+import os
+import platform
+import secrets
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import msgspec
+import numpy as np
+
+from gym_recording._errors import RecordingClosedError, RecordingError
+from gym_recording._version import __version__
+from gym_recording.format.spaces import space_to_json
+from gym_recording.format.values import snapshot
+from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
+from gym_recording.record import steps as _steps
+from gym_recording.record.buffer import Field, Rewards
+from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
+from gym_recording.storage import Storage, open_storage
+
+__all__ = ["TraceRecording", "env_spec_json", "reward_value"]
+
+logger = logging.getLogger(__name__)
+
+#: A batch of only zero-step episodes is flushed at this many episodes.
+MAX_BATCH_EPISODES = 50_000
+
+_writer_counter = itertools.count()
+_open_recordings: dict[int, TraceRecording] = {}
+_open_lock = threading.Lock()
+
+
+def _close_open_recordings() -> None:
+    """At interpreter exit, flush every recording that was not closed."""
+    with _open_lock:
+        recordings = list(_open_recordings.values())
+    for rec in recordings:
+        try:
+            rec.close()
+        except Exception:  # exit must go on; say what was lost
+            logger.exception("could not flush the recording in %s at exit", rec.directory)
+
+
+atexit.register(_close_open_recordings)
+
+
+#: Forks this process descends from (a recording remembers the count it was made under).
+_forks = 0
+
+
+def _forget_open_recordings() -> None:
+    """In a forked child: the parent's recordings are the parent's to flush, not its own."""
+    global _open_lock, _forks
+    _open_lock = threading.Lock()  # (it may have been held by another thread at the fork)
+    _open_recordings.clear()
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_open_recordings)
+
+
+@dataclass(slots=True)
+class Span:
+    """A buffered episode object: rows of the buffer and the keys of FORMAT.md §4.
+
+    Its observations are rows ``obs_start:obs_stop`` of the buffered observations, its
+    actions and rewards rows ``act_start:act_stop``. While the episode is open the stops
+    are unset; ``flagged_at`` is the step count when a step last set ``terminated`` or
+    ``truncated``.
+    """
+
+    obs_start: int
+    obs_stop: int
+    act_start: int
+    act_stop: int
+    terminated: bool
+    truncated: bool
+    seed: int | None
+    options: Any
+    infos: list[Any] | None
+    started_at: float | None
+    ended_at: float | None
+    part: int = 0
+    continues: bool = False
+    flagged_at: int = -1
+
+
+def _now() -> float:
+    """The wall-clock time in unix seconds, to the microsecond."""
+    return time.time_ns() // 1000 / 1e6
+
+
+def _plain_json(obj: Any, what: str) -> Any:
+    """``obj`` as plain JSON (numpy scalars and arrays become numbers and lists).
+
+    Raises:
+        RecordingError: ``obj`` holds something JSON cannot represent (objects, NaN, ...).
+    """
+
+    def default(o: Any) -> Any:
+        if isinstance(o, (np.generic, np.ndarray)):
+            return o.tolist()
+        if isinstance(o, tuple):
+            return list(o)
+        raise TypeError(f"{type(o).__name__} is not JSON-serialisable")
+
+    try:
+        return json.loads(json.dumps(obj, allow_nan=False, default=default))
+    except (TypeError, ValueError) as exc:
+        msg = f"expected {what} to be plain JSON (dicts, lists, numbers, strings), but {exc}"
+        raise RecordingError(msg) from exc
+
+
+def _library_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {
+        "gym_recording": __version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+    for mod in ("gymnasium", "gym"):
+        m = sys.modules.get(mod)
+        versions[mod] = getattr(m, "__version__", None) if m is not None else None
+    return versions
+
+
+def env_spec_json(spec: Any) -> Any:
+    """An env spec (``env.spec``) as JSON for the manifest.
+
+    A spec whose kwargs do not serialise (callables, objects) gives a summary instead.
+    """
+    if spec is None:
+        return None
+    to_json = getattr(spec, "to_json", None)
+    if callable(to_json):
+        try:
+            return json.loads(to_json())
+        except Exception:  # kwargs that do not serialise (callables, objects)
+            pass
+    summary: dict[str, Any] = {}
+    for key in ("id", "entry_point", "max_episode_steps", "reward_threshold", "nondeterministic"):
+        val = getattr(spec, key, None)
+        summary[key] = val if isinstance(val, (str, int, float, bool, type(None))) else repr(val)
+    kwargs = getattr(spec, "kwargs", None)
+    if isinstance(kwargs, Mapping):
+        summary["kwargs"] = {str(k): repr(v) for k, v in kwargs.items()}
+    return summary
+
+
+def reward_value(reward: Any) -> float:
+    """A step's reward as the float64 that is stored.
+
+    A reward is a real number: a Python ``int``, ``float`` or ``bool`` (stored as 1.0 or
+    0.0), a numpy integer, float or bool scalar, or a 0-d array of one.
+
+    Raises:
+        RecordingError: anything else: ``None``, a string (``"1.5"`` is not converted), a
+            complex number, or an array with one or more dimensions (a vector reward).
+    """
+    if type(reward) is float:
+        return reward
+    if isinstance(reward, (int, float, np.integer, np.floating, np.bool_)):
+        return float(reward)
+    if isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "biuf":
+        return float(reward)
+    shape = f" of shape {reward.shape}" if isinstance(reward, np.ndarray) else ""
+    msg = (
+        f"expected the reward to be a real number (int, float or a numpy scalar), got "
+        f"{type(reward).__name__}{shape} {str(reward)[:40]}; gym-recording stores one float "
+        "per step (record a vector reward in the info, with record_infos=True)"
+    )
+    raise RecordingError(msg)
+
+
+class TraceRecording:
+    """A buffer of episodes that writes them to a directory in batches.
+
+    Feed it with :meth:`add_reset` and :meth:`add_step` (the wrappers do this for you). Every
+    observation and action is copied when it arrives, so envs may reuse their buffers.
+    Episodes are written when about ``batch_bytes`` have accumulated, and at :meth:`close`,
+    which runs by itself at interpreter exit. What is not yet written is lost if the process
+    is killed.
+
+    A value that cannot be stored exactly (a vector reward, an info nested past 100
+    levels...) is refused by the call that brings it with a :class:`RecordingError`; the
+    episode it belongs to is then cut at its last stored step, and the recording goes on
+    with the next :meth:`add_reset`. A recording belongs to its process and its files to
+    its writer: it cannot be copied or pickled, and a forked child cannot record into its
+    parent's (make a new one in the child).
+
+    Args:
+        directory: Where to write; created if missing. ``None`` makes a fresh directory under
+            the system's temporary directory. An fsspec URL (``s3://``, ``gs://``,
+            ``memory://`` ...) writes there (the ``remote`` extra).
+        batch_bytes: The size a batch (blob plus JSON) aims at. Steps per batch adapt toward it,
+            within 1..50000.
+        metadata: A JSON-able dict stored in the manifest.
+        env_id: The environment's id, stored in the manifest.
+        env_spec: The environment's spec as a JSON-able dict.
+        observation_space: The observation space, serialised into the manifest.
+        action_space: The action space, serialised into the manifest.
+        record_infos: Whether info dicts passed in are kept (otherwise they are ignored).
+        storage_options: For a URL ``directory``, options for its filesystem, e.g.
+            ``{"endpoint_url": ...}``; without them the standard configuration applies
+            (``AWS_ENDPOINT_URL``, fsspec's config). Ignored for local paths.
+
+    Example:
+        >>> import tempfile, numpy as np, gym_recording
+        >>> d = tempfile.mkdtemp()
+        >>> rec = TraceRecording(d)
+        >>> rec.add_reset(np.zeros(2, np.float32), seed=7)
+        >>> rec.add_step(1, np.ones(2, np.float32), 0.5, terminated=True)
+        >>> rec.close()
+        >>> with gym_recording.load(d) as r:
+        ...     ep = r[0]
+        ...     ep.observations.shape, ep.actions.tolist(), ep.seed, ep.terminated
+        ((2, 2), [1], 7, True)
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        batch_bytes: int = 5_000_000,
+        metadata: Mapping[str, Any] | None = None,
+        env_id: str | None = None,
+        env_spec: Any = None,
+        observation_space: Any = None,
+        action_space: Any = None,
+        record_infos: bool = False,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(batch_bytes, int) or isinstance(batch_bytes, bool) or batch_bytes < 1:
+            msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
+            raise ValueError(msg)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
+            raise TypeError(msg)
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="gym-recording-")
+        self.directory = os.fspath(directory)
+        self._storage: Storage = open_storage(
+            self.directory, create=True, storage_options=storage_options
+        )
+        self.writer_id = f"{next(_writer_counter)}.{os.getpid()}.{secrets.token_hex(5)}"
+        self.batch_bytes = batch_bytes
+        self.record_infos = record_infos
+        self.closed = False
+        head = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "writer": self.writer_id,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "env_id": env_id,
+            "env_spec": _plain_json(env_spec, "env_spec") if env_spec is not None else None,
+            "observation_space": space_to_json(observation_space),
+            "action_space": space_to_json(action_space),
+            "versions": _library_versions(),
+            "metadata": _plain_json(dict(metadata or {}), "metadata"),
+            "record_infos": record_infos,
+        }
+        self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes)
+        self._pid = os.getpid()
+        self._forks = _forks
+        #: Complete episodes handed to the buffer.
+        self.episode_count = 0
+        self._obs = Field("observations")
+        self._act = Field("actions")
+        self._rew = Rewards()
+        self._resets = 0  # buffered observation rows that follow no step (episode starts)
+        self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
+        self._sized = False
+        self._pending: list[Span] = []
+        self._open: Span | None = None
+        self._recorders: list[_steps.StepRecorder] = []
+        with _open_lock:
+            _open_recordings[id(self)] = self
+        logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
+
+    # ---------------------------------------------------------------- what was written
+
+    @property
+    def file_prefix(self) -> str:
+        """The prefix of the files of the current segment."""
+        return self._writer.file_prefix
+
+    @property
+    def batch_count(self) -> int:
+        """Batches written so far."""
+        return self._writer.batch_count
+
+    @property
+    def batches(self) -> list[dict[str, Any]]:
+        """The manifest entries of the current segment's batches, as written."""
+        return [msgspec.structs.asdict(e) for e in self._writer.entries]
+
+    @property
+    def steps(self) -> int:
+        """Steps in the buffer (not yet written)."""
+        return len(self._rew)
+
+    # ---------------------------------------------------------------- feeding
+
+    def _check_usable(self, what: str) -> None:
+        if self.closed:
+            msg = f"{what}() on a closed TraceRecording; create a new one to record more"
+            raise RecordingClosedError(msg)
+        if self._forks != _forks:
+            msg = (
+                f"{what}() in a forked child of the process that made this TraceRecording "
+                f"(pid {self._pid}); its files and buffer are the parent's. Create a new "
+                "TraceRecording (or wrapper) in the child to record there"
+            )
+            raise RecordingError(msg)
+
+    def add_reset(
+        self,
+        observation: Any,
+        *,
+        seed: int | None = None,
+        options: Any = None,
+        info: Any = None,
+    ) -> None:
+        """Start an episode with the observation ``reset`` returned (ending any open one).
+
+        Args:
+            observation: The reset observation.
+            seed: The seed passed to ``reset``, if any.
+            options: The options passed to ``reset``, if any.
+            info: The reset info; kept only with ``record_infos=True``.
+
+        Raises:
+            RecordingError: a value cannot be stored (the message says which); no episode
+                is started.
+        """
+        if self.closed or self._forks != _forks:
+            self._check_usable("add_reset")
+        if seed is not None and (type(seed) is not int and not isinstance(seed, np.integer)):
+            msg = f"expected seed to be an int or None, got {type(seed).__name__}"
+            raise TypeError(msg)
+        if self._open is not None:
+            self.end_episode()
+        if len(self._pending) >= MAX_BATCH_EPISODES:
+            self._submit_batch()
+        kept_options = None if options is None else self._snapshot(options, "the reset options")
+        kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
+        steps = len(self._rew)
+        rows = steps + self._resets
+        self._store(self._obs, observation, rows, "the reset observation")
+        self._resets += 1
+        self._open = Span(
+            rows,
+            0,
+            steps,
+            0,
+            False,
+            False,
+            None if seed is None else int(seed),
+            kept_options,
+            kept_info,
+            _now(),
+            None,
+        )
+        self._layout_known()
+        self._sync_room()
+
+    def add_step(
+        self,
+        action: Any,
+        observation: Any,
+        reward: Any,
+        terminated: bool = False,
+        truncated: bool = False,
+        info: Any = None,
+    ) -> None:
+        """Record one step: the action taken and what ``step`` returned.
+
+        Args:
+            action: The action passed to ``step``.
+            observation: The observation ``step`` returned.
+            reward: The reward ``step`` returned: a real number (see :func:`reward_value`).
+            terminated: Whether the episode terminated at this step.
+            truncated: Whether the episode was truncated at this step.
+            info: The step's info; kept only with ``record_infos=True``.
+
+        Raises:
+            RecordingError: no episode is open (call :meth:`add_reset` first), or a value
+                cannot be stored; then the episode is cut at its last stored step.
+        """
+        ep = self._open
+        if ep is None:
+            self._check_usable("add_step")
+            msg = (
+                "add_step() before add_reset(): an episode starts with the observation reset() "
+                "returned; call add_reset(observation) first"
+            )
+            raise RecordingError(msg)
+        if len(self._rew) >= self._room:
+            self._make_room()
+        steps = len(self._rew)
+        try:
+            value = reward_value(reward)
+            kept_info = self._snapshot(info, "the step's info") if self.record_infos else None
+            self._store(self._act, action, steps, "the action")
+            try:
+                self._store(self._obs, observation, steps + self._resets, "the observation")
+            except RecordingError:
+                self._act.truncate(steps)
+                raise
+        except RecordingError:
+            self._cut(steps)
+            raise
+        self._rew.append(value)
+        if terminated or truncated:
+            self._flags(terminated, truncated)
+        if kept_info is not None:
+            ep.infos.append(kept_info)  # type: ignore[union-attr]
+        self._layout_known()
+
+    def _snapshot(self, value: Any, what: str) -> Any:
+        if value is None:
+            return None
+        try:
+            return snapshot(value)
+        except ValueError as exc:
+            msg = f"cannot record {what}: {exc}"
+            raise RecordingError(msg) from None
+
+    def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
+        """Store one step of ``field``, which holds ``rows`` rows.
+
+        A ``value`` that does not fit the field's layout sends it to per-step values.
+        """
+        try:
+            if not field.put(value):
+                field.fallback(value, rows)
+                self._configure()
+        except ValueError as exc:
+            field.truncate(rows)
+            msg = f"cannot record {what}: {exc}"
+            raise RecordingError(msg) from None
+
+    def _cut(self, steps: int) -> None:
+        """A step was refused: end the open episode at its ``steps`` stored steps."""
+        logger.warning(
+            "cutting episode at step %d of %s: a value was refused", steps, self.directory
+        )
+        self.end_episode()
+
+    def _flags(self, terminated: Any, truncated: Any) -> None:
+        """The step just stored set a flag: the episode may end here."""
+        ep: Any = self._open
+        ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+        ep.flagged_at = len(self._rew)
+
+    def end_episode(self) -> None:
+        """End the open episode, if any; it is written with the next batch.
+
+        ``terminated``/``truncated`` are those of its last step (both false if the last step
+        set neither: the episode was cut by a reset or a close).
+        """
+        ep = self._open
+        if ep is None:
+            return
+        self._open = None
+        steps = len(self._rew)
+        ep.obs_stop = steps + self._resets
+        ep.act_stop = steps
+        if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
+            ep.terminated = ep.truncated = False
+        if ep.part:  # seed, options and start time are the first part's
+            ep.seed = ep.options = ep.started_at = None
+        ep.ended_at = _now()
+        self._pending.append(ep)
+        self.episode_count += 1
+        self._sync_room()
+        if steps >= self._writer.target_steps:
+            self._submit_batch()
+
+    # ---------------------------------------------------------------- the hot path
+
+    def step_recorder(self, other: Callable[[Any, Any], None]) -> _steps.StepRecorder:
+        """The recorder a wrapper hands each ``env.step`` result to: ``record(action, result)``.
+
+        A gymnasium 5-tuple result is recorded as :meth:`add_step` records it; any other
+        result (a legacy 4-tuple), or any result while no episode is open, goes to
+        ``other(action, result)``. The C step recorder is used where it is built.
+        """
+
+        def slow(action: Any, result: Any) -> None:
+            if self._open is None:
+                other(action, result)
+                return
+            try:
+                observation, reward, terminated, truncated, info = result
+            except (TypeError, ValueError):  # not a gymnasium 5-tuple
+                other(action, result)
+                return
+            self.add_step(action, observation, reward, terminated, truncated, info)
+
+        recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
+        self._recorders.append(recorder)
+        _steps.configure(recorder, self._obs, self._act, self.record_infos)
+        self._sync_room()
+        return recorder
+
+    def _configure(self) -> None:
+        for r in self._recorders:
+            _steps.configure(r, self._obs, self._act, self.record_infos)
+
+    def _sync_room(self) -> None:
+        """Tell the step recorders how many steps the buffer may hold, -1 if no episode is open."""
+        room = self._room if self._open is not None else -1
+        for r in self._recorders:
+            r.room = room
+
+    def _layout_known(self) -> None:
+        """Once both fields have a layout: size batches by it, and tell the recorders."""
+        if self._sized or self._obs.root is None or self._act.root is None:
+            return
+        self._sized = True
+        row = self._obs.row_bytes() + self._act.row_bytes() + 8
+        self._writer.size_for(row + 16, row)
+        self._room = self._writer.target_steps
+        self._configure()
+        self._sync_room()
+
+    # ---------------------------------------------------------------- batching
+
+    def _make_room(self) -> None:
+        """The buffer holds ``_room`` steps inside an episode: write out what can be written.
+
+        Completed episodes are written if there are any (the open episode's steps move to the
+        front of the buffer). An open episode alone is given more room, up to its split size,
+        then written as a part that continues in the next batch (FORMAT.md §4).
+        """
+        ep = self._open
+        if ep is None:  # pragma: no cover - add_step checks
+            return
+        if not self._pending:
+            steps = len(self._rew)
+            if steps < self._writer.split_steps:
+                self._room = self._writer.split_steps
+                self._sync_room()
+                return
+            first = ep.part == 0
+            self._pending.append(
+                Span(
+                    ep.obs_start,
+                    steps + self._resets,
+                    ep.act_start,
+                    steps,
+                    False,
+                    False,
+                    ep.seed if first else None,
+                    ep.options if first else None,
+                    list(ep.infos) if ep.infos is not None else None,
+                    ep.started_at if first else None,
+                    None,
+                    ep.part,
+                    True,
+                )
+            )
+            # The next part starts at the last observation, which both parts hold.
+            ep.obs_start = steps + self._resets - 1
+            ep.act_start = steps
+            ep.part += 1
+            if ep.infos is not None:
+                ep.infos = ep.infos[-1:]
+        self._submit_batch()
+
+    def _submit_batch(self) -> None:
+        """Hand the completed episodes (and parts) to the writer; keep the open episode's rows."""
+        if not self._pending:
+            return
+        self._check_usable("writing a batch")
+        pending, last = self._pending, self._pending[-1]
+        obs = self._obs.take(0, last.obs_stop)
+        act = self._act.take(0, last.act_stop)
+        rewards = self._rew.take(last.act_stop)
+        self._writer.wait()  # one batch in flight at a time keeps the write order
+        self._obs.written()  # (that write is done: its buffers may be reused)
+        self._act.written()
+        # Keep only the open episode's rows (or nothing), at the front of the buffer.
+        ep = self._open
+        keep_obs = ep.obs_start if ep is not None else len(self._rew) + self._resets
+        keep_act = ep.act_start if ep is not None else len(self._rew)
+        self._obs.release(keep_obs)
+        self._act.release(keep_act)
+        self._rew.release(keep_act)
+        self._resets = 1 if ep is not None else 0
+        if ep is not None:
+            ep.obs_start = ep.act_start = 0
+            if ep.flagged_at >= 0:
+                ep.flagged_at -= keep_act
+        self._pending = []
+        # Last, once the buffer's books are done: if the write is interrupted (Ctrl-C), it
+        # stays in flight, and the next flush writes what it did not.
+        self._writer.submit(obs, act, rewards, pending)
+        self._room = self._writer.target_steps
+        self._sync_room()
+
+    def save_complete(self) -> None:
+        """Write the completed episodes as one batch and update the manifest; wait for it.
+
+        The blob is written first, then the batch JSON, then the manifest, each atomically.
+        When it returns, every episode written is durable (it survives a power loss). The open
+        episode, if any, stays in the buffer.
+
+        Raises:
+            RecordingError: a write failed (twice); nothing of that batch was published, and
+                it is retried at the next flush or close.
+        """
+        self._check_usable("save_complete")
+        self._submit_batch()
+        self._writer.save()
+
+    def close(self) -> None:
+        """End the open episode, write everything buffered, and close. Safe to call twice.
+
+        It runs by itself at interpreter exit (of the process that made the recording: a
+        forked child leaves it to its parent, and closing it there writes nothing);
+        call it to free memory once done. Episodes not written when the process dies
+        (killed, or crashed before exit) are lost.
+        """
+        if self.closed:
+            return
+        if self._forks != _forks:
+            self.closed = True
+            logger.warning("not writing %s from a forked child: it is the parent's", self.directory)
+            return
+        try:
+            self.end_episode()
+            self._submit_batch()
+            self._writer.finish()
+        finally:
+            self.closed = True
+            self._sync_room()
+            with _open_lock:
+                _open_recordings.pop(id(self), None)
+        logger.info("Wrote traces to %s", self.directory)
+
+    # ---------------------------------------------------------------- lifetime
+
+    def _refuse_copy(self, *args: Any) -> NoReturn:
+        msg = (
+            "a TraceRecording cannot be copied or pickled: its buffer and its files belong "
+            "to one writer in one process, and a copy would lose or mix steps. Create a new "
+            "TraceRecording (or wrapper) where it is needed, e.g. in each worker process"
+        )
+        raise RecordingError(msg)
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = __getstate__ = _refuse_copy
+
+    def __enter__(self) -> TraceRecording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<TraceRecording {self.directory!r} writer={self.writer_id} {state}>"

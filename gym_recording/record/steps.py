@@ -1,0 +1,108 @@
+"""The hot path: a wrapper's ``step`` hands each result to a step recorder, which stores it.
+
+:func:`step_recorder` builds the recorder of a :class:`~gym_recording.TraceRecording`. It is
+the one place that chooses between the two implementations, which store the same bytes:
+
+- the plain one, :class:`PlainStepRecorder`: ``record(action, result)`` calls the
+  recording's own Python code for every step;
+- the accelerated one, ``StepRecorder`` of the optional C extension (see
+  :mod:`gym_recording._accel`): it stores the commonest steps itself (an array or scalar
+  observation and action, each of the layout the buffer chose, a float reward) by
+  appending their bytes to the buffer's ``bytearray`` rows, and hands every other step to
+  the same Python code. ``benchmarks/bench.py --ablate`` measures what it buys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from gym_recording._accel import speedups
+from gym_recording.record.buffer import Field, Rewards, RowLeaf
+
+__all__ = ["ACCELERATED", "PlainStepRecorder", "StepRecorder", "configure", "step_recorder"]
+
+#: Whether the C step recorder is in use.
+ACCELERATED = speedups is not None
+
+Record = Callable[[Any, Any], Any]
+#: A leaf the C recorder may append to: its rows, dtype, shape, and whether a Python int is
+#: one of its values (an int64 scalar leaf).
+Layout = tuple[bytearray, np.dtype[Any], tuple[int, ...], bool]
+
+
+class StepRecorder(Protocol):
+    """What both implementations offer."""
+
+    #: Steps it may store before handing the next to the Python code (which makes room);
+    #: ``-1`` while no episode is recorded.
+    room: int
+
+    def record(self, action: Any, result: Any, /) -> Any:
+        """Store the step ``env.step(action)`` returned ``result``; return ``result``."""
+        ...
+
+    def configure(self, observations: Layout | None, actions: Layout | None, /) -> None:
+        """Say which layouts it may store itself (``None``: it stores no step itself)."""
+        ...
+
+
+class PlainStepRecorder:
+    """The plain implementation: every step goes to the recording's Python code.
+
+    Args:
+        slow: ``slow(action, result)`` records the step (the recording's code).
+    """
+
+    def __init__(self, slow: Record) -> None:
+        self._slow = slow
+        self.room = -1
+
+    def record(self, action: Any, result: Any, /) -> Any:
+        """Store the step ``env.step(action)`` returned ``result``; return ``result``."""
+        self._slow(action, result)
+        return result
+
+    def configure(self, observations: Layout | None, actions: Layout | None, /) -> None:
+        """Nothing to do: every step takes the Python code."""
+
+
+def step_recorder(
+    slow: Record, on_flags: Callable[[Any, Any], None], rewards: Rewards, *, accelerated: bool
+) -> StepRecorder:
+    """A step recorder that stores into a recording's buffer.
+
+    Args:
+        slow: Records a step the accelerated recorder does not store itself.
+        on_flags: Called with ``(terminated, truncated)`` after it stores a step that sets
+            either.
+        rewards: The buffer's rewards.
+        accelerated: Use the C recorder if it is built.
+    """
+    if accelerated and speedups is not None:
+        return speedups.StepRecorder(slow, on_flags, rewards.buf)
+    return PlainStepRecorder(slow)
+
+
+def _layout(leaf: Any) -> Layout | None:
+    if not isinstance(leaf, RowLeaf):
+        return None
+    return leaf.buf, leaf.dtype, leaf.shape, leaf.shape == () and leaf.dtype == _INT64
+
+
+_INT64 = np.dtype(np.int64)
+
+
+def configure(recorder: StepRecorder, observations: Field, actions: Field, infos: bool) -> None:
+    """Tell ``recorder`` the buffer's layouts it may store itself.
+
+    It may when both fields are one :class:`~gym_recording.record.buffer.RowLeaf` (a small
+    array, or a scalar) and no infos are kept; otherwise every step takes the Python code.
+    """
+    o, a = _layout(observations.root), _layout(actions.root)
+    if infos or o is None or a is None:
+        recorder.configure(None, None)
+    else:
+        recorder.configure(o, a)

@@ -1,0 +1,255 @@
+"""Write scheduling: a writer's batches named, encoded and written in order, and its manifest.
+
+:class:`BatchWriter` owns everything about a writer's files: the names of its batches and
+segments, its manifest, the size its batches aim at, and when and where each batch is
+written. A batch's three files are published in FORMAT.md §2's order (blob, batch JSON,
+manifest), each atomically; one batch is in flight at a time, which keeps that order across
+batches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gym_recording._errors import RecordingError
+from gym_recording.format.batch import Span, encode_batch
+from gym_recording.format.manifest import encode_manifest
+from gym_recording.format.names import batch_names, manifest_name, segment_id, writer_prefix
+from gym_recording.format.wire import BatchEntry, ManifestDoc
+from gym_recording.storage.base import BytesLike, PendingWrite, Storage
+
+__all__ = ["BatchWriter"]
+
+#: Steps per batch are clamped to this range (as in the original writer).
+MIN_BATCH_STEPS = 1
+MAX_BATCH_STEPS = 50_000
+#: A writer starts a new manifest (segment) after this many batches.
+SEGMENT_BATCHES = 1000
+#: A batch is written in the recording thread when its write is expected to take less than
+#: this share of the time the batch took to fill: a thread would cost more than it saves.
+FOREGROUND_WRITE_SHARE = 0.02
+#: While batches go to the background, every this many is written in the foreground to
+#: measure what a write costs now.
+FOREGROUND_PROBE_EVERY = 32
+
+
+class _WriteJob:
+    """A batch's files (``(name, chunks, sync_directory)``), published in order.
+
+    Run in the caller's thread (:meth:`run`) or in the background (:meth:`start`, the
+    storage's ``start_write_files``). An error is kept and raised by :meth:`wait`; the job
+    owns its bytes, so it can be run again.
+    """
+
+    def __init__(self, storage: Storage, files: list[tuple[str, list[BytesLike], bool]]) -> None:
+        self.storage = storage
+        self.files = files
+        self.done = 0  # files written
+        self.error: Exception | None = None
+        self.pending: PendingWrite | None = None
+        self.seconds = 0.0
+
+    def run(self) -> None:
+        """Write the files not written yet; keep an error for :meth:`wait`."""
+        t = time.perf_counter()
+        published: list[str] = []
+        try:
+            self.storage.write_files(self.files[self.done :], published)
+        except Exception as exc:  # raised by wait()
+            self.error = exc
+        finally:
+            self.done += len(published)
+        self.seconds = time.perf_counter() - t
+
+    def start(self) -> None:
+        self.pending = self.storage.start_write_files(self.files[self.done :])
+
+    def wait(self) -> None:
+        """Wait for the write; raise its error (the job can then be run again)."""
+        if self.pending is not None:
+            published: list[str] = []
+            try:
+                self.pending.wait(published)
+            except Exception as exc:
+                self.error = exc
+            finally:  # (what was published counts, even if the wait is interrupted)
+                self.done += len(published)
+            self.pending = None
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    @property
+    def finished(self) -> bool:
+        return self.done == len(self.files)
+
+
+class BatchWriter:
+    """Names, encodes and writes one writer's batches, and keeps its manifest.
+
+    Args:
+        storage: Where the files go.
+        writer_id: The writer's id (segments add ``.s<k>``).
+        head: The manifest's keys other than ``batches`` and ``segment`` (§3).
+        batch_bytes: The size a batch (blob plus JSON) aims at.
+    """
+
+    def __init__(
+        self, storage: Storage, writer_id: str, head: dict[str, Any], batch_bytes: int
+    ) -> None:
+        self.storage = storage
+        self.writer_id = writer_id
+        self.batch_bytes = batch_bytes
+        self._head = head
+        #: Batches written, all segments.
+        self.batch_count = 0
+        #: Steps per batch, adapted after each batch; an episode alone is split at
+        #: ``split_steps``.
+        self.target_steps = MAX_BATCH_STEPS
+        self.split_steps = MAX_BATCH_STEPS
+        self._segment = -1
+        self._job: _WriteJob | None = None
+        self._unsynced = False  # a manifest was renamed without the directory's fsync
+        # What a write costs, measured in the foreground (None: not yet), when the current
+        # batch began to fill, and background writes since the last measurement.
+        self._write_seconds: float | None = None
+        self._filling_since = time.perf_counter()
+        self._background = 0
+        self._start_segment()
+
+    # ------------------------------------------------------------------ naming and sizing
+
+    @property
+    def file_prefix(self) -> str:
+        """The prefix of the current segment's files."""
+        return writer_prefix(segment_id(self.writer_id, self._segment))
+
+    def _start_segment(self) -> None:
+        """Continue in a new manifest, so that no flush rewrites an ever-growing manifest."""
+        self._segment += 1
+        self._manifest = ManifestDoc([], segment=self._segment, **self._head)
+        self._objects = 0  # episode objects in this segment (parts count one each)
+
+    def size_for(self, bytes_per_step: float, row_bytes: float) -> None:
+        """Aim batches at ``batch_bytes``, for steps of ``bytes_per_step`` on disk.
+
+        An episode alone is split once its arrays (``row_bytes`` a step) pass 1.25x.
+        """
+        target = int(self.batch_bytes / max(bytes_per_step, 1.0) + 1)
+        self.target_steps = max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, target))
+        split = int(1.25 * self.batch_bytes / max(row_bytes, 1.0))
+        self.split_steps = max(self.target_steps, min(MAX_BATCH_STEPS, split), 1)
+
+    # ------------------------------------------------------------------ writing
+
+    def submit(
+        self, observations: Any, actions: Any, rewards: np.ndarray, spans: Sequence[Span]
+    ) -> None:
+        """Encode a batch and write it: here, or in the background when its write is costly.
+
+        Waits for the previous batch's write first (one in flight keeps the order). A write
+        that costs little next to the time the batch took to fill is done in this thread; a
+        costly one (large frames, a slow disk, object storage) goes to a thread of its own,
+        and every :data:`FOREGROUND_PROBE_EVERY`-th is done here again to see whether that
+        still holds.
+
+        Raises:
+            RecordingError: the previous batch's write failed twice (see :meth:`wait`).
+        """
+        first = self._objects
+        batch_fn, bin_fn = batch_names(self.file_prefix, first)
+        json_bytes, chunks, blob_size = encode_batch(observations, actions, rewards, spans, bin_fn)
+        steps = sum(sp.act_stop - sp.act_start for sp in spans)
+        entry = BatchEntry(
+            first,
+            len(spans),
+            batch_fn,
+            bin_fn,
+            steps,
+            blob_size + len(json_bytes),
+            spans[-1].continues,
+        )
+        self.wait()
+        self._manifest.batches.append(entry)
+        # The three files are renamed in order, the directory fsynced once, after the batch
+        # JSON: that makes the blob's and its own rename durable before the manifest names
+        # them. The manifest's rename is made durable by the next batch's, or by save().
+        job = self._job = _WriteJob(
+            self.storage,
+            [
+                (bin_fn, chunks, False),
+                (batch_fn, [json_bytes], True),
+                (manifest_name(self.file_prefix), [encode_manifest(self._manifest)], False),
+            ],
+        )
+        self._unsynced = True
+        self._objects += len(spans)
+        self.batch_count += 1
+        if steps:
+            self.size_for((blob_size + len(json_bytes)) / steps, blob_size / steps)
+        if len(self._manifest.batches) >= SEGMENT_BATCHES and not entry.continues:
+            self._start_segment()
+        now = time.perf_counter()
+        filled_in, self._filling_since = now - self._filling_since, now
+        cost = self._write_seconds
+        if (
+            cost is None
+            or cost < FOREGROUND_WRITE_SHARE * filled_in
+            or (self._background >= FOREGROUND_PROBE_EVERY)
+        ):
+            self._background = 0
+            job.run()  # an error is raised by the next wait(), as for a thread
+            if job.error is None:
+                self._write_seconds = job.seconds
+        else:
+            self._background += 1
+            job.start()
+
+    @property
+    def entries(self) -> list[BatchEntry]:
+        """The current segment's batch entries."""
+        return self._manifest.batches
+
+    @property
+    def busy(self) -> bool:
+        """Whether a batch's write is in flight or failed (not yet waited for)."""
+        return self._job is not None
+
+    def wait(self) -> None:
+        """Wait for the batch being written; if its write failed, retry it once, here.
+
+        Raises:
+            RecordingError: the write failed again. Nothing of that batch is visible to
+                readers; it is retried at the next wait.
+        """
+        job = self._job
+        if job is None:
+            return
+        try:
+            job.wait()
+            if not job.finished:  # an earlier attempt failed and said so: try again
+                job.run()
+                job.wait()
+        except RecordingError:
+            job.run()  # the files written already are not written again
+            job.wait()
+        self._job = None
+
+    def save(self) -> None:
+        """Wait for the writes, and make the last manifest's rename durable."""
+        self.wait()
+        if self._unsynced:
+            self.storage.sync()
+            self._unsynced = False
+
+    def finish(self) -> None:
+        """:meth:`save`; a writer that wrote no batch still writes its manifest."""
+        self.save()
+        if not self.batch_count:
+            self.storage.write_atomic(
+                manifest_name(self.file_prefix), [encode_manifest(self._manifest)]
+            )

@@ -1,0 +1,62 @@
+"""The storage layer: atomic bytes in a local directory or under an object-store prefix.
+
+:func:`open_storage` picks the implementation from the location's form. Everything above this
+layer reads and writes through the :class:`~gym_recording.storage.base.Storage` protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from gym_recording._errors import RecordingError
+from gym_recording.storage.base import BytesLike, Storage
+from gym_recording.storage.local import LocalStorage
+
+__all__ = ["BytesLike", "LocalStorage", "Storage", "is_url", "open_storage"]
+
+# ``scheme://...``, or a chained URL such as ``simplecache::s3://...``.
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(?:::[A-Za-z][A-Za-z0-9+.\-]*)*://")
+
+
+def is_url(location: str) -> bool:
+    """Whether ``location`` is an fsspec URL rather than a local path.
+
+    Example:
+        >>> is_url("s3://bucket/run1"), is_url("simplecache::s3://b/r"), is_url("memory://x")
+        (True, True, True)
+        >>> is_url("traces/run1"), is_url("run::1"), is_url("/tmp/s3://x")
+        (False, False, False)
+    """
+    return _URL.match(location) is not None
+
+
+def open_storage(
+    location: str | os.PathLike[str],
+    *,
+    create: bool,
+    storage_options: dict[str, Any] | None = None,
+    mmap: bool = True,
+) -> Storage:
+    """The storage for ``location``, chosen by its form; created when ``create`` is true.
+
+    A local path, or a ``file://`` URL, is a :class:`LocalStorage` (atomic rename and fsync;
+    ``mmap`` says whether reads map files); any other fsspec URL (``s3://``, ``gs://``,
+    ``memory://``, ``simplecache::s3://`` ...) an
+    :class:`~gym_recording.storage.remote.FsspecStorage` opened with ``storage_options``,
+    which are ignored for local paths.
+    """
+    loc = os.fspath(location)
+    if loc.startswith("file://") and "::" not in loc:
+        parts = urlsplit(loc)
+        if parts.netloc not in ("", "localhost"):
+            msg = f"expected a file:// URL on this host, got {loc!r}"
+            raise RecordingError(msg)
+        return LocalStorage(unquote(parts.path), create=create, mmap=mmap)
+    if is_url(loc):
+        from gym_recording.storage.remote import FsspecStorage  # imports fsspec: URLs only
+
+        return FsspecStorage(loc, create=create, storage_options=storage_options)
+    return LocalStorage(loc, create=create, mmap=mmap)

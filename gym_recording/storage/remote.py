@@ -1,0 +1,186 @@
+"""Storage on any fsspec filesystem (``s3://``, ``gs://``, ``az://``, ``memory://`` ...).
+
+Object stores have no rename, so the atomic unit is one PUT: every file is assembled in memory
+and handed to ``fs.pipe_file`` whole (S3 makes an object visible only once its PUT, or its
+multipart upload, completes). With the write order of FORMAT.md §2 (blob, then batch JSON, then
+manifest) a reader that lists a manifest finds every batch it names.
+
+``fsspec`` (and the protocol's own package, e.g. ``s3fs``) is the optional ``remote`` extra and
+is imported only when a URL is opened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gym_recording._errors import RecordingError, TraceFormatError
+from gym_recording._optional import require
+from gym_recording.format.names import is_plain_name
+from gym_recording.storage.base import BytesLike, FileToWrite, ThreadedWrite
+
+__all__ = ["FsspecStorage"]
+
+logger = logging.getLogger(__name__)
+
+
+class FsspecStorage:
+    """The files under one prefix of an fsspec filesystem.
+
+    Args:
+        url: An fsspec URL, e.g. ``"s3://bucket/prefix"``.
+        create: Create the location if missing (a writer); otherwise it must exist (a reader).
+        storage_options: Passed to the filesystem (``endpoint_url``, ``key``, ``anon`` ...).
+            Without them fsspec's configuration and the protocol's usual environment
+            variables (``AWS_ENDPOINT_URL``, ``AWS_PROFILE`` ...) apply.
+
+    Example:
+        >>> st = FsspecStorage("memory://gym-recording-doctest")
+        >>> st.write_atomic("a.bin", [b"abc", b"de"])
+        5
+        >>> bytes(st.map("a.bin")), st.list_names()
+        (b'abcde', ['a.bin'])
+        >>> st.remove("a.bin")
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        fsspec = require("fsspec", "remote", f"reading or writing {url!r}")
+        self.url = url
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        except ImportError as exc:  # the protocol's package (s3fs, gcsfs ...) is missing
+            msg = f"{url!r} needs a package that is not installed: {exc}"
+            raise RecordingError(msg) from exc
+        except ValueError as exc:  # an unknown protocol
+            msg = f"cannot open {url!r}: {exc}"
+            raise RecordingError(msg) from exc
+        self.root = root.rstrip("/")
+        if create:
+            try:
+                # Object stores have no directories; s3fs creates a missing bucket here.
+                self.fs.makedirs(self.root, exist_ok=True)
+            except PermissionError as exc:
+                # Credentials that may write objects but not inspect or create the bucket:
+                # go on, and let the first write say whether writing is allowed.
+                logger.warning("could not check or create %s (%s); writing anyway", url, exc)
+            except Exception as exc:  # any backend error: say where, keep the cause
+                msg = f"cannot create the recording location {url!r}: {exc}"
+                raise RecordingError(msg) from exc
+        else:
+            try:
+                self.fs.invalidate_cache(self.root)
+                ok = self.fs.isdir(self.root)
+            except Exception as exc:
+                msg = f"cannot read the recording location: {exc}"
+                raise TraceFormatError(msg, url) from exc
+            if not ok:
+                msg = f"expected a recording at {url!r}, but nothing is stored there"
+                raise TraceFormatError(msg, url)
+
+    @property
+    def location(self) -> str:
+        """The URL."""
+        return self.url
+
+    def _path(self, name: str) -> str:
+        if not is_plain_name(name):
+            msg = f"expected a plain file name inside the recording, got {name!r}"
+            raise TraceFormatError(msg, self.url)
+        return f"{self.root}/{name}"
+
+    def _where(self, name: str) -> str:
+        return f"{self.url.rstrip('/')}/{name}"
+
+    def write_atomic(
+        self, name: str, chunks: Iterable[BytesLike], *, sync_directory: bool = True
+    ) -> int:
+        """Write ``chunks`` as object ``name`` with a single PUT of the joined bytes.
+
+        ``sync_directory`` is for local directories: a PUT is durable once it returns.
+
+        Raises:
+            RecordingError: the upload failed; nothing becomes visible under ``name``.
+        """
+        path = self._path(name)
+        data = b"".join(chunks)
+        try:
+            self.fs.pipe_file(path, data)
+        except Exception as exc:  # botocore/aiohttp errors are not all OSError
+            msg = f"could not write {self._where(name)!r} ({exc}); nothing of it was published"
+            raise RecordingError(msg) from exc
+        return len(data)
+
+    def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:
+        """Write ``files`` in order, one PUT each (see :meth:`Storage.write_files`)."""
+        for name, chunks, _ in files:
+            self.write_atomic(name, chunks)
+            published.append(name)
+
+    def start_write_files(self, files: Sequence[FileToWrite]) -> ThreadedWrite:
+        """:meth:`write_files` on a thread of its own (see ``Storage.start_write_files``)."""
+        return ThreadedWrite(self, files)
+
+    def sync(self) -> None:
+        """Nothing to do: each PUT was durable when it returned."""
+
+    def read_bytes(self, name: str, max_size: int) -> bytes:
+        """Read object ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""
+        path = self._path(name)
+        try:
+            data: bytes = self.fs.cat_file(path, start=0, end=max_size + 1)
+        except FileNotFoundError as exc:
+            msg = "file is listed by the recording but does not exist"
+            raise TraceFormatError(msg, self._where(name)) from exc
+        except Exception as exc:
+            msg = f"cannot read file: {exc}"
+            raise TraceFormatError(msg, self._where(name)) from exc
+        if len(data) > max_size:
+            msg = f"file is more than the limit of {max_size} bytes"
+            raise TraceFormatError(msg, self._where(name))
+        return data
+
+    def map(self, name: str) -> memoryview:
+        """The bytes of object ``name``, downloaded whole (read-only)."""
+        path = self._path(name)
+        try:
+            data = self.fs.cat_file(path)
+        except FileNotFoundError as exc:
+            msg = "array file is referenced by the recording but does not exist"
+            raise TraceFormatError(msg, self._where(name)) from exc
+        except Exception as exc:
+            msg = f"cannot read file: {exc}"
+            raise TraceFormatError(msg, self._where(name)) from exc
+        return memoryview(bytes(data))
+
+    def list_names(self) -> list[str]:
+        """Plain names of the objects directly under the prefix (freshly listed)."""
+        try:
+            self.fs.invalidate_cache(self.root)
+            entries = self.fs.ls(self.root, detail=True)
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            msg = f"cannot list the recording location: {exc}"
+            raise TraceFormatError(msg, self.url) from exc
+        names = []
+        for e in entries:
+            if e.get("type") != "file":
+                continue
+            name = str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if is_plain_name(name):
+                names.append(name)
+        return names
+
+    def remove(self, name: str) -> None:
+        """Delete object ``name``."""
+        self.fs.rm_file(self._path(name))
+
+    def __repr__(self) -> str:
+        return f"<FsspecStorage {self.url!r}>"

@@ -1,0 +1,326 @@
+"""The ``gym-recording`` command line (also ``python -m gym_recording``).
+
+Exit codes: 0 success; 1 the recording has problems or a command failed; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gym_recording._errors import RecordingError
+from gym_recording._progress import progress
+from gym_recording._version import __version__
+from gym_recording.format.names import TRACE_PREFIX
+from gym_recording.read.recording import load
+from gym_recording.record import steps
+from gym_recording.tools.verify import printable, verify_cli
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1
+EXIT_USAGE = 2
+
+
+def _err(msg: str) -> None:
+    print(printable(f"gym-recording: error: {msg}"), file=sys.stderr)
+
+
+def _command() -> str:
+    """How to run ``gym-recording`` again, as typed into a shell.
+
+    ``gym-recording`` when that name finds the one installed with this Python; else that
+    one's full path (a venv that is not activated); else ``python -m gym_recording`` with
+    this Python's path.
+    """
+    script = os.path.join(os.path.dirname(sys.executable), "gym-recording")
+    if not (os.path.isfile(script) and os.access(script, os.X_OK)):
+        return f"{shlex.quote(sys.executable)} -m gym_recording"
+    found = shutil.which("gym-recording")
+    if found and os.path.realpath(found) == os.path.realpath(script):
+        return "gym-recording"
+    return shlex.quote(script)
+
+
+def _python() -> str:
+    """This Python, as typed into a shell: ``python`` when that name finds it."""
+    found = shutil.which("python")
+    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
+        return "python"
+    return shlex.quote(sys.executable)
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one shell word, in double quotes when it can be (easier to read)."""
+    if not any(c in text for c in '"$`\\!'):
+        return f'"{text}"'
+    return shlex.quote(text)
+
+
+# ------------------------------------------------------------------------------------ record
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    from gym_recording.wrappers import TraceRecordingWrapper
+
+    if args.episodes < 1:
+        _err(f"--episodes must be at least 1, got {args.episodes}")
+        return EXIT_USAGE
+    try:
+        base = gym.make(
+            args.env_id, **({"max_episode_steps": args.max_steps} if args.max_steps else {})
+        )
+    except Exception as exc:  # unknown id, missing extra (box2d, atari...), bad kwargs
+        _err(f"cannot make environment {args.env_id!r}: {exc}")
+        return EXIT_USAGE
+    metadata = {"policy": "uniform random", "command": "gym-recording record"}
+    env: TraceRecordingWrapper[Any, Any] = TraceRecordingWrapper(base, args.dir, metadata=metadata)
+    steps = 0
+    with env:
+        env.action_space.seed(args.seed)
+        for i in progress(range(args.episodes), total=args.episodes, desc="recording"):
+            env.reset(seed=None if args.seed is None else args.seed + i)
+            done = False
+            while not done:
+                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                steps += 1
+                done = terminated or truncated
+    directory = env.directory
+    with load(directory) as rec:
+        returns = [ep.total_reward for ep in rec]
+    q = shlex.quote(directory)
+    cmd = _command()
+    snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
+    print(f"Recorded {len(returns)} episodes ({steps} steps) of {args.env_id} to {directory}")
+    print(f"Mean return {np.mean(returns):.2f} (min {min(returns):g}, max {max(returns):g}).")
+    print()
+    print("Look at them:")
+    print(f"  {cmd} info {q}")
+    print(f"  {cmd} verify {q}")
+    print(f"  {cmd} view {q}          # in the browser")
+    print(f"  {_python()} -c {_shell_word(snippet)}")
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------------------- info
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    with load(args.directory) as rec:
+        lengths, returns, term, trunc, cut = [], [], 0, 0, 0
+        for ep in progress(rec, total=len(rec), desc="reading"):
+            lengths.append(ep.length)
+            returns.append(ep.total_reward)
+            term += ep.terminated
+            trunc += ep.truncated
+            cut += not (ep.terminated or ep.truncated)
+        size = 0
+        for name in os.listdir(rec.directory) if os.path.isdir(rec.directory) else []:
+            if name.startswith(TRACE_PREFIX):
+                with contextlib.suppress(OSError):
+                    size += os.path.getsize(os.path.join(rec.directory, name))
+        rows: list[tuple[str, Any]] = [
+            ("directory", rec.directory),
+            ("env", rec.env_id or "(not recorded)"),
+            ("format", ", ".join(sorted({w.version for w in rec.writers})) or "-"),
+            ("writers", len(rec.writers)),
+            ("batches", sum(len(w.batches) for w in rec.writers)),
+            ("episodes", len(rec)),
+            ("steps", int(np.sum(lengths)) if lengths else 0),
+            ("bytes", _human_bytes(size)),
+            ("observation space", rec.observation_space),
+            ("action space", rec.action_space),
+        ]
+        if lengths:
+            rows += [
+                ("terminated / truncated / cut", f"{term} / {trunc} / {cut}"),
+                (
+                    "episode length",
+                    f"mean {np.mean(lengths):.1f}, min {min(lengths)}, max {max(lengths)}",
+                ),
+                (
+                    "return",
+                    f"mean {np.mean(returns):.3f}, std {np.std(returns):.3f}, "
+                    f"min {min(returns):g}, max {max(returns):g}",
+                ),
+            ]
+        metadata = [w.metadata for w in rec.writers]
+        if any(metadata):
+            if all(m == metadata[0] for m in metadata):
+                rows.append(("metadata", metadata[0]))
+            else:  # writers that differ (the sub-envs of a vector env): each one's
+                rows += [(f"metadata, writer {w.writer}", w.metadata) for w in rec.writers]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(printable(f"{k:<{width}}  {v}"))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------ others
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    from gym_recording.tools.viewer import serve
+
+    serve(args.directory, port=args.port, open_browser=not args.no_browser)
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    return verify_cli(args.directory, clean=args.clean)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from gym_recording.tools.export import export
+
+    where = export(args.directory, to=args.to, out=args.out)
+    print(f"Exported {args.directory} as {args.to} to {where}")
+    return EXIT_OK
+
+
+def _cmd_import_minari(args: argparse.Namespace) -> int:
+    from gym_recording.tools.export import import_minari
+
+    directory = import_minari(args.dataset_id, args.out)
+    print(f"Imported Minari dataset {args.dataset_id} to {directory}")
+    print(f"  {_command()} info {shlex.quote(directory)}")
+    return EXIT_OK
+
+
+def _version() -> str:
+    """The version, and which step recorder runs: the C one, or pure Python (and why)."""
+    if steps.ACCELERATED:
+        how = "C step"
+    elif os.environ.get("GYM_RECORDING_PURE_PYTHON"):
+        how = "pure Python: GYM_RECORDING_PURE_PYTHON is set"
+    else:
+        how = (
+            "pure Python: the optional C extension gym_recording._speedups is not "
+            "built in this install (pip builds it when installing from source with a C "
+            "compiler; a source tree used without installing has none)"
+        )
+    return f"gym-recording {__version__} ({how})"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gym-recording",
+        description="Record Gymnasium environments to trace files, and inspect them.",
+    )
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    r = sub.add_parser(
+        "record",
+        help="record a random policy on a registered environment",
+        description="Record episodes of a uniform random policy on ENV_ID.",
+    )
+    r.add_argument(
+        "env_id",
+        nargs="?",
+        default="CartPole-v1",
+        metavar="ENV_ID",
+        help="a registered Gymnasium environment id (default: CartPole-v1)",
+    )
+    r.add_argument("--episodes", type=int, default=20, help="episodes to record (default: 20)")
+    r.add_argument(
+        "--dir",
+        default=None,
+        help="directory to write to (default: a new one under the temp directory)",
+    )
+    r.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the first episode and of the policy (default: 0)",
+    )
+    r.add_argument("--max-steps", type=int, default=None, help="cut episodes after this many steps")
+    r.set_defaults(func=_cmd_record)
+
+    i = sub.add_parser(
+        "info",
+        help="summarise a recording",
+        description="Print episodes, steps, bytes, spaces, writers and returns.",
+    )
+    i.add_argument("directory", metavar="DIR")
+    i.set_defaults(func=_cmd_info)
+
+    v = sub.add_parser(
+        "verify",
+        help="check every file of a recording",
+        description="Check every manifest, batch, array and offset of DIR. "
+        "Exits 0 if the recording is sound, 1 otherwise.",
+    )
+    v.add_argument("directory", metavar="DIR")
+    v.add_argument(
+        "--clean", action="store_true", help="remove leftover temporary files of interrupted writes"
+    )
+    v.set_defaults(func=_cmd_verify)
+
+    e = sub.add_parser(
+        "export",
+        help="export a recording to parquet, minari or npz",
+        description="Export DIR. OUT is a file path for parquet and npz, and a "
+        "Minari dataset id (namespace/name-v0) for minari.",
+    )
+    e.add_argument("directory", metavar="DIR")
+    e.add_argument("--to", required=True, choices=["parquet", "minari", "npz"])
+    e.add_argument("out", metavar="OUT")
+    e.set_defaults(func=_cmd_export)
+
+    m = sub.add_parser(
+        "import-minari",
+        help="convert a Minari dataset into a recording",
+        description="Write the episodes of a local Minari dataset to OUT_DIR.",
+    )
+    m.add_argument("dataset_id", metavar="DATASET_ID")
+    m.add_argument("out", metavar="OUT_DIR")
+    m.set_defaults(func=_cmd_import_minari)
+
+    w = sub.add_parser(
+        "view",
+        help="open a recording in the browser",
+        description="Serve DIR read-only on 127.0.0.1 with the trace viewer.",
+    )
+    w.add_argument("directory", metavar="DIR")
+    w.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    w.add_argument("--no-browser", action="store_true", help="only print the URL")
+    w.set_defaults(func=_cmd_view)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except RecordingError as exc:
+        _err(str(exc))
+        return EXIT_PROBLEM
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gym-recording info DIR | head`
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

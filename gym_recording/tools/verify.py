@@ -1,0 +1,338 @@
+"""``gym-recording verify DIR``: check every file of a recording and say what is wrong, per file.
+
+:func:`verify` reads every manifest and batch with the reader's own code (the format layer
+checks every name, dtype, shape, size and offset, the parts of split episodes, and that no two
+arrays share bytes), then reads every episode through :func:`gym_recording.load` as a user
+would, so that whatever the reader refuses is reported, and only that. It takes time linear in
+the size of the recording.
+
+Leftover temporary files (``.gymrec-tmp-*``) of writes interrupted by a crash are reported but
+do not make a recording unsound: readers ignore them. :func:`remove_temp_files` (``--clean``)
+deletes them safely: only regular files with that prefix directly in the directory (never a
+symbolic link or a directory), and only those not modified for :data:`CLEAN_MIN_AGE` seconds,
+so that the temporary file of a writer that is still running is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gym_recording._errors import RecordingError, TraceFormatError
+from gym_recording.format.limits import MAX_MANIFEST_BYTES
+from gym_recording.format.manifest import Manifest, decode_manifest
+from gym_recording.format.names import classify, find_manifests, is_temp_name
+from gym_recording.format.spaces import space_from_json
+from gym_recording.read.recording import load, read_batch
+from gym_recording.storage import LocalStorage, Storage, open_storage
+
+__all__ = ["CLEAN_MIN_AGE", "VerifyReport", "remove_temp_files", "verify", "verify_cli"]
+
+#: ``--clean`` removes a temporary file only if it was not modified for this many seconds. A
+#: live writer touches its temporary file while writing and renames it right after its fsync,
+#: so an older one belongs to a write that was interrupted.
+CLEAN_MIN_AGE = 60.0
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` found.
+
+    Attributes:
+        directory: The recording directory.
+        problems: Per file (a path inside the directory, or the directory), what is wrong with
+            it, one message per problem. Empty for a sound recording.
+        temp_files: Leftover temporary files (names) of interrupted writes; readers ignore them.
+        temp_ages: Seconds since each temporary file was last modified (same order).
+        notes: Per file, observations that are not problems (e.g. batch files no manifest
+            lists yet, left by a flush interrupted before its manifest was written).
+        manifests: Manifests checked.
+        batches: Batches checked.
+        episode_objects: Episode objects (episodes, or parts of split episodes) decoded.
+        episodes: Episodes read through :func:`gym_recording.load`.
+        arrays: Array references validated (name, dtype, shape, size, offset).
+        steps: Steps in the episode objects.
+
+    Example:
+        >>> r = VerifyReport("traces")
+        >>> r.add("traces/a.json", "bad"); r.add("traces/a.json", "bad")
+        >>> r.ok, r.problem_count
+        (False, 1)
+    """
+
+    directory: str
+    problems: dict[str, list[str]] = field(default_factory=dict)
+    temp_files: list[str] = field(default_factory=list)
+    temp_ages: list[float] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    manifests: int = 0
+    batches: int = 0
+    episode_objects: int = 0
+    episodes: int = 0
+    arrays: int = 0
+    steps: int = 0
+    _seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the recording is sound: no problem in any file."""
+        return not self.problems
+
+    @property
+    def problem_count(self) -> int:
+        """The number of problems, all files together."""
+        return sum(len(p) for p in self.problems.values())
+
+    def add(self, path: str, problem: str) -> None:
+        """Record a problem of file ``path`` (once)."""
+        if (path, problem) not in self._seen:
+            self._seen.add((path, problem))
+            self.problems.setdefault(path, []).append(problem)
+
+    def add_error(self, exc: TraceFormatError, default_path: str) -> None:
+        """Record a :class:`TraceFormatError` under the file it names."""
+        path = exc.path or default_path
+        self.add(path, _message(exc))
+
+    def note(self, path: str, text: str) -> None:
+        """Record an observation about ``path`` that is not a problem."""
+        self.notes.setdefault(path, []).append(text)
+
+    def lines(self) -> list[str]:
+        """The report as human-readable lines: one per problem or note, each naming its file."""
+        out = [f"{path}: {p}" for path, probs in self.problems.items() for p in probs]
+        for name, age in zip(self.temp_files, self.temp_ages, strict=True):
+            out.append(
+                f"{os.path.join(self.directory, name)}: leftover temporary file of an "
+                f"interrupted write, last modified {age:.0f} s ago (readers ignore it; "
+                "--clean removes it)"
+            )
+        out.extend(f"{path}: note: {n}" for path, notes in self.notes.items() for n in notes)
+        return out
+
+    def summary(self) -> str:
+        """One line: what was checked, and the verdict."""
+        checked = (
+            f"{self.manifests} manifest(s), {self.batches} batch(es), "
+            f"{self.episode_objects} episode object(s), {self.arrays} array(s), "
+            f"{self.steps} step(s); {self.episodes} episode(s) read"
+        )
+        if self.ok:
+            verdict = "OK"
+        else:
+            verdict = f"{self.problem_count} problem(s) in {len(self.problems)} file(s)"
+        temps = f"; {len(self.temp_files)} leftover temporary file(s)" if self.temp_files else ""
+        return f"{self.directory}: {verdict} ({checked}{temps})"
+
+
+def _message(exc: TraceFormatError) -> str:
+    text = str(exc)
+    if exc.path and text.startswith(f"{exc.path}: "):
+        return text[len(exc.path) + 2 :]
+    return text
+
+
+def _check_manifest(
+    storage: Storage, directory: str, name: str, report: VerifyReport, listed: set[str]
+) -> None:
+    path = os.path.join(directory, name)
+    try:
+        m: Manifest = decode_manifest(storage.read_bytes(name, MAX_MANIFEST_BYTES), name, path)
+    except TraceFormatError as exc:
+        report.add_error(exc, path)
+        return
+    report.manifests += 1
+    for key in ("observation_space", "action_space"):
+        try:
+            space_from_json(getattr(m, key), where=key)
+        except TraceFormatError as exc:
+            report.add(path, _message(exc))
+    for i, entry in enumerate(m.batches):
+        listed.update((entry.fn, m.blob_name(i)))
+        try:
+            batch = read_batch(storage, directory, m, i)
+        except TraceFormatError as exc:
+            report.add_error(exc, os.path.join(directory, entry.fn))
+            continue
+        report.batches += 1
+        report.episode_objects += len(batch)
+        report.arrays += batch.arrays
+        report.steps += batch.steps
+    if m.batches and m.batches[-1].continues:
+        report.note(
+            path,
+            "the last episode is unfinished: its last part is not written yet (a live "
+            "writer, or one that was killed); readers hide it",
+        )
+
+
+def _read_all(directory: str, report: VerifyReport) -> None:
+    """Read every episode as users do; report what the reader refuses that was not yet."""
+    try:
+        with load(directory) as rec:
+            for _ in rec:
+                report.episodes += 1
+    except TraceFormatError as exc:
+        if (exc.path or directory) not in report.problems:
+            report.add_error(exc, directory)
+    except Exception as exc:  # a reader bug must not hide behind a crash of verify
+        report.add(directory, f"the reader failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def verify(directory: str | os.PathLike[str]) -> VerifyReport:
+    """Check every manifest, batch, array reference and offset of a recording.
+
+    Args:
+        directory: The recording directory.
+
+    Returns:
+        A :class:`VerifyReport`; ``report.ok`` is true for a sound recording. Leftover
+        temporary files are listed in ``report.temp_files`` without making it unsound.
+
+    Example:
+        >>> import tempfile, numpy as np
+        >>> from gym_recording import TraceRecording
+        >>> d = tempfile.mkdtemp()
+        >>> with TraceRecording(d) as rec:
+        ...     rec.add_reset(np.zeros(3))
+        ...     rec.add_step(0, np.ones(3), 1.0)
+        >>> report = verify(d)
+        >>> report.ok, report.manifests, report.episodes
+        (True, 1, 1)
+    """
+    directory = os.fspath(directory)
+    report = VerifyReport(directory)
+    try:
+        storage = open_storage(directory, create=False)
+        names = storage.list_names()
+    except (TraceFormatError, RecordingError) as exc:
+        report.add(directory, _message(exc) if isinstance(exc, TraceFormatError) else str(exc))
+        return report
+    report.temp_files = _temp_names(names)
+    now = time.time()
+    for name in report.temp_files:
+        try:
+            report.temp_ages.append(
+                max(0.0, now - os.lstat(os.path.join(directory, name)).st_mtime)
+            )
+        except OSError:
+            report.temp_ages.append(0.0)
+    listed: set[str] = set()
+    for name in find_manifests(names):
+        _check_manifest(storage, directory, name, report, listed)
+    for name in sorted(names):
+        if classify(name) in ("batch", "blob") and name not in listed:
+            report.note(
+                os.path.join(directory, name),
+                "no manifest lists this file (a flush interrupted before its manifest was "
+                "written, or a damaged manifest); readers ignore it",
+            )
+    _read_all(directory, report)
+    return report
+
+
+def _temp_names(names: Iterable[str]) -> list[str]:
+    return sorted(n for n in names if is_temp_name(n))
+
+
+def remove_temp_files(
+    directory: str | os.PathLike[str], *, min_age: float = CLEAN_MIN_AGE
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Delete leftover temporary files of interrupted writes, safely.
+
+    Only regular files whose name starts with ``.gymrec-tmp-`` directly in ``directory`` are
+    removed; symbolic links, directories and anything else are left alone, and so is a file
+    modified less than ``min_age`` seconds ago, which may belong to a writer still running.
+
+    Args:
+        directory: The recording directory (local).
+        min_age: Seconds a temporary file must have been left unmodified to be removed.
+
+    Returns:
+        The names removed, and ``(name, reason)`` for those left in place.
+    """
+    directory = os.fspath(directory)
+    if not isinstance(open_storage(directory, create=False), LocalStorage):
+        return [], []
+    removed: list[str] = []
+    kept: list[tuple[str, str]] = []
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    dir_fd = os.open(directory, flags)
+    try:
+        now = time.time()
+        for name in _temp_names(os.listdir(dir_fd)):
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:  # renamed by its writer meanwhile
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                kept.append((name, "not a regular file"))
+                continue
+            age = now - st.st_mtime
+            if age < min_age:
+                kept.append((name, f"modified {age:.0f} s ago: a writer may still use it"))
+                continue
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                kept.append((name, f"cannot remove it: {exc.strerror or exc}"))
+                continue
+            removed.append(name)
+    finally:
+        os.close(dir_fd)
+    return removed, kept
+
+
+def printable(text: str) -> str:
+    """``text`` printable on this stdout whatever its encoding (names may hold anything)."""
+    enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+    return text.encode(enc, "backslashreplace").decode(enc, "replace")
+
+
+def verify_cli(directory: str | os.PathLike[str], *, clean: bool = False) -> int:
+    """Run ``gym-recording verify DIR [--clean]``: print what is wrong, per file.
+
+    Prints one line per problem, each starting with the file at fault, then the leftover
+    temporary files (removed with ``clean``, if older than :data:`CLEAN_MIN_AGE` seconds),
+    notes, and a summary line.
+
+    Args:
+        directory: The recording directory.
+        clean: Remove leftover temporary files of interrupted writes (see
+            :func:`remove_temp_files`).
+
+    Returns:
+        The exit code: 0 if the recording is sound, 1 if any file has a problem.
+    """
+    directory = os.fspath(directory)
+    report = verify(directory)
+    removed: list[str] = []
+    kept: list[tuple[str, str]] = []
+    if clean and report.temp_files:
+        try:
+            removed, kept = remove_temp_files(directory)
+        except OSError as exc:
+            report.add(directory, f"cannot remove temporary files: {exc.strerror or exc}")
+    for line in report.lines():
+        print(printable(line))
+    for name in removed:
+        print(printable(f"{os.path.join(directory, name)}: removed"))
+    for name, why in kept:
+        print(printable(f"{os.path.join(directory, name)}: kept ({why})"))
+    if removed:
+        gone = set(removed)
+        keep = [
+            (n, a)
+            for n, a in zip(report.temp_files, report.temp_ages, strict=True)
+            if n not in gone
+        ]
+        report.temp_files = [n for n, _ in keep]
+        report.temp_ages = [a for _, a in keep]
+    print(printable(report.summary()))
+    return 0 if report.ok else 1

@@ -1,0 +1,421 @@
+"""A read-only local HTTP server for the browser trace viewer (``gym-recording view``).
+
+The server hands out two things and nothing else:
+
+- the static viewer page shipped in ``gym_recording/viewer/`` (``/``, ``/static/<name>``);
+- the trace files of one recording directory: ``/api/files`` lists the names matching
+  ``openaigym.trace.*`` (with their sizes), and ``/files/<name>`` serves one of them, with HTTP
+  Range support so that the page reads only the bytes of the arrays it shows.
+
+Everything the page does with the files (parsing manifests and batches, validating every
+reference, decoding arrays) happens in the browser, following FORMAT.md. The server only makes
+sure that nothing outside the directory can be read: names must be plain trace-file names,
+symlinks are resolved and must stay inside the directory, and only ``GET``/``HEAD`` are served.
+It uses nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import ipaddress
+import json
+import os
+import re
+import socket
+import stat
+import sys
+import threading
+import webbrowser
+from importlib import resources
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import unquote
+
+from gym_recording._errors import TraceFormatError
+from gym_recording.format.names import is_trace_name
+
+__all__ = ["make_server", "serve"]
+
+_STATIC_FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "viewer.js": "text/javascript; charset=utf-8",
+    "viewer.css": "text/css; charset=utf-8",
+}
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+_RANGE_RE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_CHUNK = 1 << 16
+
+
+class ViewerServer(http.server.ThreadingHTTPServer):
+    """A :class:`~http.server.ThreadingHTTPServer` that serves one recording directory.
+
+    Attributes:
+        root: The recording directory, resolved (symlinks followed).
+        check_host: Whether to refuse requests whose ``Host`` header is not a loopback name
+            (a defence against DNS rebinding; on only when bound to a loopback address).
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, root: Path, address: tuple[str, int]) -> None:
+        self.root = root
+        self.check_host = _is_loopback(address[0])
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore clients that hang up mid-response (the page cancels requests); report the rest."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+def _is_loopback(host: str) -> bool:
+    """Return whether ``host`` is a loopback address or ``localhost``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str:
+    """Return the host part of a ``Host`` header, without port or IPv6 brackets, lower-case."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
+    """Parse a single-range ``Range`` header against a file of ``size`` bytes.
+
+    Args:
+        header: The header's value, e.g. ``"bytes=0-99"``, ``"bytes=100-"`` or ``"bytes=-50"``.
+        size: The file's length in bytes.
+
+    Returns:
+        ``(start, end)`` (inclusive) for a satisfiable range; ``None`` if the header is malformed
+        or asks for several ranges (RFC 9110 lets a server then ignore it and send the whole
+        file); ``False`` if the range cannot be satisfied (the caller answers 416).
+    """
+    match = _RANGE_RE.match(header)
+    if match is None:
+        return None
+    first, last = match.group(1), match.group(2)
+    if not first and not last:
+        return None
+    if not first:  # suffix range: the last n bytes
+        length = int(last)
+        if length == 0 or size == 0:
+            return False
+        return max(0, size - length), size - 1
+    start = int(first)
+    end = int(last) if last else size - 1
+    if last and end < start:
+        return None
+    if start >= size:
+        return False
+    return start, min(end, size - 1)
+
+
+def _refusal(root: Path, name: str) -> str | None:
+    """Say why the trace-named entry ``name`` of ``root`` is not served (None if it vanished)."""
+    path = root / name
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return "is a broken symbolic link"
+        if target.parent != root:
+            return "is a symbolic link leading outside the directory"
+        if not is_trace_name(target.name):
+            return "is a symbolic link to a file that is not a trace file"
+        return "is a symbolic link to something that is not a regular file"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a file"
+    return "is not a regular file"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Serves the viewer page, the file listing and the trace files; refuses everything else."""
+
+    server: ViewerServer
+    server_version = "gym-recording-viewer"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep the terminal quiet: the viewer logs nothing per request."""
+
+    # -- methods --------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        """Answer a GET request."""
+        self._dispatch(send_body=True)
+
+    def do_HEAD(self) -> None:
+        """Answer a HEAD request (the headers of the matching GET)."""
+        self._dispatch(send_body=False)
+
+    def _refuse_method(self) -> None:
+        """Answer 405 to every method that could change something."""
+        self._send_error(405, "method not allowed", extra={"Allow": "GET, HEAD"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse_method
+
+    # -- routing --------------------------------------------------------------------------
+
+    def _dispatch(self, *, send_body: bool) -> None:
+        if self.server.check_host and _host_name(self.headers.get("Host", "")) not in (
+            _LOOPBACK_NAMES
+        ):
+            self._send_error(403, "forbidden host", send_body=send_body)
+            return
+        # The request target is origin-form ("/path?query"); anything else matches no route.
+        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if path in ("/", "/index.html"):
+            self._send_static("index.html", send_body=send_body)
+        elif path.startswith("/static/") and path[len("/static/") :] in _STATIC_FILES:
+            self._send_static(path[len("/static/") :], send_body=send_body)
+        elif path == "/api/files":
+            self._send_listing(send_body=send_body)
+        elif path.startswith("/files/"):
+            self._send_trace_file(path[len("/files/") :], send_body=send_body)
+        else:
+            self._send_error(404, "not found", send_body=send_body)
+
+    # -- responses ------------------------------------------------------------------------
+
+    def _send_error(
+        self,
+        code: int,
+        message: str,
+        *,
+        send_body: bool = True,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        body = (message + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def _send_bytes(
+        self, body: bytes, content_type: str, *, send_body: bool, csp: bool = False
+    ) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        if csp:
+            self.send_header("Content-Security-Policy", _CSP)
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def _send_static(self, name: str, *, send_body: bool) -> None:
+        body = resources.files(__name__).joinpath(name).read_bytes()
+        self._send_bytes(body, _STATIC_FILES[name], send_body=send_body, csp=name == "index.html")
+
+    def _send_listing(self, *, send_body: bool) -> None:
+        root = self.server.root
+        files: list[dict[str, Any]] = []
+        refused: list[dict[str, str]] = []
+        try:
+            entries = list(os.scandir(root))
+        except OSError as exc:
+            self._send_error(500, f"cannot list the directory: {exc.strerror}", send_body=send_body)
+            return
+        for entry in entries:
+            if not is_trace_name(entry.name):
+                continue
+            resolved = self._resolve(entry.name)
+            info = None
+            if resolved is not None:
+                with contextlib.suppress(OSError):
+                    info = resolved.stat()
+            if info is None:
+                reason = _refusal(root, entry.name)
+                if reason is not None:
+                    refused.append({"name": entry.name, "reason": reason})
+                continue
+            files.append({"name": entry.name, "size": info.st_size, "mtime": info.st_mtime})
+        files.sort(key=lambda f: str(f["name"]))
+        refused.sort(key=lambda f: f["name"])
+        body = json.dumps({"directory": str(root), "files": files, "refused": refused}).encode()
+        self._send_bytes(body, "application/json; charset=utf-8", send_body=send_body)
+
+    def _resolve(self, name: str) -> Path | None:
+        """Return the regular file ``name`` names directly inside the root, or ``None``."""
+        if not is_trace_name(name):
+            return None
+        root = self.server.root
+        try:
+            resolved = (root / name).resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None
+        if resolved.parent != root or not is_trace_name(resolved.name) or not resolved.is_file():
+            return None
+        return resolved
+
+    def _send_trace_file(self, raw_name: str, *, send_body: bool) -> None:
+        # A "/" in the raw path (before unquoting) is never part of a plain name.
+        name = ""
+        if "/" not in raw_name:
+            try:
+                name = unquote(raw_name, errors="strict")
+            except UnicodeDecodeError:
+                name = ""
+        resolved = self._resolve(name) if name else None
+        if resolved is None:
+            self._send_error(404, "not found", send_body=send_body)
+            return
+        try:
+            # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it must
+            # not block (it is then refused by the S_ISREG check below).
+            fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            self._send_error(404, "not found", send_body=send_body)
+            return
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                self._send_error(404, "not found", send_body=send_body)
+                return
+            self._send_file_body(handle, name, info.st_size, send_body=send_body)
+
+    def _send_file_body(self, handle: BinaryIO, name: str, size: int, *, send_body: bool) -> None:
+        content_type = "application/json" if name.endswith(".json") else "application/octet-stream"
+        start, end = 0, size - 1
+        status = 200
+        range_header = self.headers.get("Range")
+        if range_header is not None:
+            parsed = _parse_range(range_header, size)
+            if parsed is False:
+                self._send_error(
+                    416,
+                    "range not satisfiable",
+                    send_body=send_body,
+                    extra={"Content-Range": f"bytes */{size}"},
+                )
+                return
+            if isinstance(parsed, tuple):
+                start, end = parsed
+                status = 206
+        length = max(0, end - start + 1)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.end_headers()
+        if not send_body:
+            return
+        handle.seek(start)
+        remaining = length
+        while remaining > 0:
+            chunk = handle.read(min(_CHUNK, remaining))
+            if not chunk:  # the file shrank under us: close rather than send short data
+                self.close_connection = True
+                return
+            self.wfile.write(chunk)
+            remaining -= len(chunk)
+
+
+def make_server(
+    directory: str, host: str = "127.0.0.1", port: int = 0
+) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """Bind the viewer's server to ``host:port`` for the recording in ``directory``.
+
+    The server is bound but not yet serving: call ``serve_forever()`` (in a thread, for
+    example) and ``server_close()`` when done.
+
+    Args:
+        directory: The recording directory to serve (read-only).
+        host: The address to bind; the default serves this machine only.
+        port: The port to bind; 0 picks a free one.
+
+    Returns:
+        The server and the URL of the viewer page, e.g. ``"http://127.0.0.1:8000/"``.
+
+    Raises:
+        TraceFormatError: ``directory`` does not exist or is not a directory.
+        OSError: The address cannot be bound.
+
+    Example:
+        >>> import tempfile
+        >>> server, url = make_server(tempfile.gettempdir())
+        >>> url.startswith("http://127.0.0.1:")
+        True
+        >>> server.server_close()
+    """
+    root = Path(directory).resolve()
+    if not root.is_dir():
+        msg = f"{directory}: not a directory; `gym-recording view` needs a recording directory"
+        raise TraceFormatError(msg, directory)
+    server = ViewerServer(root, (host, port))
+    bound_port = server.server_address[1]
+    shown_host = f"[{host.strip('[]')}]" if ":" in host else host
+    return server, f"http://{shown_host}:{bound_port}/"
+
+
+def serve(
+    directory: str, *, port: int = 0, host: str = "127.0.0.1", open_browser: bool = True
+) -> None:
+    """Serve the viewer for ``directory`` until interrupted (Ctrl+C).
+
+    Prints the viewer's URL on its own line to stdout (flushed), opens it in the default
+    browser unless ``open_browser`` is false, and serves until ``KeyboardInterrupt``.
+
+    Args:
+        directory: The recording directory to serve (read-only).
+        port: The port to bind; 0 picks a free one.
+        host: The address to bind; the default serves this machine only.
+        open_browser: Whether to open the page in the default web browser.
+
+    Raises:
+        TraceFormatError: ``directory`` does not exist or is not a directory.
+        OSError: The address cannot be bound.
+    """
+    server, url = make_server(directory, host=host, port=port)
+    print(url, flush=True)
+    if open_browser:
+        threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def _open_browser(url: str) -> None:
+    """Open ``url`` in the default browser; failing to do so is not an error."""
+    with contextlib.suppress(Exception):
+        if not webbrowser.open(url):
+            print(f"open {url} in a web browser", file=sys.stderr, flush=True)

@@ -1,0 +1,122 @@
+"""The accelerated paths against the plain ones, over the whole corpus: the same bytes written,
+the same episodes read, the same files refused.
+
+gym-recording has two accelerated pieces (see ``gym_recording/_accel.py``), each a drop-in for
+one Python function: the C step recorder (the wrapper's hot path) and the C column views (the
+reader's batch decoding). Each test here runs a corpus through both and compares: the
+round-trip envs of every space type (files written, episodes read), the traces of the original
+writer, and every hostile recording of ``tests/hostile``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from compat_expect import COMPAT_DIR, compat_cases
+
+import gym_recording
+from gym_recording import TraceFormatError
+from gym_recording._accel import speedups
+from gym_recording.format.arrays import BatchBlob
+from gym_recording.record import steps
+from tests.conftest import ACTION_SPACES, OBSERVATION_SPACES, SpaceEnv, record
+
+pytestmark = pytest.mark.skipif(
+    speedups is None, reason="gym_recording._speedups is not built (no C compiler at install?)"
+)
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+HOSTILE_CASES = sorted(
+    p.name for p in HOSTILE.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+)
+
+
+def plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch both accelerated pieces off: every step and every batch takes the Python code."""
+    monkeypatch.setattr(steps, "speedups", None)
+    monkeypatch.setattr(BatchBlob, "_column_views_c", None)
+
+
+def both(monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]) -> tuple[Any, Any]:
+    """``run()`` with the accelerated pieces, then with the plain code."""
+    accelerated = run()
+    with monkeypatch.context() as m:
+        plain(m)
+        assert steps.speedups is None and BatchBlob._column_views_c is None
+        return accelerated, run()
+
+
+def digest(value: Any) -> Any:
+    """Everything a decoded value holds, dtypes and bytes included, as comparable data."""
+    if isinstance(value, np.ndarray):
+        data = value.tobytes() if value.dtype != object else repr(value.tolist()).encode()
+        return (
+            "array",
+            value.dtype.str,
+            value.shape,
+            hashlib.sha256(data).hexdigest(),
+            value.flags.writeable,
+        )
+    if isinstance(value, dict):
+        return ("dict", [(k, digest(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [digest(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def read(directory: Path) -> Any:
+    """Every episode of a recording as digests, or the error that refused it."""
+    try:
+        with gym_recording.load(directory) as rec:
+            return [
+                [
+                    digest(getattr(ep, k))
+                    for k in ("observations", "actions", "rewards", "infos", "options")
+                ]
+                + [ep.terminated, ep.truncated, ep.seed, ep.index]
+                for ep in rec
+            ]
+    except TraceFormatError as exc:
+        return f"refused: {exc}"
+
+
+def blobs(directory: Path) -> list[bytes]:
+    """The bytes of a recording's blobs, in batch order (they hold no names or times)."""
+    return [p.read_bytes() for p in sorted(directory.glob("*.bin"))]
+
+
+@pytest.mark.parametrize("obs_name", sorted(OBSERVATION_SPACES))
+def test_both_paths_write_the_same_bytes(obs_name, tmp_path, monkeypatch):
+    """Each space type, with each kind of action: the same blobs and episodes both ways."""
+    for act_name in sorted(ACTION_SPACES):
+
+        def run(act_name: str = act_name) -> Any:
+            out = tmp_path / f"{act_name}-{'plain' if steps.speedups is None else 'c'}"
+            env = SpaceEnv(OBSERVATION_SPACES[obs_name], ACTION_SPACES[act_name], max_len=9)
+            record(env, out, 4, seed=11, batch_bytes=900, record_infos=act_name == "text")
+            return blobs(out), read(out)
+
+        accelerated, plain_ = both(monkeypatch, run)
+        assert accelerated[0] == plain_[0], f"{obs_name} x {act_name}: blobs differ"
+        assert accelerated[1] == plain_[1], f"{obs_name} x {act_name}: episodes differ"
+
+
+@pytest.mark.parametrize("case", compat_cases())
+def test_both_paths_read_the_original_traces_alike(case, monkeypatch):
+    """The original writer's traces read to the same episodes both ways."""
+    accelerated, plain_ = both(monkeypatch, lambda: read(COMPAT_DIR / case))
+    assert not isinstance(accelerated, str), accelerated
+    assert accelerated == plain_
+
+
+@pytest.mark.parametrize("case", HOSTILE_CASES)
+def test_both_paths_refuse_hostile_recordings_alike(case, monkeypatch):
+    """Every hostile recording is refused both ways, with the same message."""
+    accelerated, plain_ = both(monkeypatch, lambda: read(HOSTILE / case))
+    assert isinstance(accelerated, str) and accelerated.startswith("refused"), case
+    assert accelerated == plain_

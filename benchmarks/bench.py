@@ -49,6 +49,7 @@ import gym_recording
 from gym_recording.format.arrays import BatchBlob
 from gym_recording.record import buffer, writer
 from gym_recording.record import steps as step_path
+from gym_recording.storage.local import LocalStorage
 from gym_recording.wrappers import TraceRecordingWrapper
 
 EPISODE_STEPS = 200
@@ -143,10 +144,6 @@ def drive(env: Any, action: Any, steps: int, alternate: bool = False) -> None:
 # --------------------------------------------------------------------------- the pieces
 
 
-def _no_columns(self: Any, refs: Any) -> None:
-    return None
-
-
 def _no_reuse(self: Any) -> None:
     return None
 
@@ -165,17 +162,18 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
         ],
         [],
     ),
-    "C column views": (
-        "a batch's column of array references checked and viewed in C (else in Python)",
-        [(BatchBlob, "_column_views_c", None)],
+    "C views": (
+        "a batch's array references checked and viewed in C (else in Python, one by one)",
+        [(BatchBlob, "_views_c", None)],
         [],
         ["synthetic f32[4], Discrete", "synthetic u8[210,160,3] frames"],
     ),
-    "column views": (
-        "a batch's column of array references viewed at once, in C or Python (else one by one)",
-        [(BatchBlob, "_column", _no_columns)],
+    "C writes": (
+        "a batch's files written, fsynced and renamed on a C thread without the GIL (else "
+        "in Python, on a Python thread when in the background)",
+        [(LocalStorage, "_start_write_c", None)],
+        ["synthetic u8[210,160,3] frames", "synthetic f64[17], act f32[6]"],
         [],
-        ["synthetic f32[4], Discrete", "synthetic u8[210,160,3] frames"],
     ),
     "frame buffer reuse": (
         "a frame leaf takes back the buffer of the last write (else a fresh one per batch)",
@@ -191,7 +189,7 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
     ),
 }
 #: What "ours, pure Python" switches off: the C extension (as without a compiler).
-PURE_PYTHON = ["C step recorder", "C column views"]
+PURE_PYTHON = ["C step recorder", "C views", "C writes"]
 
 
 @contextlib.contextmanager

@@ -2,15 +2,16 @@
 
 Record by wrapping an env::
 
-    from gym_recording.wrappers import TraceRecordingWrapper
+    from gym_recording import TraceRecordingWrapper
     env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), "traces/")
 
 and read with :func:`load`, which returns a sequence of :class:`Episode`. The file format is
 specified in FORMAT.md.
 
-This module is the public API, with :mod:`gym_recording.wrappers` (and, for code written
-against the original gym-recording, :mod:`gym_recording.playback`,
-:mod:`gym_recording.recording` and :mod:`gym_recording.storage_s3`). The subpackages are
+This module is the public API. The wrappers are also importable from
+:mod:`gym_recording.wrappers`, and code written against the original gym-recording keeps
+:mod:`gym_recording.playback`, :mod:`gym_recording.recording` and
+:mod:`gym_recording.storage_s3`. The subpackages are
 the implementation, in layers: ``format`` (bytes and objects), ``storage`` (atomic files),
 ``record`` and ``read``, then ``wrappers`` and ``tools``.
 """
@@ -34,6 +35,7 @@ from gym_recording.read.recording import Recording, load
 from gym_recording.read.transitions import iter_transitions
 from gym_recording.record.recording import TraceRecording
 from gym_recording.tools.verify import VerifyReport, verify
+from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
 __all__ = [
     "FORMAT_VERSION",
@@ -50,6 +52,8 @@ __all__ = [
     "TraceFormatError",
     "TraceRecording",
     "TraceRecordingReader",
+    "TraceRecordingVectorWrapper",
+    "TraceRecordingWrapper",
     "VerifyReport",
     "__version__",
     "iter_transitions",

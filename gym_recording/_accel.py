@@ -1,10 +1,12 @@
 """The one seam to the optional C extension, ``gym_recording._speedups``.
 
-The extension is built at install when a C compiler is present. It holds two accelerated
-pieces, each a drop-in for one Python function that stays the reference:
+The extension is built at install when a C compiler is present. It holds three accelerated
+pieces, each a drop-in for Python code that stays the reference:
 
 - ``StepRecorder``: the recorded step (see :mod:`gym_recording.record.steps`);
-- ``column_views``: a writer's column of array references viewed at once (see
+- ``start_write``: a batch's files written as a group on a thread that never takes the GIL
+  (see :class:`gym_recording.storage.local.LocalStorage`);
+- ``views``: a list of array references checked and viewed (see
   :meth:`gym_recording.format.arrays.BatchBlob.arrays_of`).
 
 Only this module imports the extension; :data:`speedups` is it, or ``None`` without it or

@@ -1,32 +1,23 @@
 /*
- * gym_recording._speedups: the accelerated pieces of gym-recording, each a drop-in for one
- * function of its Python code, imported only by gym_recording/_accel.py.
+ * gym_recording._speedups: the accelerated pieces of gym-recording, each a drop-in for Python
+ * code that stays the reference, imported only by gym_recording/_accel.py. Nothing here reads
+ * a Python object's layout beyond the public C API of CPython and NumPy.
+ * tests/test_accelerated.py runs each and the Python code over the same corpus.
  *
- * 1. The recorded step, for the commonest layouts.
- *
- * StepRecorder(slow, on_flags, rewards) is the accelerated drop-in for
- * gym_recording.record.steps.PlainStepRecorder: a wrapper's step calls
- * recorder.record(action, result) after the env's step, and it returns result. When result is
- * a gymnasium 5-tuple whose observation and action fit the leaves configure() named, whose
- * reward is a float and while the buffer has room, it appends the step's bytes to the
- * buffer's bytearrays itself (and calls on_flags(terminated, truncated) if either is set).
- * Every other step goes to slow(action, result), the recording's Python code, before anything
- * is stored. It stores exactly the bytes the Python code stores; tests/test_accelerated.py
- * runs both over the same steps and compares the files.
- *
- * A value fits a leaf (rows of one dtype and shape in a bytearray) when it is a C-contiguous
- * ndarray of exactly that dtype and shape, or, for a scalar leaf, a numpy scalar of that
- * dtype, or a Python int when the leaf holds int64. Nothing here reads a Python object's
- * layout beyond the public C API of CPython and NumPy.
- *
- * 2. start_write(directory, files, mode): the drop-in for LocalStorage's Python group write
- * (gym_recording/storage/local.py): the same files, renames and fsyncs in the same order, on
- * a thread that never takes the GIL.
- *
- * 3. column_views(refs, blob, name, dtypes): the drop-in for BatchBlob._column_views in
- * gym_recording/format/arrays.py, which says when a list of ndarray references is a writer's
- * column and then views them all; the same checks, the same arrays (tests/test_accelerated.py
- * compares both over the same files).
+ * 1. StepRecorder(slow, on_flags, rewards), for gym_recording.record.steps.PlainStepRecorder:
+ *    a wrapper's step calls recorder.record(action, result). When result is a gymnasium
+ *    5-tuple whose observation and action fit the leaves configure() named (rows of one
+ *    dtype and shape in a bytearray: a C-contiguous ndarray of exactly that dtype and shape;
+ *    for a scalar leaf a numpy scalar of that dtype, or a Python int when it holds int64),
+ *    whose reward is a float, and while the buffer has room, it appends the step's bytes
+ *    itself (calling on_flags(terminated, truncated) if either is set). Every other step goes
+ *    to slow(action, result) before anything is stored.
+ * 2. start_write(directory, files, mode), for LocalStorage's Python group write
+ *    (gym_recording/storage/local.py): the same files, renames and fsyncs in the same order,
+ *    on a thread that never takes the GIL.
+ * 3. views(refs, blob, name, dtypes, min_ndim), for BatchBlob.array over a list of ndarray
+ *    references (gym_recording/format/arrays.py): the same checks and arrays; a reference
+ *    that breaks a rule sends the list back to the Python code, which says which.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -74,9 +65,6 @@ leaf_clear(Leaf *s)
 {
     Py_CLEAR(s->buf);
     Py_CLEAR(s->descr);
-    s->ndim = 0;
-    s->nbytes = 0;
-    s->int_ok = 0;
 }
 
 /* The bytes of v if it fits the leaf (as described above), in *src; else NULL. tmp receives
@@ -155,8 +143,7 @@ call2(PyObject *f, PyObject *a, PyObject *b)
     return 0;
 }
 
-/* record(action, result): store the step, or hand it to slow; return result (a new
-   reference), or NULL with an exception. */
+/* record(action, result): store the step, or hand it to slow; return result, or NULL. */
 static PyObject *
 recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -167,25 +154,21 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *action = args[0];
     PyObject *result = args[1];
+    /* Every check before anything is stored: a mismatch leaves the buffers as they were.
+       (numpy's float64 is a float.) */
     if (!self->fast || !PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
-        (PyByteArray_GET_SIZE(self->rewards) >> 3) >= self->room) {
+        (PyByteArray_GET_SIZE(self->rewards) >> 3) >= self->room ||
+        !PyFloat_Check(PyTuple_GET_ITEM(result, 1))) {
         goto slow;
     }
-    PyObject *reward = PyTuple_GET_ITEM(result, 1);
-    if (!PyFloat_Check(reward)) { /* (numpy's float64 is a float) */
-        goto slow;
-    }
-    /* Every check before anything is stored: a mismatch leaves the buffers as they were. */
     npy_int64 a_tmp, o_tmp;
     const void *a_src = leaf_bytes(action, &self->act, &a_tmp);
-    if (a_src == NULL) {
-        goto slow;
-    }
-    const void *o_src = leaf_bytes(PyTuple_GET_ITEM(result, 0), &self->obs, &o_tmp);
+    const void *o_src = a_src == NULL ? NULL
+                                      : leaf_bytes(PyTuple_GET_ITEM(result, 0), &self->obs, &o_tmp);
     if (o_src == NULL) {
         goto slow;
     }
-    double r = PyFloat_AS_DOUBLE(reward);
+    double r = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(result, 1));
     if (append(self->act.buf, a_src, self->act.nbytes) < 0 ||
         append(self->obs.buf, o_src, self->obs.nbytes) < 0 ||
         append(self->rewards, &r, sizeof r) < 0) {
@@ -203,15 +186,10 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
-    Py_INCREF(result);
-    return result;
+    return Py_NewRef(result);
 
 slow:
-    if (call2(self->slow, action, result) < 0) {
-        return NULL;
-    }
-    Py_INCREF(result);
-    return result;
+    return call2(self->slow, action, result) < 0 ? NULL : Py_NewRef(result);
 }
 
 /* Set a leaf from a layout tuple (buf, dtype, shape, int_ok), or clear it for None. */
@@ -342,14 +320,6 @@ recorder_dealloc(PyObject *op)
     Py_TYPE(op)->tp_free(op);
 }
 
-static PyObject *
-recorder_refuse_copy(PyObject *Py_UNUSED(op), PyObject *Py_UNUSED(arg))
-{
-    PyErr_SetString(PyExc_TypeError,
-                    "a StepRecorder belongs to one recording and cannot be copied or pickled");
-    return NULL;
-}
-
 PyDoc_STRVAR(record_doc,
 "record(action, result, /)\n\n"
 "Store the step env.step(action) returned result for, or hand it to slow; return result.");
@@ -357,8 +327,6 @@ PyDoc_STRVAR(record_doc,
 static PyMethodDef recorder_methods[] = {
     {"record", (PyCFunction)(void (*)(void))recorder_record, METH_FASTCALL, record_doc},
     {"configure", recorder_configure, METH_VARARGS, configure_doc},
-    {"__reduce__", recorder_refuse_copy, METH_NOARGS, NULL},
-    {"__reduce_ex__", recorder_refuse_copy, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -396,11 +364,12 @@ static PyTypeObject StepRecorderType = {
 #endif
 
 typedef struct {
-    const char *tmp;        /* the temporary name, in the directory */
-    const char *name;       /* the final name */
-    struct iovec *iov;      /* the file's bytes */
+    PyObject *tmp, *name; /* bytes: the temporary and the final name, in the directory */
+    Py_buffer *bufs;      /* views of the file's chunks, got of them */
+    Py_ssize_t got;
+    struct iovec *iov;    /* the file's bytes */
     int n;
-    int sync_dir;           /* fsync the directory after this file's rename */
+    int sync_dir;         /* fsync the directory after this file's rename */
     int fd;
 } GroupFile;
 
@@ -418,15 +387,8 @@ writev_all(int fd, struct iovec *iov, int n, Py_ssize_t *written)
             }
             return errno;
         }
-        if (w == 0) {  /* the group's chunks were all empty, or no progress (an error) */
-            int end = i + group;
-            while (i < end && iov[i].iov_len == 0) {
-                i++;
-            }
-            if (i < end) {
-                return EIO;
-            }
-            continue;
+        if (w == 0) { /* (no iovec is empty: no progress) */
+            return EIO;
         }
         *written += w;
         /* skip what was written; a short write leaves the rest of an iovec */
@@ -442,8 +404,7 @@ writev_all(int fd, struct iovec *iov, int n, Py_ssize_t *written)
     return 0;
 }
 
-/* Bytes per window of a streamed file (write_file). Measured on this project's 2-core VM with
- * 600 MB of 5 MB files: 1 MiB windows were no faster than none, 2 MiB ones 1.2x-1.4x faster. */
+/* Bytes per window of a streamed file (write_file; BENCHMARKS.md has the measurements). */
 #define STREAM_WINDOW ((size_t)2 << 20)
 #define STREAM_IOV 64
 
@@ -517,8 +478,8 @@ write_group_nogil(const char *dir, GroupFile *f, int nf, mode_t mode, int *publi
     }
     for (i = 0; i < nf; i++) {
         *failed_at = i;
-        f[i].fd = openat(dfd, f[i].tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                         mode);
+        const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+        f[i].fd = openat(dfd, PyBytes_AS_STRING(f[i].tmp), flags, mode);
         if (f[i].fd < 0) {
             *failed = 't';
             err = errno;
@@ -534,10 +495,8 @@ write_group_nogil(const char *dir, GroupFile *f, int nf, mode_t mode, int *publi
     /* Start every file's writeback before the first fsync: their blocks are then allocated
      * in one journal transaction, which that fsync commits, instead of one commit per file.
      * Only a hint: each file is still fsynced below. */
-    if (nf > 1) {
-        for (i = nf - 1; i >= 0; i--) {
-            (void)sync_file_range(f[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-        }
+    for (i = nf - 1; nf > 1 && i >= 0; i--) {
+        (void)sync_file_range(f[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     }
 #endif
     for (i = 0; i < nf; i++) {
@@ -556,7 +515,7 @@ write_group_nogil(const char *dir, GroupFile *f, int nf, mode_t mode, int *publi
     }
     for (i = 0; i < nf; i++) {
         *failed_at = i;
-        if (renameat(dfd, f[i].tmp, dfd, f[i].name) < 0) {
+        if (renameat(dfd, PyBytes_AS_STRING(f[i].tmp), dfd, PyBytes_AS_STRING(f[i].name)) < 0) {
             *failed = 'n';
             err = errno;
             goto fail;
@@ -582,62 +541,18 @@ fail:
         if (f[i].fd >= 0) {
             close(f[i].fd);
         }
-        unlinkat(dfd, f[i].tmp, 0);
+        unlinkat(dfd, PyBytes_AS_STRING(f[i].tmp), 0);
     }
     close(dfd);
     return err;
 }
 
-/* The bytes of one file (a sequence of buffers) as iovecs into iov, their views kept in bufs
- * (*got of them: the caller releases them). 0, or -1 with an exception. */
-static int
-gather_chunks(PyObject *chunks, Py_buffer **bufs, struct iovec **iov, int *n, Py_ssize_t *got)
-{
-    PyObject *seq = PySequence_Fast(chunks, "chunks must be a sequence of buffers");
-    if (seq == NULL) {
-        return -1;
-    }
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
-    if (k > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "write_files: too many chunks");
-        Py_DECREF(seq);
-        return -1;
-        return -1;
-    }
-    *bufs = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Py_buffer));
-    *iov = PyMem_Calloc(k ? (size_t)k : 1, sizeof(struct iovec));
-    if (*bufs == NULL || *iov == NULL) {
-        PyErr_NoMemory();
-        Py_DECREF(seq);
-        return -1;
-    }
-    for (*got = 0; *got < k; (*got)++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, *got), &(*bufs)[*got],
-                               PyBUF_SIMPLE) < 0) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        (*iov)[*got].iov_base = (*bufs)[*got].buf;
-        (*iov)[*got].iov_len = (size_t)(*bufs)[*got].len;
-    }
-    *n = (int)k;
-    Py_DECREF(seq);
-    return 0;
-}
-
-/* A group of files to write (what start_write parses and gathers), and what writing it
- * returned. Owned by a WriteTask. */
+/* A group of files to write (what start_write parses), and what writing it returned. */
 typedef struct {
-    PyObject *dir;          /* bytes */
-    PyObject **tmps;        /* bytes, nf of them */
-    PyObject **names;       /* bytes */
+    PyObject *dir; /* bytes */
     GroupFile *f;
-    Py_buffer **bufs;       /* each file's chunks' views, got[i] of them */
-    Py_ssize_t *got;
-    int nf;
-    int mode;
-    /* the result of group_run */
-    int err, n_published, failed_at;
+    int nf, mode;
+    int err, n_published, failed_at; /* the result of group_run */
     char failed;
     Py_ssize_t written;
 } Group;
@@ -646,43 +561,68 @@ typedef struct {
 static void
 group_clear(Group *g)
 {
-    for (int i = 0; i < g->nf; i++) {
-        if (g->bufs != NULL && g->got != NULL) {
-            for (Py_ssize_t j = 0; j < g->got[i]; j++) {
-                PyBuffer_Release(&g->bufs[i][j]);
-            }
-            PyMem_Free(g->bufs[i]);
+    for (int i = 0; g->f != NULL && i < g->nf; i++) {
+        for (Py_ssize_t j = 0; g->f[i].bufs != NULL && j < g->f[i].got; j++) {
+            PyBuffer_Release(&g->f[i].bufs[j]);
         }
-        if (g->f != NULL) {
-            PyMem_Free(g->f[i].iov);
-        }
-        if (g->tmps != NULL) {
-            Py_XDECREF(g->tmps[i]);
-        }
-        if (g->names != NULL) {
-            Py_XDECREF(g->names[i]);
-        }
+        PyMem_Free(g->f[i].bufs);
+        PyMem_Free(g->f[i].iov);
+        Py_XDECREF(g->f[i].tmp);
+        Py_XDECREF(g->f[i].name);
     }
     PyMem_Free(g->f);
-    PyMem_Free(g->bufs);
-    PyMem_Free(g->got);
-    PyMem_Free(g->tmps);
-    PyMem_Free(g->names);
-    Py_CLEAR(g->dir);
     g->f = NULL;
-    g->bufs = NULL;
-    g->got = NULL;
-    g->tmps = NULL;
-    g->names = NULL;
     g->nf = 0;
+    Py_CLEAR(g->dir);
+}
+
+/* One file (tmp_name, name, chunks, sync_dir) into f (zeroed): 0, or -1 with an exception. */
+static int
+file_parse(GroupFile *f, PyObject *item)
+{
+    f->fd = -1;
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+        PyErr_Format(PyExc_TypeError, "start_write: each file is (tmp_name, name, chunks, "
+                     "sync_dir), got %.100s", Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 0), &f->tmp) ||
+        !PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 1), &f->name) ||
+        (f->sync_dir = PyObject_IsTrue(PyTuple_GET_ITEM(item, 3))) < 0) {
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(PyTuple_GET_ITEM(item, 2), "chunks must be a sequence");
+    if (seq == NULL) {
+        return -1;
+    }
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    f->bufs = k > INT_MAX ? NULL : PyMem_Calloc((size_t)k + 1, sizeof(Py_buffer));
+    f->iov = k > INT_MAX ? NULL : PyMem_Calloc((size_t)k + 1, sizeof(struct iovec));
+    if (f->bufs == NULL || f->iov == NULL) {
+        PyErr_NoMemory();
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (; f->got < k; f->got++) {
+        Py_buffer *v = &f->bufs[f->got];
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, f->got), v, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (v->len) {
+            f->iov[f->n].iov_base = v->buf;
+            f->iov[f->n++].iov_len = (size_t)v->len;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
 }
 
 /* Parse start_write's arguments into g (zeroed): 0, or -1 with an exception (then
  * group_clear). */
 static int
-group_parse(Group *g, PyObject *dir, PyObject *files, int mode, const char *fname)
+group_parse(Group *g, PyObject *dir, PyObject *files, int mode)
 {
-    int result = -1;
     if (!PyUnicode_FSConverter(dir, &g->dir)) {
         return -1;
     }
@@ -691,51 +631,20 @@ group_parse(Group *g, PyObject *dir, PyObject *files, int mode, const char *fnam
         return -1;
     }
     Py_ssize_t nf = PySequence_Fast_GET_SIZE(seq);
+    int result = -1;
     if (nf < 1 || nf > 64) {
-        PyErr_Format(PyExc_ValueError, "%s: expected 1 to 64 files, got %zd", fname, nf);
-        goto done;
+        PyErr_Format(PyExc_ValueError, "start_write: expected 1 to 64 files, got %zd", nf);
     }
-    g->tmps = PyMem_Calloc((size_t)nf, sizeof(PyObject *));
-    g->names = PyMem_Calloc((size_t)nf, sizeof(PyObject *));
-    g->f = PyMem_Calloc((size_t)nf, sizeof(GroupFile));
-    g->bufs = PyMem_Calloc((size_t)nf, sizeof(Py_buffer *));
-    g->got = PyMem_Calloc((size_t)nf, sizeof(Py_ssize_t));
-    if (g->tmps == NULL || g->names == NULL || g->f == NULL || g->bufs == NULL ||
-        g->got == NULL) {
+    else if ((g->f = PyMem_Calloc((size_t)nf, sizeof(GroupFile))) == NULL) {
         PyErr_NoMemory();
-        goto done;
     }
-    g->nf = (int)nf;
-    g->mode = mode;
-    for (int i = 0; i < g->nf; i++) {
-        PyObject *chunks;
-        int sync_dir;
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s: each file is (tmp_name, name, chunks, sync_dir), got %.100s",
-                         fname, Py_TYPE(item)->tp_name);
-            goto done;
-        }
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 0), &g->tmps[i]) ||
-            !PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 1), &g->names[i])) {
-            goto done;
-        }
-        chunks = PyTuple_GET_ITEM(item, 2);
-        if ((sync_dir = PyObject_IsTrue(PyTuple_GET_ITEM(item, 3))) < 0) {
-            goto done;
-        }
-        g->f[i].tmp = PyBytes_AS_STRING(g->tmps[i]);
-        g->f[i].name = PyBytes_AS_STRING(g->names[i]);
-        g->f[i].sync_dir = sync_dir;
-        g->f[i].fd = -1;
-        if (gather_chunks(chunks, &g->bufs[i], &g->f[i].iov, &g->f[i].n, &g->got[i]) < 0) {
-            goto done;
+    else {
+        g->mode = mode;
+        result = 0;
+        for (g->nf = 0; result == 0 && g->nf < nf; g->nf++) {
+            result = file_parse(&g->f[g->nf], PySequence_Fast_GET_ITEM(seq, g->nf));
         }
     }
-    result = 0;
-
-done:
     Py_DECREF(seq);
     return result;
 }
@@ -750,13 +659,13 @@ group_run(Group *g)
 }
 
 /* After group_run, with the GIL: append the names published to the list `published`, and
- * return the bytes written, or NULL with an OSError naming what failed. */
+ * return the bytes written, or NULL with an OSError naming what failed: the file the failing
+ * call was about; for the directory's fsync after a rename, the directory, then the file. */
 static PyObject *
 group_result(Group *g, PyObject *published)
 {
     for (int i = 0; i < g->n_published; i++) {
-        PyObject *s = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(g->names[i]),
-                                                       PyBytes_GET_SIZE(g->names[i]));
+        PyObject *s = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(g->f[i].name));
         if (s == NULL || PyList_Append(published, s) < 0) {
             Py_XDECREF(s);
             return NULL;
@@ -764,19 +673,12 @@ group_result(Group *g, PyObject *published)
         Py_DECREF(s);
     }
     if (g->err) {
-        /* filename: what the failing call was about; for the directory's fsync after a rename,
-           the directory, and filename2 the file renamed. */
         char failed = g->failed;
-        PyObject *about = failed == 't'                   ? g->tmps[g->failed_at]
-                          : failed == 'd' || failed == 's' ? g->dir
-                                                           : g->names[g->failed_at];
-        PyObject *name = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(about),
-                                                          PyBytes_GET_SIZE(about));
-        PyObject *name2 = failed != 's' || name == NULL
-                              ? NULL
-                              : PyUnicode_DecodeFSDefaultAndSize(
-                                    PyBytes_AS_STRING(g->names[g->failed_at]),
-                                    PyBytes_GET_SIZE(g->names[g->failed_at]));
+        GroupFile *f = &g->f[g->failed_at];
+        PyObject *about = failed == 't' ? f->tmp : failed == 'n' ? f->name : g->dir;
+        PyObject *name = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(about));
+        PyObject *name2 =
+            failed != 's' ? NULL : PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(f->name));
         if (name != NULL && (failed != 's' || name2 != NULL)) {
             errno = g->err;
             PyErr_SetFromErrnoWithFilenameObjects(PyExc_OSError, name, name2);
@@ -790,12 +692,9 @@ group_result(Group *g, PyObject *published)
 
 /* ------------------------------------------------------------------ WriteTask
  *
- * start_write(directory, files, mode) -> WriteTask: a batch's files written on a thread of
- * their own (a POSIX thread, not a Python one). It never takes the GIL, so it costs the
- * thread stepping the env nothing: a Python thread needs the GIL back after each of the
- * ~20 system calls of a batch, and waits for it up to the interpreter's switch interval each
- * time. task.wait(published) joins it. Until then the task holds the chunks' buffers.
- * Signals are blocked in the thread, so they go to the interpreter's threads.
+ * A batch's files written on a POSIX thread that never takes the GIL (a Python thread needs it
+ * back after each of a batch's ~20 system calls). task.wait(published) joins it; until then
+ * the task holds the chunks' buffers. Signals are blocked in the thread.
  */
 
 typedef struct {
@@ -848,13 +747,10 @@ PyDoc_STRVAR(write_task_wait_doc,
 static PyObject *
 write_task_wait(WriteTask *self, PyObject *published)
 {
-    if (!PyList_Check(published)) {
-        PyErr_Format(PyExc_TypeError, "wait: published must be a list, got %.100s",
-                     Py_TYPE(published)->tp_name);
-        return NULL;
-    }
-    if (self->waited) {
-        PyErr_SetString(PyExc_ValueError, "wait: this write was waited for already");
+    if (!PyList_Check(published) || self->waited) {
+        PyErr_SetString(self->waited ? PyExc_ValueError : PyExc_TypeError,
+                        self->waited ? "wait: this write was waited for already"
+                                     : "wait: published must be a list");
         return NULL;
     }
     if (write_task_join(self) < 0) {
@@ -887,14 +783,11 @@ static PyTypeObject WriteTaskType = {
 
 PyDoc_STRVAR(start_write_doc,
 "start_write(directory, files, mode) -> WriteTask\n\n"
-"Write files atomically and publish them in order, on a thread of its own that never takes\n"
-"the GIL. ``files`` is a sequence of ``(tmp_name, name, chunks, sync_dir)``. Every\n"
-"temporary file is created (O_EXCL, permission bits ``mode``) and written (a file of 4 MiB\n"
-"or more streamed, its writeback started every 2 MiB), then every one fsynced (on Linux\n"
-"their writeback started together first, so that one journal commit covers them), then\n"
-"each renamed to its name in order, the directory fsynced after each whose ``sync_dir`` is\n"
-"true. ``task.wait(published)`` reports it. If no thread can be started, the write is done\n"
-"here (without the GIL).");
+"LocalStorage's group write of files, a sequence of (tmp_name, name, chunks, sync_dir), on a\n"
+"thread of its own that never takes the GIL: every temporary file created (O_EXCL, bits\n"
+"mode) and written (streamed from 4 MiB), every one fsynced, then each renamed in order, the\n"
+"directory fsynced after those with sync_dir. task.wait(published) reports it. If no thread\n"
+"can be started, the write is done here (without the GIL).");
 
 static PyObject *
 start_write(PyObject *Py_UNUSED(module), PyObject *args)
@@ -912,7 +805,7 @@ start_write(PyObject *Py_UNUSED(module), PyObject *args)
     self->owner = getpid();
     self->running = 0;
     self->waited = 0;
-    if (group_parse(&self->g, dir, files, mode, "start_write") < 0) {
+    if (group_parse(&self->g, dir, files, mode) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -926,7 +819,7 @@ start_write(PyObject *Py_UNUSED(module), PyObject *args)
     if (started) {
         self->running = 1;
         /* Let the new thread run now, before the thread stepping the env goes on (left to the
-         * scheduler, it was measured to wait ~0.6 ms per batch of frames for the CPU). */
+         * scheduler, it may wait for the CPU; see BENCHMARKS.md). */
         (void)sched_yield();
     } else {
         Py_BEGIN_ALLOW_THREADS
@@ -937,198 +830,136 @@ start_write(PyObject *Py_UNUSED(module), PyObject *args)
 }
 #endif /* !_WIN32 */
 
-/* ------------------------------------------------------------------ column_views */
+/* ------------------------------------------------------------------ views */
 
 static PyObject *s_shape, *s_dtype, *s_npyfile, *s_npyoff, *s_size;
 
-/* An int attribute of o as a Py_ssize_t >= 0 (references are checked by msgspec: exact ints
-   within 0..2**63-1); -1 if it is not one (no exception left set). */
+/* An exact int attribute of o as a Py_ssize_t; -1 if it is none (no error set). */
 static Py_ssize_t
 ssize_attr(PyObject *o, PyObject *name)
 {
     PyObject *v = PyObject_GetAttr(o, name);
-    if (v == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t x = PyLong_CheckExact(v) ? PyLong_AsSsize_t(v) : -1;
-    Py_DECREF(v);
-    if (x == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-    }
+    Py_ssize_t x = v != NULL && PyLong_CheckExact(v) ? PyLong_AsSsize_t(v) : -1;
+    Py_XDECREF(v);
+    PyErr_Clear();
     return x;
 }
 
-PyDoc_STRVAR(column_views_doc,
-"column_views(refs, blob, name, dtypes, /)\n\n"
-"The views of ndarray references laid out as a writer's column, as BatchBlob._column gives\n"
-"them: (views, start, stop) with the byte range they cover, or None when they are not one\n"
-"(one dtype, one shape after the first axis, each array right after the previous one,\n"
-"within blob, in the blob called name; dtypes maps dtype names to numpy dtypes).");
-
+/* The view of one ndarray reference r in the blob (buf, size) named name, checked as
+   BatchBlob.array checks it: a new reference, or NULL (no error set) if it breaks a rule. */
 static PyObject *
-column_views(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+ref_view(PyObject *r, PyObject *blob, const char *buf, Py_ssize_t size, PyObject *name,
+         PyObject *dtypes, int min_ndim, Py_ssize_t *off, Py_ssize_t *nbytes)
 {
-    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "column_views(refs: list, blob, name, dtypes: dict)");
-        return NULL;
-    }
-    PyObject *refs = args[0], *blob = args[1], *name = args[2], *dtypes = args[3];
-    Py_ssize_t n = PyList_GET_SIZE(refs);
-    if (n < 1) {
-        Py_RETURN_NONE;
-    }
-    PyObject *result = NULL, *views = NULL, *col = NULL, *shape0 = NULL, *dtname0 = NULL;
-    Py_buffer view = {0};
-    npy_intp tail[NPY_MAXDIMS];
-    int ndim = 0;
-    PyObject *first = PyList_GET_ITEM(refs, 0);
-    shape0 = PyObject_GetAttr(first, s_shape);
-    dtname0 = PyObject_GetAttr(first, s_dtype);
-    if (shape0 == NULL || dtname0 == NULL || !PyList_CheckExact(shape0)) {
-        PyErr_Clear();
-        goto none;
-    }
-    ndim = (int)PyList_GET_SIZE(shape0);
-    if (ndim < 1 || ndim > NPY_MAXDIMS) {
-        goto none;
-    }
-    PyArray_Descr *descr = (PyArray_Descr *)PyDict_GetItemWithError(dtypes, dtname0);
-    if (descr == NULL || !PyArray_DescrCheck(descr)) {
-        PyErr_Clear();
-        goto none;
-    }
-    Py_ssize_t row = (Py_ssize_t)PyDataType_ELSIZE(descr);
-    for (int k = 1; k < ndim; k++) {
-        Py_ssize_t d = PyLong_AsSsize_t(PyList_GET_ITEM(shape0, k));
-        if (d <= 0 || row > PY_SSIZE_T_MAX / d) {
-            PyErr_Clear();
-            goto none;
-        }
-        tail[k] = (npy_intp)d;
-        row *= d;
-    }
-    if (PyObject_GetBuffer(blob, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    Py_ssize_t size = view.len;
-    if (row <= 0 || row > size) {
-        goto none;
-    }
-    /* Every reference checked, and its first row found, before any view is made. */
-    Py_ssize_t *rows_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    if (rows_of == NULL) {
-        PyErr_NoMemory();
+    PyObject *shape = PyObject_GetAttr(r, s_shape), *dt = PyObject_GetAttr(r, s_dtype);
+    PyObject *fn = PyObject_GetAttr(r, s_npyfile), *v = NULL;
+    PyArray_Descr *descr = dt == NULL ? NULL : (PyArray_Descr *)PyDict_GetItemWithError(dtypes, dt);
+    npy_intp dims[NPY_MAXDIMS];
+    int ndim = shape != NULL && PyList_CheckExact(shape) ? (int)PyList_GET_SIZE(shape) : -1;
+    if (descr == NULL || fn == NULL || ndim < min_ndim || ndim > NPY_MAXDIMS ||
+        PyUnicode_Compare(fn, name) != 0) {
         goto done;
     }
-    Py_ssize_t start = -1, at = -1;
-    int ok = 1;
-    for (Py_ssize_t i = 0; i < n && ok; i++) {
-        PyObject *r = PyList_GET_ITEM(refs, i);
-        PyObject *shape = PyObject_GetAttr(r, s_shape);
-        PyObject *dt = PyObject_GetAttr(r, s_dtype);
-        PyObject *fn = PyObject_GetAttr(r, s_npyfile);
-        ok = shape != NULL && dt != NULL && fn != NULL && PyList_CheckExact(shape) &&
-             PyList_GET_SIZE(shape) == ndim &&
-             (dt == dtname0 || PyUnicode_Compare(dt, dtname0) == 0) &&
-             (fn == name || PyUnicode_Compare(fn, name) == 0);
-        Py_ssize_t rows = -1;
-        if (ok) {
-            rows = PyLong_AsSsize_t(PyList_GET_ITEM(shape, 0));
-            for (int k = 1; k < ndim && ok; k++) {
-                ok = PyLong_AsSsize_t(PyList_GET_ITEM(shape, k)) == (Py_ssize_t)tail[k];
-            }
+    Py_ssize_t n = (Py_ssize_t)PyDataType_ELSIZE(descr);
+    for (int k = 0; k < ndim; k++) {
+        Py_ssize_t d = PyLong_AsSsize_t(PyList_GET_ITEM(shape, k));
+        if (d <= 0 || n > size / d) { /* (an empty array, or past the blob: Python's) */
+            goto done;
         }
-        Py_XDECREF(shape);
-        Py_XDECREF(dt);
-        Py_XDECREF(fn);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            ok = 0;
-        }
-        if (!ok) {
-            break;
-        }
-        Py_ssize_t off = ssize_attr(r, s_npyoff), nbytes = ssize_attr(r, s_size);
-        ok = rows >= 0 && off >= 0 && nbytes >= 0 && rows <= size / row && nbytes == rows * row &&
-             (i == 0 || off == at) && off <= size - nbytes;
-        if (i == 0) {
-            start = off;
-        }
-        at = off + nbytes;
-        rows_of[i] = rows;
+        dims[k] = (npy_intp)d;
+        n *= d;
     }
-    if (!ok) {
-        PyMem_Free(rows_of);
-        goto none;
-    }
-    /* One view of the rows from the first array's start, sliced. */
-    Py_ssize_t phase = start % row;
-    npy_intp dims[NPY_MAXDIMS];
-    dims[0] = (npy_intp)((size - phase) / row);
-    for (int k = 1; k < ndim; k++) {
-        dims[k] = tail[k];
+    *off = ssize_attr(r, s_npyoff);
+    *nbytes = ssize_attr(r, s_size);
+    if (*nbytes != n || *off < 0 || *off > size - n) {
+        goto done;
     }
     Py_INCREF(descr);
     /* (flags 0: not writeable; the rest is worked out by UpdateFlags) */
-    col = PyArray_NewFromDescr(&PyArray_Type, descr, ndim, dims, NULL, (char *)view.buf + phase,
-                               0, NULL);
-    if (col == NULL) {
-        PyMem_Free(rows_of);
-        goto done;
-    }
-    Py_INCREF(blob);
-    if (PyArray_SetBaseObject((PyArrayObject *)col, blob) < 0) {
-        PyMem_Free(rows_of);
-        goto done;
-    }
-    PyArray_UpdateFlags((PyArrayObject *)col, NPY_ARRAY_UPDATE_ALL);
-    views = PyList_New(n);
-    if (views == NULL) {
-        PyMem_Free(rows_of);
-        goto done;
-    }
-    npy_intp r0 = (npy_intp)((start - phase) / row);
-    const npy_intp *strides = PyArray_STRIDES((PyArrayObject *)col);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        dims[0] = (npy_intp)rows_of[i];
-        Py_INCREF(descr);
-        PyObject *v = PyArray_NewFromDescr(
-            &PyArray_Type, descr, ndim, dims, (npy_intp *)strides,
-            PyArray_BYTES((PyArrayObject *)col) + r0 * strides[0], 0, NULL);
-        if (v == NULL) {
-            PyMem_Free(rows_of);
-            goto done;
+    v = PyArray_NewFromDescr(&PyArray_Type, descr, ndim, dims, NULL, (char *)buf + *off, 0, NULL);
+    if (v != NULL) {
+        Py_INCREF(blob);
+        if (PyArray_SetBaseObject((PyArrayObject *)v, blob) < 0) {
+            Py_CLEAR(v);
         }
-        Py_INCREF(col);
-        if (PyArray_SetBaseObject((PyArrayObject *)v, col) < 0) {
-            Py_DECREF(v);
-            PyMem_Free(rows_of);
-            goto done;
+        else {
+            PyArray_UpdateFlags((PyArrayObject *)v, NPY_ARRAY_UPDATE_ALL);
         }
-        PyArray_UpdateFlags((PyArrayObject *)v, NPY_ARRAY_UPDATE_ALL);
-        PyList_SET_ITEM(views, i, v);
-        r0 += (npy_intp)rows_of[i];
     }
-    PyMem_Free(rows_of);
-    result = Py_BuildValue("(Onn)", views, start, at);
-    goto done;
-
-none:
-    result = Py_NewRef(Py_None);
 done:
-    if (view.obj != NULL) {
-        PyBuffer_Release(&view);
+    Py_XDECREF(shape);
+    Py_XDECREF(dt);
+    Py_XDECREF(fn);
+    PyErr_Clear();
+    return v;
+}
+
+/* Append the span (start, stop) to the list spans: 0, or -1 with an exception. */
+static int
+add_span(PyObject *spans, Py_ssize_t start, Py_ssize_t stop)
+{
+    PyObject *span = Py_BuildValue("(nn)", start, stop);
+    int err = span == NULL || PyList_Append(spans, span) < 0;
+    Py_XDECREF(span);
+    return err ? -1 : 0;
+}
+
+PyDoc_STRVAR(views_doc,
+"views(refs, blob, name, dtypes, min_ndim, /)\n\n"
+"The views of non-empty ndarray references as BatchBlob.array makes them, each checked as\n"
+"it checks it: (views, spans), spans the byte ranges (start, stop) they cover, one per run\n"
+"of arrays each right after the last; or None if any reference breaks a rule or is empty\n"
+"(the Python code then deals with the list). name is the batch's blob's, dtypes maps dtype\n"
+"names to dtypes.");
+
+static PyObject *
+views(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[3]) ||
+        !PyLong_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "views(refs: list, blob, name, dtypes: dict, int)");
+        return NULL;
     }
-    Py_XDECREF(views);
-    Py_XDECREF(col);
-    Py_XDECREF(shape0);
-    Py_XDECREF(dtname0);
+    PyObject *refs = args[0], *blob = args[1];
+    int min_ndim = (int)PyLong_AsLong(args[4]);
+    Py_ssize_t n = PyList_GET_SIZE(refs);
+    Py_buffer buf;
+    if (PyObject_GetBuffer(blob, &buf, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(n), *spans = PyList_New(0), *result = NULL;
+    Py_ssize_t start = -1, stop = -1, off = 0, nbytes = 0;
+    if (out == NULL || spans == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = ref_view(PyList_GET_ITEM(refs, i), blob, buf.buf, buf.len, args[2],
+                               args[3], min_ndim, &off, &nbytes);
+        if (v == NULL) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, v);
+        if (off != stop) { /* (a new run) */
+            if (start >= 0 && add_span(spans, start, stop) < 0) {
+                goto done;
+            }
+            start = off;
+        }
+        stop = off + nbytes;
+    }
+    if (start < 0 || add_span(spans, start, stop) == 0) {
+        result = PyTuple_Pack(2, out, spans);
+    }
+done:
+    PyBuffer_Release(&buf);
+    Py_XDECREF(out);
+    Py_XDECREF(spans);
     return result;
 }
 
 static PyMethodDef module_methods[] = {
-    {"column_views", (PyCFunction)(void (*)(void))column_views, METH_FASTCALL, column_views_doc},
+    {"views", (PyCFunction)(void (*)(void))views, METH_FASTCALL, views_doc},
 #ifndef _WIN32
     {"start_write", start_write, METH_VARARGS, start_write_doc},
 #endif
@@ -1152,10 +983,8 @@ PyInit__speedups(void)
     s_npyfile = PyUnicode_InternFromString("npyfile");
     s_npyoff = PyUnicode_InternFromString("npyoff");
     s_size = PyUnicode_InternFromString("size");
-    if (!s_shape || !s_dtype || !s_npyfile || !s_npyoff || !s_size) {
-        return NULL;
-    }
-    if (PyType_Ready(&StepRecorderType) < 0) {
+    if (!s_shape || !s_dtype || !s_npyfile || !s_npyoff || !s_size ||
+        PyType_Ready(&StepRecorderType) < 0) {
         return NULL;
     }
 #ifndef _WIN32
@@ -1164,14 +993,8 @@ PyInit__speedups(void)
     }
 #endif
     PyObject *m = PyModule_Create(&speedups_module);
-    if (m == NULL) {
-        return NULL;
-    }
-    Py_INCREF(&StepRecorderType);
-    if (PyModule_AddObject(m, "StepRecorder", (PyObject *)&StepRecorderType) < 0) {
-        Py_DECREF(&StepRecorderType);
-        Py_DECREF(m);
-        return NULL;
+    if (m != NULL && PyModule_AddObjectRef(m, "StepRecorder", (PyObject *)&StepRecorderType) < 0) {
+        Py_CLEAR(m);
     }
     return m;
 }

@@ -39,7 +39,7 @@ HOSTILE_CASES = sorted(
 def plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch both accelerated pieces off: every step and every batch takes the Python code."""
     monkeypatch.setattr(steps, "speedups", None)
-    monkeypatch.setattr(BatchBlob, "_column_views_c", None)
+    monkeypatch.setattr(BatchBlob, "_views_c", None)
 
 
 def both(monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]) -> tuple[Any, Any]:
@@ -47,7 +47,7 @@ def both(monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]) -> tuple[Any, 
     accelerated = run()
     with monkeypatch.context() as m:
         plain(m)
-        assert steps.speedups is None and BatchBlob._column_views_c is None
+        assert steps.speedups is None and BatchBlob._views_c is None
         return accelerated, run()
 
 

@@ -35,7 +35,7 @@ from tests.conftest import (
 def plain_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch both accelerated pieces off: every step and every batch takes the Python code."""
     monkeypatch.setattr(steps, "speedups", None)
-    monkeypatch.setattr(BatchBlob, "_column_views_c", None)
+    monkeypatch.setattr(BatchBlob, "_views_c", None)
 
 
 @pytest.fixture(autouse=True, params=["c", "python"])

@@ -9,9 +9,7 @@ blob, no byte shared with another array of the batch), then handed out as a read
 
 from __future__ import annotations
 
-import itertools
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -218,79 +216,34 @@ class BatchBlob:
         self._ends.append(off + nbytes)
         return np.ndarray(ref.shape, dt, blob, off)
 
-    def arrays_of(self, refs: list[ArrayRef], where: Callable[[int], str]) -> list[np.ndarray]:
+    def arrays_of(
+        self, refs: list[ArrayRef], where: Callable[[int], str], *, steps: bool = False
+    ) -> list[np.ndarray]:
         """The views of ``refs`` (``where(i)`` names the place of ``refs[i]`` for messages).
 
-        References laid out as a writer's column (one dtype and row shape, each array right
-        after the previous one) are checked together and sliced from one view of the blob;
-        any other list is checked reference by reference. Both give equal arrays.
+        With ``steps``, each is a field's array (§5), whose first axis is the step: a 0-d
+        array is refused. Each reference is checked as :meth:`array` checks it.
         """
-        if len(refs) > 1:
-            views = self._column(refs)
-            if views is not None:
+        c = self._views_c
+        if c is not None and refs:
+            got = c(refs, self.bytes(), self.name, DTYPE, 1 if steps else 0)
+            if got is not None:  # (else a reference breaks a rule: found and named below)
+                views, spans = got
+                for start, stop in spans:
+                    self._starts.append(start)
+                    self._ends.append(stop)
+                self.arrays += len(refs)
                 return views
-        return [self.array(r, where(i)) for i, r in enumerate(refs)]
+        arrays = [self.array(r, where(i)) for i, r in enumerate(refs)]
+        if steps:
+            for i, a in enumerate(arrays):
+                if not a.ndim:
+                    raise self.fail(where(i), "expected a field array with a step axis, got 0-d")
+        return arrays
 
-    #: The C drop-in for :meth:`_column_views` (see :mod:`gym_recording._accel`), or ``None``.
-    _column_views_c = getattr(speedups, "column_views", None)
-
-    def _column(self, refs: list[ArrayRef]) -> list[np.ndarray] | None:
-        """:meth:`arrays_of` for references laid out as a writer's column, or ``None``."""
-        blob = self.bytes()
-        c = self._column_views_c
-        got = c(refs, blob, self.name, DTYPE) if c is not None else self._column_views(refs, blob)
-        if got is None:
-            return None
-        views, start, stop = got
-        if stop > start:
-            self._starts.append(start)
-            self._ends.append(stop)
-        self.arrays += len(refs)
-        return views
-
-    def _column_views(
-        self, refs: list[ArrayRef], blob: memoryview
-    ) -> tuple[list[np.ndarray], int, int] | None:
-        """``(views, start, stop)`` of ``refs`` laid out as a writer's column, else ``None``.
-
-        ``start:stop`` is the byte range the views cover. A writer's column is: one dtype,
-        one shape after the first axis, and each array's bytes right after the previous
-        one's, all within the blob. They are then one run of rows of the blob, viewed once
-        and sliced.
-        """
-        n = len(refs)
-        first = refs[0]
-        shapes = [r.shape for r in refs]
-        ndim = len(first.shape)
-        if (
-            not ndim
-            or [len(s) for s in shapes].count(ndim) != n
-            or [r.dtype for r in refs].count(first.dtype) != n
-            or [r.npyfile for r in refs].count(self.name) != n
-        ):
-            return None
-        for k in range(1, ndim):
-            if [s[k] for s in shapes].count(first.shape[k]) != n:
-                return None
-        tail = first.shape[1:]
-        dt = DTYPE[first.dtype]
-        row = dt.itemsize * math.prod(tail)
-        size = len(blob)
-        offs = [r.npyoff for r in refs]
-        sizes = [r.size for r in refs]
-        rows = [s[0] for s in shapes]
-        start, stop = offs[0], offs[-1] + sizes[-1]
-        if (
-            not 0 < row <= size
-            or stop > size
-            or sizes != [k * row for k in rows]
-            or offs[1:] != list(map(operator.add, offs[:-1], sizes[:-1]))
-        ):
-            return None
-        phase = start % row
-        col = np.ndarray(((size - phase) // row, *tail), dt, blob, phase)
-        bounds = list(itertools.accumulate(rows, initial=(start - phase) // row))
-        return [col[a:b] for a, b in itertools.pairwise(bounds)], start, stop
+    #: The C drop-in for :meth:`array` over a list (see :mod:`gym_recording._accel`): the
+    #: same checks and arrays, or ``None`` when a reference breaks a rule; or ``None``.
+    _views_c = getattr(speedups, "views", None)
 
     def check_disjoint(self) -> None:
         """Refuse the batch if two of its non-empty arrays share a byte of the blob."""

@@ -245,8 +245,9 @@ def decode_batch(
         continues,
         blob.arrays,
     )
-    if entry.steps is not None and entry.steps != batch.steps:
-        msg = f"the manifest lists {entry.steps} steps for this batch, but it holds {batch.steps}"
+    total = sum(steps)
+    if entry.steps is not None and entry.steps != total:
+        msg = f"the manifest lists {entry.steps} steps for this batch, but it holds {total}"
         raise TraceFormatError(msg, path)
     if entry.bytes is not None and entry.bin is not None:
         size = len(data) + len(blob.bytes())

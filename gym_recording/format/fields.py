@@ -171,7 +171,7 @@ def decode_fields(
     if _depth > MAX_NESTING:
         raise blob.fail(where(0), f"fields nest deeper than {MAX_NESTING} levels")
     if list(map(type, fields)).count(ArrayRef) == len(fields):  # the common case
-        return _with_step_axis(blob.arrays_of(fields, where), blob, where)  # type: ignore[arg-type]
+        return blob.arrays_of(fields, where, steps=True)  # type: ignore[arg-type]
     # Otherwise by kind: arrays, Dict fields of the same keys, Tuple fields of the same
     # length, per-step lists; each group decoded together, then put back in place.
     groups: dict[Any, list[int]] = {}
@@ -189,7 +189,7 @@ def decode_fields(
         here = _places(where, idx, "")
         got: list[Any]
         if key[0] == "array":
-            got = _with_step_axis(blob.arrays_of(members, here), blob, here)  # type: ignore[arg-type]
+            got = blob.arrays_of(members, here, steps=True)  # type: ignore[arg-type]
         elif key[0] == "dict":
             dicts: list[DictField] = members  # type: ignore[assignment]
             cols = {
@@ -222,10 +222,3 @@ def decode_fields(
 def _places(where: Callable[[int], str], idx: list[int], suffix: str) -> Callable[[int], str]:
     """``where`` for the members ``idx`` of a group, with ``suffix`` appended."""
     return lambda j: where(idx[j]) + suffix
-
-
-def _with_step_axis(arrays: list[np.ndarray], blob: BatchBlob, where: Callable[[int], str]) -> Any:
-    for i, a in enumerate(arrays):
-        if not a.ndim:
-            raise blob.fail(where(i), "expected a field array with a step axis, got a 0-d array")
-    return arrays

@@ -163,7 +163,8 @@ class ManifestDoc(Struct):
 
 
 _encoder = msgspec.json.Encoder()
-_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+# (made at import, so that building them is not part of reading a first batch)
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {t: msgspec.json.Decoder(t) for t in (Batch, Any)}
 _VERSION = re.compile(r"\d{1,9}(\.\d{1,9}){0,3}")
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +29,9 @@ from gym_recording.format.wire import Batch, BatchEntry, EpisodeObject, decode, 
 __all__ = ["DecodedBatch", "Span", "decode_batch", "encode_batch", "join_parts"]
 
 
-class Span(Protocol):
-    """What the encoder needs of a buffered episode (or part): its rows and its keys.
+@dataclass(slots=True)
+class Span:
+    """A buffered episode object (an episode, or a part of one): its rows and its keys (§4).
 
     Its observations are rows ``obs_start:obs_stop`` of the batch's observations field, its
     actions and rewards rows ``act_start:act_stop``.
@@ -47,8 +48,8 @@ class Span(Protocol):
     infos: list[Any] | None
     started_at: float | None
     ended_at: float | None
-    part: int
-    continues: bool
+    part: int = 0
+    continues: bool = False
 
 
 def encode_batch(

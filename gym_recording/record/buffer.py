@@ -137,17 +137,14 @@ class RowLeaf:
 class FrameLeaf:
     """Large fixed-shape arrays (images): rows of one preallocated array, grown by doubling.
 
-    When a batch is written its buffer is handed to the write (:meth:`release`) and another
-    takes its place: the one handed over before, once :meth:`written` says its write is
-    done, so that the thread stepping the env does not fault in a fresh buffer every batch.
+    When a batch is written its buffer is handed to the write (:meth:`release`) and a fresh
+    one of the same size takes its place.
     """
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
         self.dtype, self.shape = dtype, shape
         self.buf: np.ndarray = np.empty((_FIRST_ROWS, *shape), dtype=dtype)
         self.n = 0
-        self._writing: np.ndarray | None = None  # handed to the write in flight
-        self._spare: np.ndarray | None = None  # its write is done: free to reuse
 
         def put(v: Any) -> bool:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
@@ -183,22 +180,14 @@ class FrameLeaf:
     def release(self, keep_from: int) -> None:
         """Forget rows before ``keep_from``; the buffer goes to the write taking them."""
         k = self.n - keep_from
-        new, self._spare = self._spare, None
-        if new is None or new.shape != self.buf.shape:
-            new = np.empty_like(self.buf)
+        new = np.empty_like(self.buf)
         if k > 0:
             new[:k] = self.buf[keep_from : self.n]
-        self._writing = self.buf
         self.buf, self.n = new, k
 
     def truncate(self, rows: int) -> None:
         """Drop the steps after the first ``rows``."""
         self.n = min(self.n, rows)
-
-    def written(self) -> None:
-        """The write of the rows released last is done: its buffer may be reused."""
-        if self._writing is not None:
-            self._spare, self._writing = self._writing, None
 
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
@@ -349,15 +338,6 @@ def infer(v: Any, depth: int = 0) -> Node:
     return ListLeaf()
 
 
-def frame_leaves(node: Node | None) -> list[FrameLeaf]:
-    """The frame leaves of a field's tree (whose buffers go to writes)."""
-    if isinstance(node, FrameLeaf):
-        return [node]
-    if isinstance(node, _Branch):
-        return [f for c in node.children for f in frame_leaves(c)]
-    return []
-
-
 class Field:
     """The observations (or the actions) of the buffered steps.
 
@@ -411,11 +391,6 @@ class Field:
         """Forget the steps after the first ``rows`` (a step refused while being stored)."""
         if self.root is not None:
             self.root.truncate(rows)
-
-    def written(self) -> None:
-        """The write of the steps released last is done."""
-        for leaf in frame_leaves(self.root):
-            leaf.written()
 
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""

@@ -1,11 +1,11 @@
 """The recording: episodes collected step by step into a buffer, and handed over in batches.
 
 :class:`TraceRecording` is what the wrappers feed, and is usable on its own. It keeps the
-open episode and the completed ones waiting for their batch (as :class:`Span` rows of the
-buffer), splits an episode longer than a batch into parts, and hands each batch to its
-:class:`~gym_recording.record.writer.BatchWriter`. Observations and actions are copied as
-they arrive (:mod:`~gym_recording.record.buffer`); a wrapper's steps reach the buffer through
-a step recorder (:mod:`~gym_recording.record.steps`).
+open episode and the completed ones waiting for their batch (as rows of the buffer:
+:class:`~gym_recording.format.batch.Span`), splits an episode longer than a batch into
+parts, and hands each batch to its :class:`~gym_recording.record.writer.BatchWriter`.
+Observations and actions are copied as they arrive (:mod:`~gym_recording.record.buffer`);
+a wrapper's steps reach the buffer through a step recorder (:mod:`~gym_recording.record.steps`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording._version import __version__
+from gym_recording.format.batch import Span
 from gym_recording.format.spaces import space_to_json
 from gym_recording.format.values import snapshot
 from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
@@ -82,28 +83,13 @@ if hasattr(os, "register_at_fork"):
 
 
 @dataclass(slots=True)
-class Span:
-    """A buffered episode object: rows of the buffer and the keys of FORMAT.md §4.
+class OpenSpan(Span):
+    """A buffered episode object while it is recorded.
 
-    Its observations are rows ``obs_start:obs_stop`` of the buffered observations, its
-    actions and rewards rows ``act_start:act_stop``. While the episode is open the stops
-    are unset; ``flagged_at`` is the step count when a step last set ``terminated`` or
-    ``truncated``.
+    While the episode is open the stops are unset; ``flagged_at`` is the step count when a
+    step last set ``terminated`` or ``truncated``.
     """
 
-    obs_start: int
-    obs_stop: int
-    act_start: int
-    act_stop: int
-    terminated: bool
-    truncated: bool
-    seed: int | None
-    options: Any
-    infos: list[Any] | None
-    started_at: float | None
-    ended_at: float | None
-    part: int = 0
-    continues: bool = False
     flagged_at: int = -1
 
 
@@ -292,7 +278,7 @@ class TraceRecording:
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
         self._sized = False
         self._pending: list[Span] = []
-        self._open: Span | None = None
+        self._open: OpenSpan | None = None
         self._recorders: list[_steps.StepRecorder] = []
         with _open_lock:
             _open_recordings[id(self)] = self
@@ -369,7 +355,7 @@ class TraceRecording:
         rows = steps + self._resets
         self._store(self._obs, observation, rows, "the reset observation")
         self._resets += 1
-        self._open = Span(
+        self._open = OpenSpan(
             rows,
             0,
             steps,
@@ -600,8 +586,6 @@ class TraceRecording:
         act = self._act.take(0, last.act_stop)
         rewards = self._rew.take(last.act_stop)
         self._writer.wait()  # one batch in flight at a time keeps the write order
-        self._obs.written()  # (that write is done: its buffers may be reused)
-        self._act.written()
         # Keep only the open episode's rows (or nothing), at the front of the buffer.
         ep = self._open
         keep_obs = ep.obs_start if ep is not None else len(self._rew) + self._resets

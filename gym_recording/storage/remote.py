@@ -132,15 +132,7 @@ class FsspecStorage:
 
     def read_bytes(self, name: str, max_size: int) -> bytes:
         """Read object ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""
-        path = self._path(name)
-        try:
-            data: bytes = self.fs.cat_file(path, start=0, end=max_size + 1)
-        except FileNotFoundError as exc:
-            msg = "file is listed by the recording but does not exist"
-            raise TraceFormatError(msg, self._where(name)) from exc
-        except Exception as exc:
-            msg = f"cannot read file: {exc}"
-            raise TraceFormatError(msg, self._where(name)) from exc
+        data = self._cat(name, "file is listed by the recording", end=max_size + 1)
         if len(data) > max_size:
             msg = f"file is more than the limit of {max_size} bytes"
             raise TraceFormatError(msg, self._where(name))
@@ -148,16 +140,15 @@ class FsspecStorage:
 
     def map(self, name: str) -> memoryview:
         """The bytes of object ``name``, downloaded whole (read-only)."""
-        path = self._path(name)
+        return memoryview(self._cat(name, "array file is referenced by the recording"))
+
+    def _cat(self, name: str, listed: str, **kwargs: Any) -> bytes:
         try:
-            data = self.fs.cat_file(path)
+            return bytes(self.fs.cat_file(self._path(name), start=0, **kwargs))
         except FileNotFoundError as exc:
-            msg = "array file is referenced by the recording but does not exist"
-            raise TraceFormatError(msg, self._where(name)) from exc
+            raise TraceFormatError(f"{listed} but does not exist", self._where(name)) from exc
         except Exception as exc:
-            msg = f"cannot read file: {exc}"
-            raise TraceFormatError(msg, self._where(name)) from exc
-        return memoryview(bytes(data))
+            raise TraceFormatError(f"cannot read file: {exc}", self._where(name)) from exc
 
     def list_names(self) -> list[str]:
         """Plain names of the objects directly under the prefix (freshly listed)."""

@@ -1,0 +1,36 @@
+"""The frame leaf's buffers: each handed to the write of its batch at a release, and never
+written to again (the write reads it while the env steps on).
+
+(A private module: the buffer's hand-over is not visible through the public API, and a write
+that read a reused buffer would record the wrong frames only under a race.)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gym_recording.record.buffer import FrameLeaf
+
+
+def _frame(i: int) -> np.ndarray:
+    return np.full((8, 16, 3), i % 251, np.uint8)
+
+
+def _fill(leaf: FrameLeaf, start: int, n: int) -> None:
+    for i in range(start, start + n):
+        assert leaf.put(_frame(i))
+
+
+def test_a_buffer_a_write_holds_is_never_written_again() -> None:
+    """A release never hands out the buffer a write is reading."""
+    leaf = FrameLeaf(np.dtype(np.uint8), (8, 16, 3))
+    first = leaf.buf
+    _fill(leaf, 0, 10)
+    in_flight = memoryview(leaf.take(0, 10))  # a write still reading the first batch
+    leaf.release(10)
+    _fill(leaf, 10, 10)
+    leaf.take(0, 10)
+    leaf.release(8)  # two rows kept (an open episode's) go to the front of the next buffer
+    assert leaf.buf is not first
+    _fill(leaf, 20, 30)  # more rows than the first buffer ever held
+    assert bytes(in_flight) == b"".join(_frame(i).tobytes() for i in range(10))
+    assert [int(leaf.get(i)[0, 0, 0]) for i in range(4)] == [18, 19, 20, 21]

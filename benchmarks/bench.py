@@ -613,8 +613,9 @@ def main() -> None:
     emit("## Recording (write) speed")
     emit()
     emit(
-        "The C extension (`gym_recording._speedups`: the recorded step, and the reader's view "
-        "of a batch's column of arrays) is "
+        "The C extension (`gym_recording._speedups`: the recorded step, a batch's files "
+        "written on a thread without the GIL, and the reader's check-and-view of array "
+        "references) is "
         + (
             "built and used: `ours`."
             if step_path.ACCELERATED

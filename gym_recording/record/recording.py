@@ -18,6 +18,7 @@ import logging
 import os
 import platform
 import secrets
+import struct
 import sys
 import tempfile
 import threading
@@ -91,6 +92,9 @@ class OpenSpan(Span):
     """
 
     flagged_at: int = -1
+
+
+_pack_reward = struct.Struct("<d").pack  # (a reward's bytes, as Rewards holds them)
 
 
 def _now() -> float:
@@ -351,7 +355,7 @@ class TraceRecording:
             self._submit_batch()
         kept_options = None if options is None else self._snapshot(options, "the reset options")
         kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
-        steps = len(self._rew)
+        steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
         self._store(self._obs, observation, rows, "the reset observation")
         self._resets += 1
@@ -368,7 +372,8 @@ class TraceRecording:
             _now(),
             None,
         )
-        self._layout_known()
+        if not self._sized:
+            self._layout_known()
         self._sync_room()
 
     def add_step(
@@ -402,27 +407,34 @@ class TraceRecording:
                 "returned; call add_reset(observation) first"
             )
             raise RecordingError(msg)
-        if len(self._rew) >= self._room:
+        rewards = self._rew.buf
+        if len(rewards) >> 3 >= self._room:
             self._make_room()
-        steps = len(self._rew)
-        try:
-            value = reward_value(reward)
+        steps = len(rewards) >> 3
+        what = "the reward"
+        try:  # (every check before anything is kept: a refused step leaves no trace)
+            value = reward if type(reward) is float else reward_value(reward)
             kept_info = self._snapshot(info, "the step's info") if self.record_infos else None
-            self._store(self._act, action, steps, "the action")
-            try:
-                self._store(self._obs, observation, steps + self._resets, "the observation")
-            except RecordingError:
-                self._act.truncate(steps)
-                raise
-        except RecordingError:
+            what = "the action"
+            if not self._act.put(action):
+                self._refit(self._act, action, steps)
+            what = "the observation"
+            if not self._obs.put(observation):
+                self._refit(self._obs, observation, steps + self._resets)
+        except (RecordingError, ValueError) as exc:
+            self._act.truncate(steps)
+            self._obs.truncate(steps + self._resets)
             self._cut(steps)
-            raise
-        self._rew.append(value)
+            if isinstance(exc, RecordingError):
+                raise
+            raise RecordingError(f"cannot record {what}: {exc}") from None
+        rewards += _pack_reward(value)
         if terminated or truncated:
             self._flags(terminated, truncated)
         if kept_info is not None:
             ep.infos.append(kept_info)  # type: ignore[union-attr]
-        self._layout_known()
+        if not self._sized:
+            self._layout_known()
 
     def _snapshot(self, value: Any, what: str) -> Any:
         if value is None:
@@ -436,16 +448,21 @@ class TraceRecording:
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
         """Store one step of ``field``, which holds ``rows`` rows.
 
-        A ``value`` that does not fit the field's layout sends it to per-step values.
+        Raises:
+            RecordingError: ``value`` cannot be stored (``field`` is left as it was).
         """
         try:
             if not field.put(value):
-                field.fallback(value, rows)
-                self._configure()
+                self._refit(field, value, rows)
         except ValueError as exc:
             field.truncate(rows)
             msg = f"cannot record {what}: {exc}"
             raise RecordingError(msg) from None
+
+    def _refit(self, field: Field, value: Any, rows: int) -> None:
+        """``value`` does not fit the layout of ``field`` (``rows`` rows): go per step."""
+        field.fallback(value, rows)
+        self._configure()
 
     def _cut(self, steps: int) -> None:
         """A step was refused: end the open episode at its ``steps`` stored steps."""
@@ -470,7 +487,7 @@ class TraceRecording:
         if ep is None:
             return
         self._open = None
-        steps = len(self._rew)
+        steps = len(self._rew.buf) >> 3
         ep.obs_stop = steps + self._resets
         ep.act_stop = steps
         if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
@@ -494,16 +511,17 @@ class TraceRecording:
         ``other(action, result)``. The C step recorder is used where it is built.
         """
 
-        def slow(action: Any, result: Any) -> None:
+        def slow(action: Any, result: Any) -> Any:
             if self._open is None:
                 other(action, result)
-                return
+                return result
             try:
                 observation, reward, terminated, truncated, info = result
             except (TypeError, ValueError):  # not a gymnasium 5-tuple
                 other(action, result)
-                return
+                return result
             self.add_step(action, observation, reward, terminated, truncated, info)
+            return result
 
         recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
         self._recorders.append(recorder)

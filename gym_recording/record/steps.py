@@ -53,17 +53,14 @@ class PlainStepRecorder:
     """The plain implementation: every step goes to the recording's Python code.
 
     Args:
-        slow: ``slow(action, result)`` records the step (the recording's code).
+        slow: ``slow(action, result)`` records the step (the recording's code) and returns
+            ``result``. It is :attr:`record` itself, so that a step costs no call more.
     """
 
     def __init__(self, slow: Record) -> None:
-        self._slow = slow
+        #: Store the step ``env.step(action)`` returned ``result``; return ``result``.
+        self.record: Record = slow
         self.room = -1
-
-    def record(self, action: Any, result: Any, /) -> Any:
-        """Store the step ``env.step(action)`` returned ``result``; return ``result``."""
-        self._slow(action, result)
-        return result
 
     def configure(self, observations: Layout | None, actions: Layout | None, /) -> None:
         """Nothing to do: every step takes the Python code."""
@@ -75,7 +72,8 @@ def step_recorder(
     """A step recorder that stores into a recording's buffer.
 
     Args:
-        slow: Records a step the accelerated recorder does not store itself.
+        slow: Records a step the accelerated recorder does not store itself, and returns
+            the result it was given.
         on_flags: Called with ``(terminated, truncated)`` after it stores a step that sets
             either.
         rewards: The buffer's rewards.

@@ -5,7 +5,7 @@ python examples/playback.py DIRECTORY
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import numpy as np
 
@@ -32,6 +32,6 @@ def main(directory: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python examples/playback.py DIRECTORY")
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", help="a recording (a folder of traces, or a URL)")
+    main(parser.parse_args().directory)

@@ -7,7 +7,7 @@ The recording costs one line: ``TraceRecordingWrapper(env, directory)``. Runs in
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 
 import gymnasium as gym
@@ -48,4 +48,9 @@ def main(directory: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="cartpole-traces-"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "directory", nargs="?", help="where the traces go (default: a new temporary folder)"
+    )
+    args = parser.parse_args()
+    main(args.directory or tempfile.mkdtemp(prefix="cartpole-traces-"))

@@ -28,6 +28,7 @@ from gym_recording._errors import (
     TraceFormatError,
 )
 from gym_recording._version import __version__
+from gym_recording.format.spaces import UnknownSpace
 from gym_recording.format.wire import FORMAT_VERSION
 from gym_recording.playback import TraceRecordingReader, scan_recorded_traces
 from gym_recording.read.episode import Episode
@@ -54,6 +55,7 @@ __all__ = [
     "TraceRecordingReader",
     "TraceRecordingVectorWrapper",
     "TraceRecordingWrapper",
+    "UnknownSpace",
     "VerifyReport",
     "__version__",
     "iter_transitions",

@@ -10,6 +10,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gym_recording.format.spaces
+from gym_recording import UnknownSpace
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.spaces import MAX_SPACE_DEPTH, space_from_json, space_to_json
 
@@ -295,7 +297,8 @@ def test_nesting_at_the_limit_roundtrips() -> None:
 
 
 def test_too_deep_space_is_written_partly_unknown() -> None:
-    """A space nested past the limit is written (inner part Unknown) and reads back as None."""
+    """A space nested past the limit is written (inner part Unknown) and reads back with its
+    known levels, the innermost an UnknownSpace."""
     d = space_to_json(nested_tuple_space(MAX_SPACE_DEPTH + 6))
     json.dumps(d, allow_nan=False)
     inner = d
@@ -303,7 +306,11 @@ def test_too_deep_space_is_written_partly_unknown() -> None:
         assert inner is not None and inner["type"] == "Tuple"
         inner = inner["spaces"][0]
     assert inner is not None and inner["type"] == "Unknown"
-    assert space_from_json(strict_json(d)) is None
+    back = space_from_json(strict_json(d))
+    for _ in range(MAX_SPACE_DEPTH):
+        assert isinstance(back, spaces.Tuple)
+        back = back.spaces[0]
+    assert isinstance(back, UnknownSpace)
 
 
 # --- Unknown and None ---------------------------------------------------------------------------
@@ -353,16 +360,77 @@ def test_broken_legacy_lookalike_does_not_raise() -> None:
     assert d is not None and d["type"] == "Unknown"
 
 
-def test_container_with_unknown_reads_as_none() -> None:
-    """A Tuple or Dict holding an Unknown space cannot be rebuilt and reads back as None."""
+def test_container_with_unknown_keeps_its_known_parts() -> None:
+    """A Tuple or Dict holding an Unknown space reads back with its known parts, the unknown
+    one an UnknownSpace that accepts any value and says what it was."""
     graph = spaces.Graph(node_space=spaces.Discrete(3), edge_space=None)
-    for space in (
-        spaces.Tuple([spaces.Discrete(2), graph]),
-        spaces.Dict({"a": spaces.Discrete(2), "g": spaces.Tuple([graph])}),
-    ):
-        d = space_to_json(space)
-        json.dumps(d, allow_nan=False)
-        assert space_from_json(strict_json(d)) is None
+    t = space_from_json(strict_json(space_to_json(spaces.Tuple([spaces.Discrete(2), graph]))))
+    assert isinstance(t, spaces.Tuple) and t.spaces[0] == spaces.Discrete(2)
+    assert isinstance(t.spaces[1], UnknownSpace) and "Graph" in t.spaces[1].description
+    assert t.spaces[1].contains(object())
+    with pytest.raises(NotImplementedError, match="cannot sample"):
+        t.spaces[1].sample()
+    d = space_from_json(
+        strict_json(
+            space_to_json(spaces.Dict({"a": spaces.Discrete(2), "g": spaces.Tuple([graph])}))
+        )
+    )
+    assert isinstance(d, spaces.Dict) and list(d.spaces) == ["a", "g"]
+    assert isinstance(d["g"], spaces.Tuple) and isinstance(d["g"].spaces[0], UnknownSpace)
+    assert d == space_from_json(strict_json(space_to_json(d)))  # (UnknownSpace compares equal)
+
+
+def test_minigrid_observation_space_keeps_its_known_parts() -> None:
+    """MiniGrid's Dict of an image, a direction and a custom MissionSpace: the image and the
+    direction come back as they were."""
+    minigrid = pytest.importorskip("minigrid")
+    env = gymnasium.make("MiniGrid-Empty-5x5-v0")
+    space = env.observation_space
+    back = space_from_json(strict_json(space_to_json(space)))
+    assert isinstance(back, spaces.Dict) and list(back.spaces) == list(space.spaces)
+    assert back["image"] == space["image"] and back["direction"] == space["direction"]
+    assert isinstance(back["mission"], UnknownSpace)
+    assert "MissionSpace" in back["mission"].description
+    env.close()
+    del minigrid
+
+
+def test_a_large_text_charset_is_written_as_ranges() -> None:
+    """A Text space of every code point but the surrogates is a few ranges, not a string of
+    a million characters (which UTF-8 could not even hold with the surrogates)."""
+    chars = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    space = spaces.Text(4, charset=chars)
+    d = space_to_json(space)
+    assert d is not None and "charset" not in d
+    assert d["charset_ranges"] == [[0, 0xD7FF], [0xE000, 0x10FFFF]]
+    assert len(json.dumps(d)) < 200
+    assert space_from_json(strict_json(d)) == space
+    with_surrogates = spaces.Text(2, charset="ab\ud800")
+    d = space_to_json(with_surrogates)
+    assert d is not None and d["charset_ranges"] == [[0x61, 0x62], [0xD800, 0xD800]]
+    assert space_from_json(strict_json(d)) == with_surrogates
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [[], [[5, 4]], [[0, 3], [2, 5]], [[0, 0x110000]], [[-1, 2]], [[0, True]], "ab", [[1]]],
+)
+def test_bad_charset_ranges_are_refused(ranges: Any) -> None:
+    d = {"type": "Text", "min_length": 0, "max_length": 3, "charset_ranges": ranges}
+    with pytest.raises(TraceFormatError, match="charset_ranges"):
+        space_from_json(d)
+
+
+@pytest.mark.parametrize("shape", [[16384, 16384], [2**31, 2**31], [2**62, 2**62, 2**62]])
+def test_a_space_too_large_to_rebuild_is_refused(shape: list[int]) -> None:
+    """A Box written compactly (scalar bounds) but whose bounds would take gigabytes is
+    refused, naming the space, before any array is made."""
+    d = {"type": "Box", "shape": shape, "dtype": "float32", "low": 0, "high": 1}
+    with pytest.raises(TraceFormatError, match="MiB of memory to rebuild"):
+        space_from_json(d, where="observation_space")
+    inside = {"type": "Dict", "spaces": {"a": d}}
+    with pytest.raises(TraceFormatError, match=r"observation_space.spaces\['a'\]"):
+        space_from_json(inside, where="observation_space")
 
 
 def test_dict_with_non_string_keys_is_unknown() -> None:

@@ -34,18 +34,21 @@ def rec(tmp_path: Path) -> gym_recording.Recording:
 
 
 def test_every_transition_once_and_consistent(rec: gym_recording.Recording) -> None:
-    """One pass yields each step of each episode once, with its own next_obs, reward and done."""
+    """One pass yields each step of each episode once, with its own next_obs, reward, done
+    and truncated."""
     seen = set()
     for batch in iter_transitions(rec, 4, seed=0):
-        assert set(batch) == {"obs", "action", "reward", "next_obs", "done"}
+        assert set(batch) == {"obs", "action", "reward", "next_obs", "done", "truncated"}
+        assert batch["truncated"].dtype == np.bool_
         assert batch["obs"].dtype == np.int64 and batch["action"].dtype == np.int32
         assert batch["reward"].dtype == np.float64 and batch["done"].dtype == np.bool_
-        for obs, act, rew, nxt, done in zip(
+        for obs, act, rew, nxt, done, truncated in zip(
             batch["obs"],
             batch["action"],
             batch["reward"],
             batch["next_obs"],
             batch["done"],
+            batch["truncated"],
             strict=True,
         ):
             e, t = obs.tolist()
@@ -54,6 +57,7 @@ def test_every_transition_once_and_consistent(rec: gym_recording.Recording) -> N
             assert rew == 100 * e + t + 1
             n = rec[e].length
             assert done == (t + 1 == n and e % 2 == 0)  # terminated only, not truncated
+            assert truncated == (t + 1 == n and e % 2 == 1)  # a time limit: told apart
             seen.add((e, t))
     assert seen == {(e, t) for e, ep in enumerate(rec) for t in range(ep.length)}
     assert len(seen) == 13

@@ -12,11 +12,13 @@ Discrete(3, start=1)
 
 Legacy ``gym.spaces`` objects are recognised by their class name and module, so ``gym`` is
 never imported here. Anything that is not one of the seven known space types is written as
-``{"type": "Unknown", "repr": ...}`` and read back as ``None``; a ``Tuple`` or ``Dict`` holding
-an ``Unknown`` space is read back as ``None`` as well, since it cannot be rebuilt.
+``{"type": "Unknown", "repr": ...}``. Read back, it is ``None`` where it is the whole space,
+and an :class:`UnknownSpace` inside a ``Tuple`` or ``Dict``, so that the known parts are kept
+(MiniGrid's ``Dict`` of an image, a direction and a custom mission space, say).
 
-One addition to §7: a ``Discrete`` space whose dtype is not ``int64`` (Gymnasium ≥ 1.0 allows
-other integer dtypes) also carries ``"dtype"``, so that it reads back equal to itself.
+Rebuilding a space takes memory for its bounds (a ``Box``'s ``low`` and ``high`` are full
+arrays in Gymnasium, however compactly they are written): a space that would take more than
+:data:`MAX_SPACE_BYTES` is refused with a :class:`~gym_recording.TraceFormatError`.
 """
 
 from __future__ import annotations
@@ -33,10 +35,58 @@ from gymnasium import spaces as gspaces
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.limits import MAX_NDIM
 
-__all__ = ["MAX_SPACE_DEPTH", "space_from_json", "space_to_json"]
+__all__ = ["MAX_SPACE_BYTES", "MAX_SPACE_DEPTH", "UnknownSpace", "space_from_json", "space_to_json"]
 
 MAX_SPACE_DEPTH = 64
 """How deeply ``Tuple``/``Dict`` spaces may nest: the top-level space is at depth 0."""
+
+MAX_SPACE_BYTES = 256 << 20
+"""The most memory a rebuilt space's arrays and characters may take together."""
+
+#: A Text charset longer than this is written as ranges of code points (FORMAT.md §7).
+_CHARSET_STRING_MAX = 1024
+
+
+class UnknownSpace(gspaces.Space[Any]):
+    """A part of a recorded space that the recorder could not describe (FORMAT.md §7).
+
+    It stands in a rebuilt ``Tuple`` or ``Dict`` space for the subspace written as
+    ``Unknown``, so that the other subspaces are kept. It knows nothing of its values:
+    :meth:`contains` accepts any value, and :meth:`sample` is not possible.
+
+    Args:
+        description: The ``repr`` of the original space, as recorded.
+
+    Example:
+        >>> from gym_recording.format.spaces import space_from_json
+        >>> space = space_from_json({"type": "Dict", "spaces": {
+        ...     "n": {"type": "Discrete", "n": 2, "start": 0},
+        ...     "mission": {"type": "Unknown", "repr": "MissionSpace(...)"}}})
+        >>> space["n"], space["mission"]
+        (Discrete(2), UnknownSpace('MissionSpace(...)'))
+    """
+
+    def __init__(self, description: str) -> None:
+        super().__init__()
+        self.description = description
+
+    def contains(self, x: Any) -> bool:
+        """Any value: nothing is known of this space."""
+        return True
+
+    def sample(self, mask: Any = None, probability: Any = None) -> Any:
+        """Not possible: nothing is known of this space."""
+        msg = f"cannot sample the unknown space {self.description}"
+        raise NotImplementedError(msg)
+
+    def __repr__(self) -> str:
+        return f"UnknownSpace({self.description!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnknownSpace) and other.description == self.description
+
+    def __hash__(self) -> int:
+        return hash(("UnknownSpace", self.description))
 
 
 _INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -88,6 +138,8 @@ def space_to_json(space: object) -> dict[str, Any] | None:
 
 
 def _to_json(space: object, depth: int) -> dict[str, Any]:
+    if isinstance(space, UnknownSpace):  # (read from a recording: written as it was read)
+        return {"type": "Unknown", "repr": space.description}
     kind = _space_kind(space)
     if kind is None:
         return _unknown(space)
@@ -200,12 +252,21 @@ def _write_text(space: Any, depth: int) -> dict[str, Any]:
     charset = getattr(space, "character_set", None)
     if charset is None:
         charset = space._char_set
-    return {
+    out: dict[str, Any] = {
         "type": "Text",
         "min_length": int(space.min_length),
         "max_length": int(space.max_length),
-        "charset": "".join(sorted(str(char) for char in charset)),
     }
+    codes = np.unique(np.fromiter(map(ord, charset), np.int64, len(charset)))
+    surrogates = bool(((codes >= 0xD800) & (codes <= 0xDFFF)).any())
+    if len(codes) <= _CHARSET_STRING_MAX and not surrogates:
+        out["charset"] = "".join(map(chr, codes.tolist()))
+    else:  # (a large charset, or one UTF-8 cannot hold: runs of code points, first and last)
+        breaks = np.flatnonzero(np.diff(codes) != 1)
+        firsts = np.concatenate([codes[:1], codes[breaks + 1]])
+        lasts = np.concatenate([codes[breaks], codes[-1:]])
+        out["charset_ranges"] = np.stack([firsts, lasts], axis=1).tolist()
+    return out
 
 
 def _write_tuple(space: Any, depth: int) -> dict[str, Any]:
@@ -248,16 +309,35 @@ def space_from_json(d: dict[str, Any] | None, *, where: str = "space") -> gspace
         where: What ``d`` is, for error messages, e.g. ``"observation_space"``.
 
     Returns:
-        The space; ``None`` if ``d`` is ``None``, is ``Unknown``, or contains an ``Unknown``.
+        The space; ``None`` if ``d`` is ``None`` or ``Unknown``. An ``Unknown`` part of a
+        ``Tuple`` or ``Dict`` is an :class:`UnknownSpace`.
 
     Raises:
         TraceFormatError: ``d`` is not valid §7 JSON (not a dict, a missing key, a value of the
             wrong type or out of range, an unknown ``type``, spaces nested deeper than
-            :data:`MAX_SPACE_DEPTH`) or Gymnasium refuses the values.
+            :data:`MAX_SPACE_DEPTH`), the space would take more than
+            :data:`MAX_SPACE_BYTES`, or Gymnasium refuses the values.
     """
     if d is None:
         return None
-    return _from_json(d, where, 0)
+    space = _from_json(d, where, 0, _Budget())
+    return None if isinstance(space, UnknownSpace) else space
+
+
+class _Budget:
+    """The memory a space being rebuilt may still take."""
+
+    def __init__(self) -> None:
+        self.left = MAX_SPACE_BYTES
+
+    def charge(self, nbytes: int, where: str) -> None:
+        self.left -= nbytes
+        if self.left < 0:
+            msg = (
+                f"{where}: the space would take more than {MAX_SPACE_BYTES >> 20} MiB of "
+                "memory to rebuild (its bounds are full arrays); not read"
+            )
+            raise TraceFormatError(msg)
 
 
 def _describe(value: object) -> str:
@@ -268,7 +348,7 @@ def _fail(where: str, expected: str, value: object) -> TraceFormatError:
     return TraceFormatError(f"{where}: expected {expected}, got {_describe(value)}")
 
 
-def _from_json(d: object, where: str, depth: int) -> gspaces.Space[Any] | None:
+def _from_json(d: object, where: str, depth: int, budget: _Budget) -> gspaces.Space[Any]:
     if depth > MAX_SPACE_DEPTH:
         raise TraceFormatError(f"{where}: spaces nested deeper than {MAX_SPACE_DEPTH} levels")
     if not isinstance(d, dict):
@@ -279,7 +359,7 @@ def _from_json(d: object, where: str, depth: int) -> gspaces.Space[Any] | None:
         raise TraceFormatError(
             f"{where}.type: expected one of {', '.join((*_KNOWN, 'Unknown'))}, got {kind!r}"
         )
-    return reader(d, where, depth)
+    return reader(d, where, depth, budget)
 
 
 def _get(d: dict[str, Any], key: str, where: str, kind: type, expected: str) -> Any:
@@ -382,11 +462,13 @@ def _to_array(value: object, shape: Sequence[int], dtype: np.dtype[Any], where: 
     return np.array(flat, dtype=dtype).reshape(tuple(shape))
 
 
-def _read_box(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
+def _read_box(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gspaces.Space[Any]:
     shape = _get(d, "shape", where, list, "a list of non-negative integers")
     if len(shape) > MAX_NDIM or not all(_is_int(dim) and dim >= 0 for dim in shape):
         raise _fail(f"{where}.shape", f"a list of at most {MAX_NDIM} non-negative integers", shape)
     dtype = _get_dtype(d, "dtype", where, sorted(_BOX_DTYPES))
+    # low and high, and Gymnasium's masks of which bounds are finite (one byte an element)
+    budget.charge(math.prod(shape) * (2 * dtype.itemsize + 2), where)
     bounds = {}
     for key in ("low", "high"):
         if key not in d:
@@ -403,19 +485,24 @@ def _read_box(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] |
     )
 
 
-def _read_discrete(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
+def _read_discrete(
+    d: dict[str, Any], where: str, depth: int, budget: _Budget
+) -> gspaces.Space[Any]:
     n = _get_int(d, "n", where, minimum=1)
     start = _get_int(d, "start", where)
     dtype = _get_dtype(d, "dtype", where, _INT_DTYPES) if "dtype" in d else np.dtype(np.int64)
     return _build(where, lambda: gspaces.Discrete(n, start=start, dtype=dtype))
 
 
-def _read_multi_discrete(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
+def _read_multi_discrete(
+    d: dict[str, Any], where: str, depth: int, budget: _Budget
+) -> gspaces.Space[Any]:
     dtype = _get_dtype(d, "dtype", where, _INT_DTYPES)
     for key in ("nvec", "start"):
         if key not in d:
             raise TraceFormatError(f"{where}: missing key {key!r} (MultiDiscrete space)")
     shape = _infer_shape(d["nvec"], f"{where}.nvec")
+    budget.charge(math.prod(shape) * 4 * dtype.itemsize, where)
     nvec = _to_array(d["nvec"], shape, dtype, f"{where}.nvec")
     start = _to_array(d["start"], shape, dtype, f"{where}.start")
     if not bool((nvec > 0).all()):
@@ -423,7 +510,9 @@ def _read_multi_discrete(d: dict[str, Any], where: str, depth: int) -> gspaces.S
     return _build(where, lambda: gspaces.MultiDiscrete(nvec, dtype=dtype, start=start))
 
 
-def _read_multi_binary(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
+def _read_multi_binary(
+    d: dict[str, Any], where: str, depth: int, budget: _Budget
+) -> gspaces.Space[Any]:
     if "n" not in d:
         raise TraceFormatError(f"{where}: missing key 'n' (MultiBinary space)")
     n = d["n"]
@@ -436,42 +525,64 @@ def _read_multi_binary(d: dict[str, Any], where: str, depth: int) -> gspaces.Spa
     )
 
 
-def _read_text(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
+def _read_text(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gspaces.Space[Any]:
     min_length = _get_int(d, "min_length", where, minimum=0)
     max_length = _get_int(d, "max_length", where, minimum=min_length)
-    charset = _get(d, "charset", where, str, "a string of the allowed characters")
+    if "charset_ranges" in d:
+        charset = _charset_of_ranges(d["charset_ranges"], f"{where}.charset_ranges", budget)
+    else:
+        charset = _get(d, "charset", where, str, "a string of the allowed characters")
+        budget.charge(_CHAR_BYTES * len(charset), where)
     return _build(where, lambda: gspaces.Text(max_length, min_length=min_length, charset=charset))
 
 
-def _read_tuple(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
+#: About what one character of a Text space takes in memory (in Gymnasium's set and tuple).
+_CHAR_BYTES = 128
+
+
+def _charset_of_ranges(ranges: object, where: str, budget: _Budget) -> str:
+    """The characters of ``charset_ranges``: ``[first, last]`` code points, in rising order."""
+    expected = "a list of [first, last] code points in rising order, within 0..0x10FFFF"
+    if not isinstance(ranges, list) or not ranges:
+        raise _fail(where, expected, ranges)
+    end = -1
+    for pair in ranges:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(map(_is_int, pair))):
+            raise _fail(where, expected, pair)
+        first, last = pair
+        if not end < first <= last <= 0x10FFFF:
+            raise _fail(where, expected, pair)
+        budget.charge(_CHAR_BYTES * (last - first + 1), where)
+        end = last
+    return "".join(chr(c) for first, last in ranges for c in range(first, last + 1))
+
+
+def _read_tuple(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gspaces.Space[Any]:
     items = _get(d, "spaces", where, list, "a list of spaces")
     children = [
-        _from_json(item, f"{where}.spaces[{index}]", depth + 1) for index, item in enumerate(items)
+        _from_json(item, f"{where}.spaces[{index}]", depth + 1, budget)
+        for index, item in enumerate(items)
     ]
-    if any(child is None for child in children):
-        return None
-    return _build(where, lambda: gspaces.Tuple(children))  # type: ignore[arg-type]
+    return _build(where, lambda: gspaces.Tuple(children))
 
 
-def _read_dict(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
+def _read_dict(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gspaces.Space[Any]:
     items = _get(d, "spaces", where, dict, "an object mapping names to spaces")
-    children: OrderedDict[str, gspaces.Space[Any] | None] = OrderedDict()
+    children: OrderedDict[str, gspaces.Space[Any]] = OrderedDict()
     for key, item in items.items():
         if not isinstance(key, str):
             raise _fail(f"{where}.spaces", "string keys", key)
-        children[key] = _from_json(item, f"{where}.spaces[{key!r}]", depth + 1)
-    if any(child is None for child in children.values()):
-        return None
+        children[key] = _from_json(item, f"{where}.spaces[{key!r}]", depth + 1, budget)
     # An OrderedDict keeps the recorded key order (a plain dict would be sorted).
-    return _build(where, lambda: gspaces.Dict(children))  # type: ignore[arg-type]
+    return _build(where, lambda: gspaces.Dict(children))
 
 
-def _read_unknown(d: dict[str, Any], where: str, depth: int) -> gspaces.Space[Any] | None:
-    _get(d, "repr", where, str, "a string")
-    return None
+def _read_unknown(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gspaces.Space[Any]:
+    budget.charge(len(_get(d, "repr", where, str, "a string")), where)
+    return UnknownSpace(d["repr"])
 
 
-_READERS: Mapping[str, Callable[[dict[str, Any], str, int], gspaces.Space[Any] | None]] = {
+_READERS: Mapping[str, Callable[[dict[str, Any], str, int, _Budget], gspaces.Space[Any]]] = {
     "Box": _read_box,
     "Discrete": _read_discrete,
     "MultiDiscrete": _read_multi_discrete,

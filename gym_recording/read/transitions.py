@@ -42,8 +42,10 @@ def iter_transitions(
     """Yield minibatches of transitions from a recording, for offline-RL training loops.
 
     Each minibatch is a dict of numpy arrays with ``batch_size`` rows (the last may be smaller):
-    ``obs``, ``action``, ``reward`` (float64), ``next_obs`` and ``done`` (bool: the step
-    *terminated* its episode, so a truncated episode's last step bootstraps as usual).
+    ``obs``, ``action``, ``reward`` (float64), ``next_obs``, ``done`` (bool: the step
+    *terminated* its episode, so a truncated episode's last step bootstraps as usual) and
+    ``truncated`` (bool: the step truncated its episode, a time limit say; false on the last
+    step of an episode cut by a reset or a close, which ended neither way).
     Observations and actions of Dict/Tuple spaces are dicts/tuples of arrays. With ``shuffle``
     the transitions of all episodes are shuffled together by ``numpy.random.default_rng(seed)``;
     otherwise they come in episode then step order. One pass over the data per call.
@@ -59,7 +61,7 @@ def iter_transitions(
         drop_last: Skip the last minibatch if it is smaller than ``batch_size``.
 
     Yields:
-        ``{"obs", "action", "reward", "next_obs", "done"}`` dicts of arrays.
+        ``{"obs", "action", "reward", "next_obs", "done", "truncated"}`` dicts of arrays.
 
     Example:
         >>> import numpy as np
@@ -68,8 +70,8 @@ def iter_transitions(
         >>> batches = list(iter_transitions([ep], 2, shuffle=False))
         >>> batches[0]["obs"].ravel().tolist(), batches[0]["next_obs"].ravel().tolist()
         ([0.0, 1.0], [1.0, 2.0])
-        >>> batches[1]["done"].tolist()
-        [True]
+        >>> batches[1]["done"].tolist(), batches[1]["truncated"].tolist()
+        ([True], [False])
     """
     if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool):
         msg = f"expected batch_size to be a positive int, got {batch_size!r}"
@@ -93,9 +95,10 @@ def iter_transitions(
     step_of = np.arange(total) - act_start[episode_of]
     obs_rows = obs_start[episode_of] + step_of
     done = np.zeros(total, dtype=bool)
+    truncated = np.zeros(total, dtype=bool)
     last = act_start + lengths - 1
-    ends = np.array([ep.terminated for ep in episodes], dtype=bool)
-    done[last[ends]] = True
+    done[last[np.array([ep.terminated for ep in episodes], dtype=bool)]] = True
+    truncated[last[np.array([ep.truncated for ep in episodes], dtype=bool)]] = True
 
     order = np.random.default_rng(seed).permutation(total) if shuffle else np.arange(total)
     for lo in range(0, total, batch_size):
@@ -109,4 +112,5 @@ def iter_transitions(
             "reward": rewards[idx],
             "next_obs": _take(obs, rows + 1),
             "done": done[idx],
+            "truncated": truncated[idx],
         }

@@ -331,6 +331,7 @@ class TraceRecording:
         seed: int | None = None,
         options: Any = None,
         info: Any = None,
+        started_at: float | None = None,
     ) -> None:
         """Start an episode with the observation ``reset`` returned (ending any open one).
 
@@ -339,6 +340,9 @@ class TraceRecording:
             seed: The seed passed to ``reset``, if any.
             options: The options passed to ``reset``, if any.
             info: The reset info; kept only with ``record_infos=True``.
+            started_at: When the episode started, in unix seconds (default: now); for
+                episodes recorded elsewhere, as :func:`~gym_recording.tools.minari.import_minari`
+                brings them.
 
         Raises:
             RecordingError: a value cannot be stored (the message says which); no episode
@@ -369,7 +373,7 @@ class TraceRecording:
             None if seed is None else int(seed),
             kept_options,
             kept_info,
-            _now(),
+            _now() if started_at is None else float(started_at),
             None,
         )
         if not self._sized:
@@ -431,7 +435,7 @@ class TraceRecording:
         rewards += _pack_reward(value)
         if terminated or truncated:
             self._flags(terminated, truncated)
-        if kept_info is not None:
+        if self.record_infos:
             ep.infos.append(kept_info)  # type: ignore[union-attr]
         if not self._sized:
             self._layout_known()
@@ -477,11 +481,14 @@ class TraceRecording:
         ep.terminated, ep.truncated = bool(terminated), bool(truncated)
         ep.flagged_at = len(self._rew)
 
-    def end_episode(self) -> None:
+    def end_episode(self, *, ended_at: float | None = None) -> None:
         """End the open episode, if any; it is written with the next batch.
 
         ``terminated``/``truncated`` are those of its last step (both false if the last step
         set neither: the episode was cut by a reset or a close).
+
+        Args:
+            ended_at: When the episode ended, in unix seconds (default: now).
         """
         ep = self._open
         if ep is None:
@@ -494,7 +501,7 @@ class TraceRecording:
             ep.terminated = ep.truncated = False
         if ep.part:  # seed, options and start time are the first part's
             ep.seed = ep.options = ep.started_at = None
-        ep.ended_at = _now()
+        ep.ended_at = _now() if ended_at is None else float(ended_at)
         self._pending.append(ep)
         self.episode_count += 1
         self._sync_room()
@@ -638,13 +645,19 @@ class TraceRecording:
         self._submit_batch()
         self._writer.save()
 
-    def close(self) -> None:
+    def close(self, *, keep_empty: bool = True) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.
 
         It runs by itself at interpreter exit (of the process that made the recording: a
         forked child leaves it to its parent, and closing it there writes nothing);
         call it to free memory once done. Episodes not written when the process dies
         (killed, or crashed before exit) are lost.
+
+        Args:
+            keep_empty: Whether a recording of no episode still writes its manifest (a
+                writer with its metadata and no episode). The wrappers pass ``False``: an env
+                that was never reset (the spaces probe of ``AsyncVectorEnv``, say) leaves
+                no file.
         """
         if self.closed:
             return
@@ -655,7 +668,7 @@ class TraceRecording:
         try:
             self.end_episode()
             self._submit_batch()
-            self._writer.finish()
+            self._writer.finish(empty_manifest=keep_empty or self.episode_count > 0)
         finally:
             self.closed = True
             self._sync_room()

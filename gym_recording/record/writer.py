@@ -246,10 +246,13 @@ class BatchWriter:
             self.storage.sync()
             self._unsynced = False
 
-    def finish(self) -> None:
-        """:meth:`save`; a writer that wrote no batch still writes its manifest."""
+    def finish(self, *, empty_manifest: bool = True) -> None:
+        """:meth:`save`; a writer that wrote no batch still writes its manifest.
+
+        With ``empty_manifest`` false it writes none then.
+        """
         self.save()
-        if not self.batch_count:
+        if not self.batch_count and empty_manifest:
             self.storage.write_atomic(
                 manifest_name(self.file_prefix), [encode_manifest(self._manifest)]
             )

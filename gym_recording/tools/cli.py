@@ -198,7 +198,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_minari(args: argparse.Namespace) -> int:
-    from gym_recording.tools.export import import_minari
+    from gym_recording.tools.minari import import_minari
 
     directory = import_minari(args.dataset_id, args.out)
     print(f"Imported Minari dataset {args.dataset_id} to {directory}")

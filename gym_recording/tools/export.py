@@ -10,40 +10,33 @@
 - ``npz`` (NumPy only): the recording's arrays concatenated over episodes plus the episode
   boundaries, loadable with ``np.load`` without pickle (see :func:`export_npz`).
 - ``minari`` (the ``minari`` extra): a Minari dataset that ``minari.load_dataset`` reads with
-  the same episodes, seeds and options.
-
-:func:`import_minari` converts a local Minari dataset into a recording.
+  the same episodes (see :mod:`gym_recording.tools.minari`, which also has
+  :func:`import_minari`, a local Minari dataset converted into a recording).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import inspect
 import json
 import math
 import os
-import shutil
 import tempfile
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from gym_recording._errors import (
-    DependencyNotInstalled,
     ExportError,
     LossyExportWarning,
     OutputExistsError,
-    RecordingError,
 )
 from gym_recording._optional import require
-from gym_recording._progress import progress
-from gym_recording.format.fields import field_step, leaves, slice_field
+from gym_recording.format.fields import leaves, slice_field
 from gym_recording.read.episode import Episode
-from gym_recording.read.recording import Recording, load
-from gym_recording.record.recording import TraceRecording
+from gym_recording.read.recording import Recording
+from gym_recording.tools._source import episodes, open_recording
+from gym_recording.tools.minari import export_minari, import_minari
 
 __all__ = [
     "FORMATS",
@@ -109,19 +102,6 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
     if to == "parquet":
         return export_parquet(directory, out)
     return export_npz(directory, out)
-
-
-def _open(directory: str | os.PathLike[str]) -> Recording:
-    rec = load(directory)
-    if not rec.writers:
-        rec.close()
-        msg = f"{os.fspath(directory)} holds no recording (no openaigym.trace.*.manifest.json file)"
-        raise ExportError(msg)
-    return rec
-
-
-def _episodes(rec: Recording, desc: str) -> Iterator[Episode]:
-    yield from progress(rec, total=len(rec), desc=desc)
 
 
 @contextlib.contextmanager
@@ -241,7 +221,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
     """
     pa = require("pyarrow", "parquet", "export --to parquet")
     pq = require("pyarrow.parquet", "parquet", "export --to parquet")
-    with _open(directory) as rec, _atomic_file(out) as tmp:
+    with open_recording(directory) as rec, _atomic_file(out) as tmp:
         description = _description(rec)
         shapes: dict[str, Any] = {}
         writer = None
@@ -263,7 +243,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
             pending, pending_rows, pending_bytes = [], 0, 0
 
         try:
-            for ep in _episodes(rec, "parquet"):
+            for ep in episodes(rec, "parquet"):
                 table = _episode_table(pa, ep, shapes)
                 if ep.length == 0:
                     if empty is None:
@@ -346,11 +326,11 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
     Returns:
         ``out``.
     """
-    with _open(directory) as rec:
+    with open_recording(directory) as rec:
         parts: dict[str, list[np.ndarray]] = {}
         layout: list[str] | None = None
         lengths, terminated, truncated, seeds = [], [], [], []
-        for ep in _episodes(rec, "npz"):
+        for ep in episodes(rec, "npz"):
             leaves = list(_npz_leaves(ep.observations, "observations"))
             leaves += list(_npz_leaves(ep.actions, "actions"))
             names = [n for n, _ in leaves]
@@ -394,306 +374,3 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
         with _atomic_file(out) as tmp, open(tmp, "wb") as f:
             np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# Minari
-# --------------------------------------------------------------------------------------------
-
-
-def _minari() -> Any:
-    minari = require("minari", "minari", "export --to minari / import-minari")
-    return minari
-
-
-def _check_dataset_id(dataset_id: str) -> None:
-    from minari.dataset.minari_dataset import parse_dataset_id
-
-    try:
-        parse_dataset_id(dataset_id)
-    except (ValueError, TypeError):
-        msg = (
-            f"{dataset_id!r} is not a Minari dataset id; expected namespace/name-v0 "
-            "(letters, digits, - and _, and a version)"
-        )
-        raise ExportError(msg) from None
-
-
-def _dataset_path(dataset_id: str) -> str:
-    from minari.storage import get_dataset_path
-
-    return os.fspath(get_dataset_path(dataset_id))
-
-
-def _infer_space(f: Any, where: str) -> Any:
-    """A gymnasium space for a field of a recording that did not record its spaces."""
-    from gymnasium import spaces
-
-    if isinstance(f, dict):
-        return spaces.Dict({k: _infer_space(v, f"{where}.{k}") for k, v in f.items()})
-    if isinstance(f, tuple):
-        return spaces.Tuple([_infer_space(v, f"{where}.{i}") for i, v in enumerate(f)])
-    if isinstance(f, np.ndarray) and f.dtype.kind in "biuf":
-        if f.ndim == 1 and f.dtype.kind in "iu":
-            start = min(int(f.min()), 0) if f.size else 0
-            high = int(f.max()) if f.size else 0
-            return spaces.Discrete(max(high - start + 1, 1), start=start)
-        if f.dtype.kind == "f":
-            return spaces.Box(-np.inf, np.inf, shape=f.shape[1:], dtype=f.dtype)
-        info = np.iinfo(f.dtype) if f.dtype.kind in "iu" else None
-        low_v, high_v = (info.min, info.max) if info is not None else (0, 1)
-        return spaces.Box(low_v, high_v, shape=f.shape[1:], dtype=f.dtype)
-    msg = f"cannot infer a space for {where}; the recording did not record its spaces"
-    raise ExportError(msg)
-
-
-def _ordered(f: Any, space: Any) -> Any:
-    """A field's dict keys in the order of its Dict space (Minari encodes by the space)."""
-    from gymnasium import spaces
-
-    if isinstance(f, dict) and isinstance(space, spaces.Dict):
-        return {k: _ordered(f[k], space[k]) for k in space.spaces if k in f}
-    if isinstance(f, tuple) and isinstance(space, spaces.Tuple):
-        return tuple(_ordered(v, s) for v, s in zip(f, space.spaces, strict=True))
-    if isinstance(f, np.ndarray):
-        return f
-    return list(f)
-
-
-def _json_or_none(value: Any) -> Any:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return None
-    return value
-
-
-def _env_spec(env_id: str | None) -> Any:
-    """The registered spec of ``env_id`` if it can be made here, else ``None``."""
-    if not env_id:
-        return None
-    import gymnasium
-
-    try:
-        spec = gymnasium.spec(env_id)
-        gymnasium.make(spec).close()
-    except Exception:  # not registered here, or missing dependencies: export without it
-        return None
-    return spec
-
-
-def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
-    """Create the Minari dataset ``dataset_id`` with the episodes of the recording.
-
-    Uses ``minari.create_dataset_from_buffers`` with one ``EpisodeBuffer`` per episode, in
-    Minari's Arrow format (pyarrow) when available, else HDF5 (h5py), losslessly (no JPEG
-    encoding of images where Minari supports turning it off).
-
-    Args:
-        directory: A recording directory.
-        dataset_id: ``namespace/name-v0``; must not exist under Minari's datasets path.
-
-    Returns:
-        The dataset's directory.
-    """
-    minari = _minari()
-    from minari.data_collector import EpisodeBuffer
-
-    _check_dataset_id(dataset_id)
-    path = _dataset_path(dataset_id)
-    if os.path.lexists(path):
-        msg = f"the Minari dataset {dataset_id} exists already at {path}; choose another id"
-        raise OutputExistsError(msg)
-    formats = [
-        fmt
-        for fmt, module in (("arrow", "pyarrow"), ("hdf5", "h5py"))
-        if importlib.util.find_spec(module) is not None
-    ]
-    if not formats:
-        msg = "export --to minari needs pyarrow (or h5py) to write the dataset"
-        raise DependencyNotInstalled(f'{msg}; run `pip install "gym-recording[minari]"`')
-
-    with _open(directory) as rec:
-        first = rec[0] if len(rec) else None
-        obs_space = rec.observation_space
-        act_space = rec.action_space
-        if obs_space is None or act_space is None:
-            if first is None:
-                msg = f"{rec.directory} records no spaces and no episode to infer them from"
-                raise ExportError(msg)
-            obs_space = obs_space or _infer_space(first.observations, "observations")
-            act_space = act_space or _infer_space(first.actions, "actions")
-        kwargs: dict[str, Any] = {
-            "observation_space": obs_space,
-            "action_space": act_space,
-            "data_format": formats[0],
-            "algorithm_name": str(rec.metadata.get("policy", "unknown")),
-            "author": str(rec.metadata.get("author", "gym-recording")),
-            "author_email": str(rec.metadata.get("author_email", "unknown")),
-            "code_permalink": str(rec.metadata.get("code_permalink", "unknown")),
-            "description": (
-                f"Exported by gym-recording from {os.path.abspath(rec.directory)} "
-                f"({len(rec)} episodes of {rec.env_id or 'an unknown environment'})."
-            ),
-        }
-        params = inspect.signature(minari.create_dataset_from_buffers).parameters
-        if "jpeg_encoding" in params:
-            kwargs["jpeg_encoding"] = False
-        elif _has_image_space(obs_space) or _has_image_space(act_space):
-            warnings.warn(
-                f"minari {getattr(minari, '__version__', '?')} stores image observations as "
-                "JPEG, which is lossy; minari 0.5.4 or newer exports them exactly",
-                LossyExportWarning,
-                stacklevel=2,
-            )
-        spec = _env_spec(rec.env_id)
-        if spec is not None:
-            kwargs["env"] = spec
-
-        def buffers() -> Iterator[Any]:
-            for ep in _episodes(rec, "minari"):
-                n = ep.length
-                terminations = np.zeros(n, dtype=bool)
-                truncations = np.zeros(n, dtype=bool)
-                if n:
-                    terminations[-1], truncations[-1] = ep.terminated, ep.truncated
-                options = _json_or_none(ep.options)
-                yield EpisodeBuffer(
-                    id=ep.index,
-                    seed=ep.seed,
-                    options=options if isinstance(options, dict) else None,
-                    observations=_ordered(ep.observations, obs_space),
-                    actions=_ordered(ep.actions, act_space),
-                    rewards=np.asarray(ep.rewards, dtype=np.float64),
-                    terminations=terminations,
-                    truncations=truncations,
-                    infos=None,
-                )
-
-        chunk = 64
-        dataset = None
-        try:
-            with warnings.catch_warnings():
-                # Minari warns about metadata it would like (eval_env, env_spec...).
-                warnings.simplefilter("ignore", UserWarning)
-                batch: list[Any] = []
-                for buf in buffers():
-                    batch.append(buf)
-                    if len(batch) >= chunk:
-                        dataset = _minari_write(minari, dataset, dataset_id, batch, kwargs)
-                        batch = []
-                if batch or dataset is None:
-                    dataset = _minari_write(minari, dataset, dataset_id, batch, kwargs)
-        except BaseException as exc:
-            shutil.rmtree(path, ignore_errors=True)
-            if isinstance(exc, (AssertionError, ValueError, TypeError)) and not isinstance(
-                exc, RecordingError
-            ):
-                msg = f"Minari could not store the recording as {dataset_id}: {exc}"
-                raise ExportError(msg) from exc
-            raise
-    return path
-
-
-def _has_image_space(space: Any) -> bool:
-    """Whether Minari would JPEG-encode (part of) a space, by Minari's own test."""
-    try:
-        from minari.dataset.minari_storage import is_image_space
-    except ImportError:  # a Minari without JPEG encoding
-        return False
-    from gymnasium import spaces
-
-    if isinstance(space, spaces.Dict):
-        return any(_has_image_space(s) for s in space.spaces.values())
-    if isinstance(space, spaces.Tuple):
-        return any(_has_image_space(s) for s in space.spaces)
-    return bool(is_image_space(space))
-
-
-def _minari_write(
-    minari: Any, dataset: Any, dataset_id: str, batch: list[Any], kwargs: dict[str, Any]
-) -> Any:
-    if dataset is None:
-        return minari.create_dataset_from_buffers(dataset_id, batch, **kwargs)
-    dataset.update_dataset_from_buffer(batch)
-    return dataset
-
-
-def import_minari(dataset_id: str, out: str | os.PathLike[str]) -> str:
-    """Convert the local Minari dataset ``dataset_id`` into a recording in ``out``.
-
-    Observations, actions, rewards, terminations, truncations, seeds and options are kept;
-    the manifest records the dataset's env id and spaces, and ``{"source": "minari",
-    "dataset_id": ...}`` as metadata.
-
-    Args:
-        dataset_id: A dataset under Minari's datasets path (``MINARI_DATASETS_PATH``); download
-            remote ones first with ``minari download``.
-        out: The recording directory to create; must not exist or be empty.
-
-    Returns:
-        The recording directory.
-
-    Raises:
-        ExportError: no such local dataset.
-        OutputExistsError: ``out`` exists and is not empty.
-    """
-    minari = _minari()
-
-    out = os.fspath(out)
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        msg = f"{out} exists and is not an empty directory; choose another output directory"
-        raise OutputExistsError(msg)
-    _check_dataset_id(dataset_id)
-    try:
-        dataset = minari.load_dataset(dataset_id)
-    except FileNotFoundError as exc:
-        msg = (
-            f"no local Minari dataset {dataset_id} (looked in {_dataset_path(dataset_id)}); "
-            f"download it first with `minari download {dataset_id}`"
-        )
-        raise ExportError(msg) from exc
-    spec = dataset.env_spec
-    env_id = getattr(spec, "id", None)
-    env_spec = None
-    if spec is not None:
-        with contextlib.suppress(Exception):
-            env_spec = json.loads(spec.to_json())
-    indices = [int(i) for i in dataset.episode_indices]
-    metas = list(dataset.storage.get_episode_metadata(indices))
-    metadata = {
-        "source": "minari",
-        "dataset_id": dataset_id,
-        "minari_version": getattr(minari, "__version__", None),
-    }
-    rec = TraceRecording(
-        out,
-        env_id=env_id,
-        env_spec=env_spec,
-        observation_space=dataset.observation_space,
-        action_space=dataset.action_space,
-        metadata=metadata,
-    )
-    with rec:
-        episodes = dataset.iterate_episodes(indices)
-        for ep, meta in progress(
-            zip(episodes, metas, strict=True), total=len(indices), desc="importing"
-        ):
-            seed = meta.get("seed")
-            options = meta.get("options")
-            obs, actions = ep.observations, ep.actions
-            rec.add_reset(
-                field_step(obs, 0),
-                seed=None if seed is None else int(seed),
-                options=options,
-            )
-            for t in range(len(ep.rewards)):
-                rec.add_step(
-                    field_step(actions, t),
-                    field_step(obs, t + 1),
-                    float(ep.rewards[t]),
-                    terminated=bool(ep.terminations[t]),
-                    truncated=bool(ep.truncations[t]),
-                )
-            rec.end_episode()
-    return rec.directory

@@ -223,7 +223,7 @@ class TraceRecordingWrapper(
         self._closed = True
         self._active = False
         try:
-            self.recording.close()
+            self.recording.close(keep_empty=False)
         finally:
             self.env.close()
 

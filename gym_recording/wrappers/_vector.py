@@ -215,7 +215,9 @@ class TraceRecordingVectorWrapper(VectorWrapper):
 
     def _sub_specs(self, n: int) -> list[Any]:
         """Each sub-env's spec (for the manifest), or the vector env's own spec."""
-        get_attr = getattr(self.env, "get_attr", None)
+        # (the vector env itself: vector wrappers such as RecordEpisodeStatistics do not
+        # forward get_attr, and their own spec is the vector env's)
+        get_attr = getattr(getattr(self.env, "unwrapped", self.env), "get_attr", None)
         try:
             specs = list(get_attr("spec")) if callable(get_attr) else []
             if len(specs) == n:

@@ -1,0 +1,26 @@
+"""What the exporters share: the recording they read, episode by episode."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from gym_recording._errors import ExportError
+from gym_recording._progress import progress
+from gym_recording.read.episode import Episode
+from gym_recording.read.recording import Recording, load
+
+
+def open_recording(directory: str | os.PathLike[str]) -> Recording:
+    """The recording in ``directory``, refused with an :class:`ExportError` if there is none."""
+    rec = load(directory)
+    if not rec.writers:
+        rec.close()
+        msg = f"{os.fspath(directory)} holds no recording (no openaigym.trace.*.manifest.json file)"
+        raise ExportError(msg)
+    return rec
+
+
+def episodes(rec: Recording, desc: str) -> Iterator[Episode]:
+    """The episodes of ``rec``, with a progress bar labelled ``desc`` where one is shown."""
+    yield from progress(rec, total=len(rec), desc=desc)

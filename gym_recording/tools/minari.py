@@ -1,0 +1,567 @@
+"""Minari interop: a recording as a Minari dataset, and a Minari dataset as a recording.
+
+Both ways carry what both can hold: each episode's observations, actions, rewards,
+terminations and truncations, the reset's seed and options, the infos (in Minari, a dict of
+per-step values, the reset's first), the spaces and the environment's spec. The recording's
+episode times go in Minari's episode metadata (``gym_recording_started_at``,
+``gym_recording_ended_at``, and ``gym_recording_index``, the episode's place in the
+recording), its metadata in the dataset's metadata (``gym_recording``); an import reads them
+back.
+
+What Minari cannot hold is left out and named in one
+:class:`~gym_recording.LossyExportWarning`: infos that are not a dict of the same keys and
+kinds of value at every step, options that are not JSON (a dict of numbers, strings, lists,
+dicts and numpy values), zero-step episodes when the actions hold arrays (Minari's arrow
+storage cannot store an episode without a step then), and an environment's spec whose
+kwargs were not JSON when it was recorded. A part of a space the recording could not describe
+(a :class:`~gym_recording.format.spaces.UnknownSpace`) is inferred from the recorded values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import itertools
+import json
+import os
+import shutil
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from gym_recording._errors import (
+    DependencyNotInstalled,
+    ExportError,
+    LossyExportWarning,
+    OutputExistsError,
+    RecordingError,
+)
+from gym_recording._optional import require
+from gym_recording._progress import progress
+from gym_recording.format.fields import field_step
+from gym_recording.format.spaces import UnknownSpace
+from gym_recording.read.episode import Episode
+from gym_recording.read.recording import Recording
+from gym_recording.record.recording import TraceRecording
+from gym_recording.tools._source import episodes, open_recording
+
+__all__ = ["export_minari", "import_minari"]
+
+#: Episodes handed to Minari at a time.
+_CHUNK = 64
+
+
+def _minari() -> Any:
+    return require("minari", "minari", "export --to minari / import-minari")
+
+
+def _check_dataset_id(dataset_id: str) -> None:
+    from minari.dataset.minari_dataset import parse_dataset_id
+
+    try:
+        parse_dataset_id(dataset_id)
+    except (ValueError, TypeError):
+        msg = (
+            f"{dataset_id!r} is not a Minari dataset id; expected namespace/name-v0 "
+            "(letters, digits, - and _, and a version)"
+        )
+        raise ExportError(msg) from None
+
+
+def _dataset_path(dataset_id: str) -> str:
+    from minari.storage import get_dataset_path
+
+    return os.fspath(get_dataset_path(dataset_id))
+
+
+class _Lost:
+    """What an export could not carry, counted, for its one warning."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, what: str) -> None:
+        self.counts[what] += 1
+
+    def warn(self, dataset_id: str) -> None:
+        if self.counts:
+            parts = "; ".join(f"{w} ({n})" if n > 1 else w for w, n in self.counts.items())
+            msg = f"the Minari dataset {dataset_id} leaves out what Minari cannot hold: {parts}"
+            warnings.warn(msg, LossyExportWarning, stacklevel=3)
+
+
+# --------------------------------------------------------------------------------- spaces
+
+
+def _complete(space: Any, fields: list[Any], where: str) -> Any:
+    """``space`` with each unknown part (``None``, :class:`UnknownSpace`) inferred.
+
+    ``fields`` are the values of that part in every episode.
+    """
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        return spaces.Dict(
+            {k: _complete(s, [f[k] for f in fields], f"{where}.{k}") for k, s in space.items()}
+        )
+    if isinstance(space, spaces.Tuple):
+        return spaces.Tuple(
+            [_complete(s, [f[i] for f in fields], f"{where}[{i}]") for i, s in enumerate(space)]
+        )
+    if space is not None and not isinstance(space, UnknownSpace):
+        return space
+    head = fields[0] if fields else None
+    if isinstance(head, dict):
+        return _complete(spaces.Dict(dict.fromkeys(head, None)), fields, where)  # type: ignore[arg-type]
+    if isinstance(head, tuple):
+        return _complete(spaces.Tuple([None] * len(head)), fields, where)  # type: ignore[list-item]
+    return _infer(fields, where)
+
+
+def _infer(fields: list[Any], where: str) -> Any:
+    """A space for a leaf from its values in every episode (arrays, or per-step strings)."""
+    from gymnasium import spaces
+
+    if fields and all(isinstance(f, np.ndarray) and f.dtype.kind in "biuf" for f in fields):
+        head = fields[0]
+        values = np.concatenate([f.reshape(len(f), -1) for f in fields])
+        if head.ndim == 1 and head.dtype.kind in "iu":
+            low = int(values.min()) if values.size else 0
+            high = int(values.max()) if values.size else 0
+            return spaces.Discrete(high - low + 1, start=low)
+        if head.dtype.kind == "f":
+            return spaces.Box(-np.inf, np.inf, shape=head.shape[1:], dtype=head.dtype)
+        if head.dtype.kind == "b":
+            return spaces.Box(False, True, shape=head.shape[1:], dtype=head.dtype)
+        info = np.iinfo(head.dtype)
+        return spaces.Box(info.min, info.max, shape=head.shape[1:], dtype=head.dtype)
+    if fields and all(isinstance(f, list) and all(type(v) is str for v in f) for f in fields):
+        texts = [v for f in fields for v in f]
+        chars = "".join(sorted(set("".join(texts)))) or " "
+        return spaces.Text(max(1, *map(len, texts)), min_length=0, charset=chars)
+    msg = (
+        f"cannot infer a space for {where}: the recording did not record it, and its values "
+        "are neither numeric arrays nor strings"
+    )
+    raise ExportError(msg)
+
+
+def _ordered(f: Any, space: Any) -> Any:
+    """A field's dict keys in the order of its Dict space (Minari encodes by the space)."""
+    from gymnasium import spaces
+
+    if isinstance(f, dict) and isinstance(space, spaces.Dict):
+        return {k: _ordered(f[k], space[k]) for k in space.spaces if k in f}
+    if isinstance(f, tuple) and isinstance(space, spaces.Tuple):
+        return tuple(_ordered(v, s) for v, s in zip(f, space.spaces, strict=True))
+    if isinstance(f, np.ndarray):
+        return f
+    return list(f)
+
+
+def _holds_arrays(space: Any) -> bool:
+    """Whether Minari stores (part of) ``space`` as fixed-size lists (Box and the like)."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        return any(_holds_arrays(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return any(_holds_arrays(s) for s in space.spaces)
+    return isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary))
+
+
+def _has_image_space(space: Any) -> bool:
+    """Whether Minari would JPEG-encode (part of) a space, by Minari's own test."""
+    try:
+        from minari.dataset.minari_storage import is_image_space
+    except ImportError:  # a Minari without JPEG encoding
+        return False
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        return any(_has_image_space(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return any(_has_image_space(s) for s in space.spaces)
+    return bool(is_image_space(space))
+
+
+# ------------------------------------------------------------------------- values
+
+
+class _Unfit(ValueError):
+    """A value Minari cannot hold."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON (numpy scalars and arrays as numbers and lists, tuples as lists)."""
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise _Unfit("a key that is not a string")
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.generic, np.ndarray)) and value.dtype.kind in "biufU":
+        return value.tolist()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise _Unfit(f"a {type(value).__name__}")
+
+
+def _step_values(values: list[Any]) -> Any:
+    """One info key's values at every step, as Minari stores them.
+
+    That is a dict of the same keys (recursively), an array stacked from arrays of one dtype
+    and shape, or a list of numbers, of bools or of strings.
+    """
+    head = values[0]
+    if isinstance(head, dict):
+        return _infos(values)
+    if isinstance(head, np.ndarray) and head.ndim:
+        if head.dtype.kind not in "biuf" or not all(
+            isinstance(v, np.ndarray) and v.shape == head.shape and v.dtype == head.dtype
+            for v in values
+        ):
+            raise _Unfit("arrays of different shapes or dtypes")
+        return np.stack(values)
+    plain = [
+        v.item() if isinstance(v, np.generic) or (isinstance(v, np.ndarray) and not v.ndim) else v
+        for v in values
+    ]
+    kinds = {type(v) for v in plain}
+    if kinds and kinds <= {int, float}:
+        return [float(v) for v in plain] if float in kinds else plain
+    if kinds in ({str}, {bool}):
+        return plain
+    raise _Unfit("values of different kinds")
+
+
+def _infos(infos: list[Any]) -> dict[str, Any]:
+    """An episode's infos (one per observation) as Minari's dict of per-step values."""
+    if not all(isinstance(i, dict) for i in infos):
+        raise _Unfit("an info that is not a dict")
+    keys = list(infos[0])
+    if not all(list(i) == keys for i in infos) or not all(isinstance(k, str) for k in keys):
+        raise _Unfit("keys that change between steps")
+    return {k: _step_values([i[k] for i in infos]) for k in keys}
+
+
+def _recorded_spec(rec: Recording, lost: _Lost) -> Any:
+    """The environment's spec as the recording holds it, rebuilt, or ``None``."""
+    from gymnasium.envs.registration import EnvSpec
+
+    spec = rec[0].env_spec
+    if spec is None:
+        return None
+    try:
+        return EnvSpec.from_json(json.dumps(spec))
+    except Exception:  # a summary of a spec whose kwargs did not serialise
+        lost.add("the environment's spec (its kwargs were not JSON when recorded)")
+        return None
+
+
+# ------------------------------------------------------------------------- export
+
+
+def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
+    """Create the Minari dataset ``dataset_id`` with the episodes of the recording.
+
+    Uses ``minari.create_dataset_from_buffers`` with one ``EpisodeBuffer`` per episode, in
+    Minari's Arrow format (pyarrow) when available, else HDF5 (h5py), losslessly (no JPEG
+    encoding of images where Minari supports turning it off). What is carried, and what is
+    left out with a warning, is said in :mod:`gym_recording.tools.minari`.
+
+    Args:
+        directory: A recording directory.
+        dataset_id: ``namespace/name-v0``; must not exist under Minari's datasets path.
+
+    Returns:
+        The dataset's directory.
+
+    Raises:
+        ExportError: ``dataset_id`` is not a Minari id, the recording is empty, a space
+            cannot be inferred, or Minari refuses the data.
+        OutputExistsError: the dataset exists already.
+    """
+    minari = _minari()
+    from minari.data_collector import EpisodeBuffer
+
+    _check_dataset_id(dataset_id)
+    path = _dataset_path(dataset_id)
+    if os.path.lexists(path):
+        msg = f"the Minari dataset {dataset_id} exists already at {path}; choose another id"
+        raise OutputExistsError(msg)
+    formats = [
+        fmt
+        for fmt, module in (("arrow", "pyarrow"), ("hdf5", "h5py"))
+        if importlib.util.find_spec(module) is not None
+    ]
+    if not formats:
+        msg = "export --to minari needs pyarrow (or h5py) to write the dataset"
+        raise DependencyNotInstalled(f'{msg}; run `pip install "gym-recording[minari]"`')
+    lost = _Lost()
+    with open_recording(directory) as rec:
+        if not len(rec):
+            msg = f"{rec.directory} holds no episode to export"
+            raise ExportError(msg)
+        obs_space = rec.observation_space
+        act_space = rec.action_space
+        if _unknown_in(obs_space) or _unknown_in(act_space):
+            everything = list(rec)
+            obs_space = _complete(obs_space, [e.observations for e in everything], "observations")
+            act_space = _complete(act_space, [e.actions for e in everything], "actions")
+            del everything
+        kwargs: dict[str, Any] = {
+            "observation_space": obs_space,
+            "action_space": act_space,
+            "data_format": formats[0],
+            "algorithm_name": str(rec.metadata.get("policy", "unknown")),
+            "author": str(rec.metadata.get("author", "gym-recording")),
+            "author_email": str(rec.metadata.get("author_email", "unknown")),
+            "code_permalink": str(rec.metadata.get("code_permalink", "unknown")),
+            "description": (
+                f"Exported by gym-recording from {os.path.abspath(rec.directory)} "
+                f"({len(rec)} episodes of {rec.env_id or 'an unknown environment'})."
+            ),
+        }
+        if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
+            kwargs["jpeg_encoding"] = False
+        elif _has_image_space(obs_space) or _has_image_space(act_space):
+            lost.add("exact image observations (this Minari stores them as JPEG)")
+        # (Minari would make the env to check it: the spec goes in the metadata afterwards, so
+        # that an env that cannot be made here still exports with its spec.)
+        spec = _recorded_spec(rec, lost)
+        skip_empty = formats[0] == "arrow" and _holds_arrays(act_space)
+
+        def buffers() -> Iterator[tuple[Episode, Any]]:
+            for ep in episodes(rec, "minari"):
+                n = ep.length
+                if not n and skip_empty:
+                    lost.add("zero-step episodes (arrow storage needs a step for array actions)")
+                    continue
+                terminations = np.zeros(n, dtype=bool)
+                truncations = np.zeros(n, dtype=bool)
+                if n:
+                    terminations[-1], truncations[-1] = ep.terminated, ep.truncated
+                yield (
+                    ep,
+                    EpisodeBuffer(
+                        seed=ep.seed,
+                        options=_options(ep.options, lost),
+                        observations=_ordered(ep.observations, obs_space),
+                        actions=_ordered(ep.actions, act_space),
+                        rewards=np.asarray(ep.rewards, dtype=np.float64),
+                        terminations=terminations,
+                        truncations=truncations,
+                        infos=_buffer_infos(ep.infos, lost),
+                    ),
+                )
+
+        try:
+            _write(minari, dataset_id, buffers(), kwargs, rec, spec)
+        except BaseException as exc:
+            shutil.rmtree(path, ignore_errors=True)
+            if isinstance(exc, (AssertionError, ValueError, TypeError, KeyError)) and not (
+                isinstance(exc, RecordingError)
+            ):
+                msg = f"Minari could not store the recording as {dataset_id}: {exc}"
+                raise ExportError(msg) from exc
+            raise
+    lost.warn(dataset_id)
+    return path
+
+
+def _unknown_in(space: Any) -> bool:
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        return any(_unknown_in(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return any(_unknown_in(s) for s in space.spaces)
+    return space is None or isinstance(space, UnknownSpace)
+
+
+def _options(options: Any, lost: _Lost) -> dict[str, Any] | None:
+    if options is None:
+        return None
+    try:
+        plain = _plain(options)
+    except _Unfit:
+        plain = None
+    if not isinstance(plain, dict):
+        lost.add("reset options that are not a JSON object")
+        return None
+    return plain
+
+
+def _buffer_infos(infos: list[Any] | None, lost: _Lost) -> dict[str, Any] | None:
+    if infos is None or not any(infos):
+        return None
+    try:
+        return _infos(infos)
+    except _Unfit as exc:
+        lost.add(f"infos of episodes whose infos Minari cannot stack ({exc})")
+        return None
+
+
+def _write(
+    minari: Any,
+    dataset_id: str,
+    buffers: Iterator[tuple[Episode, Any]],
+    kwargs: dict[str, Any],
+    rec: Recording,
+    spec: Any,
+) -> None:
+    """Hand the buffers to Minari a chunk at a time (numbered from 0), then the metadata.
+
+    Each chunk's episode metadata goes with it; the dataset's comes last.
+    """
+    dataset = None
+    written = 0
+    with warnings.catch_warnings():
+        # Minari warns about metadata it would like (eval_env, ref scores...).
+        warnings.simplefilter("ignore", UserWarning)
+        while True:
+            chunk = list(itertools.islice(buffers, _CHUNK))
+            bufs = [dataclasses.replace(b, id=written + j) for j, (_, b) in enumerate(chunk)]
+            if dataset is None:
+                dataset = minari.create_dataset_from_buffers(dataset_id, bufs, **kwargs)
+            elif bufs:
+                dataset.update_dataset_from_buffer(bufs)
+            if chunk:
+                dataset.storage.update_episode_metadata(
+                    [_episode_metadata(ep) for ep, _ in chunk],
+                    range(written, written + len(chunk)),
+                )
+            written += len(chunk)
+            if len(chunk) < _CHUNK:
+                break
+        if spec is not None:
+            dataset.storage.update_metadata({"env_spec": spec.to_json()})
+        dataset.storage.update_metadata(
+            {
+                "gym_recording": {
+                    "directory": os.path.abspath(rec.directory),
+                    "env_id": rec.env_id,
+                    "metadata": rec.metadata,
+                    "writers": [m.writer for m in rec.writers],
+                }
+            }
+        )
+
+
+def _episode_metadata(ep: Episode) -> dict[str, Any]:
+    out: dict[str, Any] = {"gym_recording_index": ep.index}
+    if ep.started_at is not None:
+        out["gym_recording_started_at"] = ep.started_at
+    if ep.ended_at is not None:
+        out["gym_recording_ended_at"] = ep.ended_at
+    return out
+
+
+# ------------------------------------------------------------------------- import
+
+
+def import_minari(dataset_id: str, out: str | os.PathLike[str]) -> str:
+    """Convert the local Minari dataset ``dataset_id`` into a recording in ``out``.
+
+    Observations, actions, rewards, terminations, truncations, seeds, options and infos are
+    kept; the manifest records the dataset's env id, spec and spaces, and as metadata
+    ``{"source": "minari", "dataset_id": ..., "minari_version": ...}`` (with the metadata of
+    the recording a dataset was exported from, and its episode times, where it holds them).
+
+    Args:
+        dataset_id: A dataset under Minari's datasets path (``MINARI_DATASETS_PATH``); download
+            remote ones first with ``minari download``.
+        out: The recording directory to create; must not exist or be empty.
+
+    Returns:
+        The recording directory.
+
+    Raises:
+        ExportError: no such local dataset.
+        OutputExistsError: ``out`` exists and is not empty.
+    """
+    minari = _minari()
+
+    out = os.fspath(out)
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        msg = f"{out} exists and is not an empty directory; choose another output directory"
+        raise OutputExistsError(msg)
+    _check_dataset_id(dataset_id)
+    try:
+        dataset = minari.load_dataset(dataset_id)
+    except FileNotFoundError as exc:
+        msg = (
+            f"no local Minari dataset {dataset_id} (looked in {_dataset_path(dataset_id)}); "
+            f"download it first with `minari download {dataset_id}`"
+        )
+        raise ExportError(msg) from exc
+    spec = dataset.env_spec
+    env_spec = None
+    if spec is not None:
+        try:
+            env_spec = json.loads(spec.to_json())
+        except Exception:  # kwargs that do not serialise: the id alone
+            env_spec = None
+    source = dataset.storage.metadata.get("gym_recording")
+    metadata: dict[str, Any] = {}
+    if isinstance(source, dict) and isinstance(source.get("metadata"), dict):
+        metadata.update(source["metadata"])
+    metadata.update(
+        source="minari", dataset_id=dataset_id, minari_version=getattr(minari, "__version__", None)
+    )
+    indices = [int(i) for i in dataset.episode_indices]
+    metas = list(dataset.storage.get_episode_metadata(indices))
+    infos = bool(indices) and bool(next(iter(dataset.iterate_episodes(indices[:1]))).infos)
+    rec = TraceRecording(
+        out,
+        env_id=getattr(spec, "id", None),
+        env_spec=env_spec,
+        observation_space=dataset.observation_space,
+        action_space=dataset.action_space,
+        metadata=metadata,
+        record_infos=infos,
+    )
+    with rec:
+        episodes_ = dataset.iterate_episodes(indices)
+        for ep, meta in progress(
+            zip(episodes_, metas, strict=True), total=len(indices), desc="importing"
+        ):
+            _import_episode(rec, ep, meta)
+    return rec.directory
+
+
+def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
+    seed = meta.get("seed")
+    obs, actions = ep.observations, ep.actions
+    infos = ep.infos or None
+    rec.add_reset(
+        field_step(obs, 0),
+        seed=None if seed is None else int(seed),
+        options=meta.get("options"),
+        info=_info_at(infos, 0) if infos else None,
+        started_at=_time(meta.get("gym_recording_started_at")),
+    )
+    for t in range(len(ep.rewards)):
+        rec.add_step(
+            field_step(actions, t),
+            field_step(obs, t + 1),
+            float(ep.rewards[t]),
+            terminated=bool(ep.terminations[t]),
+            truncated=bool(ep.truncations[t]),
+            info=_info_at(infos, t + 1) if infos else None,
+        )
+    rec.end_episode(ended_at=_time(meta.get("gym_recording_ended_at")))
+
+
+def _info_at(infos: dict[str, Any], t: int) -> dict[str, Any]:
+    """Step ``t``'s info of Minari's dict of per-step values."""
+    return {k: _info_at(v, t) if isinstance(v, dict) else v[t] for k, v in infos.items()}
+
+
+def _time(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float, np.number)) else None

@@ -1,0 +1,41 @@
+"""The example scripts run as their docstrings say, and parse their arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_help_prints_usage_and_creates_nothing(tmp_path: Path) -> None:
+    for script in ("train_and_record.py", "playback.py"):
+        got = _run(str(EXAMPLES / script), "--help", cwd=tmp_path)
+        assert got.returncode == 0, got.stderr
+        assert "usage:" in got.stdout
+    assert list(tmp_path.iterdir()) == []  # no folder named --help
+
+
+def test_train_then_play_back(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    trained = _run(str(EXAMPLES / "train_and_record.py"), str(traces), cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    assert f"traces in {traces}" in trained.stdout
+    played = _run(str(EXAMPLES / "playback.py"), str(traces), cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    assert "scan_recorded_traces saw" in played.stdout
+    episodes = int(played.stdout.split(" episodes, mean return")[0].split("\n")[-1])
+    assert f"scan_recorded_traces saw {episodes} episodes" in played.stdout
+
+
+def test_playback_without_a_directory_says_what_it_needs(tmp_path: Path) -> None:
+    got = _run(str(EXAMPLES / "playback.py"), cwd=tmp_path)
+    assert got.returncode == 2
+    assert "directory" in got.stderr

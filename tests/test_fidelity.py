@@ -1,0 +1,362 @@
+"""The ecosystem's own checks on what we write, with its real components (issue 17).
+
+Gymnasium's ``check_env`` and ``gym.make(env.spec)``; copies and pickles; replays of real envs
+made with keyword arguments (LunarLander, Atari) or registered by a package not yet imported
+(MiniGrid); MiniGrid's custom mission space; Minari's ``load_dataset`` on exports of the
+cases that failed (zero-step episodes, numpy options, infos, unregistered envs); vector envs
+with the recorder inside each worker or under a vector wrapper; ``gym-recording info``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from conftest import ACTION_SPACES, OBSERVATION_SPACES, SpaceEnv, run_episodes
+from gymnasium import spaces
+
+import gym_recording
+from gym_recording import (
+    LossyExportWarning,
+    RecordingError,
+    TraceRecording,
+    TraceRecordingVectorWrapper,
+    TraceRecordingWrapper,
+    UnknownSpace,
+)
+from gym_recording.record import steps
+from gym_recording.tools.export import export
+from gym_recording.tools.minari import import_minari
+
+
+def _record(env: Any, directory: Path, steps_: int = 40, seed: int = 3, **kwargs: Any) -> Path:
+    with TraceRecordingWrapper(env, directory, **kwargs) as w:
+        w.reset(seed=seed)
+        w.action_space.seed(seed)
+        for _ in range(steps_):
+            _, _, terminated, truncated, _ = w.step(w.action_space.sample())
+            if terminated or truncated:
+                break
+    return directory
+
+
+# ------------------------------------------------------------------ Gymnasium's own checks
+
+
+def test_check_env_passes_and_the_spec_remakes_a_recording_env(tmp_path: Path) -> None:
+    from gymnasium.utils.env_checker import check_env
+
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # (a skipped check warns)
+        warnings.filterwarnings("ignore", message=".*is different from the unwrapped version.*")
+        warnings.filterwarnings("ignore", message=".*Box observation space m.*infinity.*")
+        check_env(env, skip_render_check=True)
+    again = gymnasium.make(env.spec)
+    assert isinstance(again, TraceRecordingWrapper)
+    assert again.recording.writer_id != env.recording.writer_id  # a new writer, same folder
+    again.reset(seed=1)
+    again.step(0)
+    again.close()
+    env.close()
+    writers = {m.writer for m in gym_recording.load(tmp_path).writers}
+    assert writers == {env.recording.writer_id, again.recording.writer_id}
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_copies_and_pickles_are_refused_and_say_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    if path == "python":
+        monkeypatch.setattr(steps, "speedups", None)
+    elif steps.speedups is None:
+        pytest.skip("gym_recording._speedups is not built")
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path)
+    env.reset(seed=0)
+    env.step(1)
+    for obj in (env, env.recording):
+        for how in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(RecordingError, match="cannot be copied or pickled"):
+                how(obj)
+    env.step(0)  # the original goes on, nothing lost
+    env.close()
+    (ep,) = gym_recording.load(tmp_path)
+    assert ep.length == 2 and ep.actions.tolist() == [1, 0]
+
+
+# ------------------------------------------------------------------ replay
+
+
+def test_replay_makes_the_env_with_its_recorded_kwargs(tmp_path: Path) -> None:
+    d = _record(gymnasium.make("LunarLander-v3", continuous=True), tmp_path / "lunar")
+    ep = gym_recording.load(d)[0]
+    assert ep.actions.dtype == np.float32 and ep.actions.shape[1:] == (2,)
+    assert ep.replay().reproduced
+
+
+def test_replay_of_atari_with_its_obs_type(tmp_path: Path) -> None:
+    ale_py = pytest.importorskip("ale_py")
+    gymnasium.register_envs(ale_py)
+    d = _record(gymnasium.make("ALE/Breakout-v5", obs_type="grayscale"), tmp_path, steps_=20)
+    ep = gym_recording.load(d)[0]
+    assert ep.observations.shape == (ep.length + 1, 210, 160)
+    assert ep.replay().reproduced
+
+
+def test_replay_imports_the_package_that_registers_the_env(tmp_path: Path) -> None:
+    """In a process that never imported minigrid, the recorded entry point is imported."""
+    pytest.importorskip("minigrid")
+    code = (
+        "import sys, gymnasium, minigrid, gym_recording\n"
+        "env = gym_recording.TraceRecordingWrapper(gymnasium.make('MiniGrid-Empty-5x5-v0'), "
+        "sys.argv[1])\n"
+        "env.reset(seed=2)\n"
+        "for a in [2, 2, 1, 2]: env.step(a)\n"
+        "env.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
+    replay = (
+        "import sys, gym_recording\n"
+        "assert 'minigrid' not in sys.modules\n"
+        "r = gym_recording.load(sys.argv[1])[0].replay()\n"
+        "print(r.reproduced, 'minigrid' in sys.modules)\n"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", replay, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert got.stdout.split() == ["True", "True"]
+
+
+class _FailsOnStep(gymnasium.Env[Any, Any]):
+    """An env of this module (made by its entry point), whose step fails on request."""
+
+    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012
+    observation_space = spaces.Box(0, 1, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+    fail = False
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode
+
+    def render(self) -> Any:
+        return np.zeros((4, 4, 3), np.uint8)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {"x": 0.0, "pos": np.zeros(2)}
+
+    def step(self, action: Any) -> Any:
+        if _FailsOnStep.fail:
+            raise RuntimeError("the simulator crashed")
+        return np.ones(2, np.float32), 0.0, False, False, {"x": 1.5, "pos": np.ones(2)}
+
+
+def test_an_env_error_during_replay_is_a_recording_error(tmp_path: Path) -> None:
+    gymnasium.register("tests/FailsOnStep-v0", entry_point=f"{__name__}:_FailsOnStep")
+    try:
+        _record(gymnasium.make("tests/FailsOnStep-v0"), tmp_path, steps_=3)
+        _FailsOnStep.fail = True
+        with pytest.raises(RecordingError, match="the simulator crashed"):
+            gym_recording.load(tmp_path)[0].replay()
+    finally:
+        _FailsOnStep.fail = False
+        gymnasium.registry.pop("tests/FailsOnStep-v0", None)
+
+
+# ------------------------------------------------------------------ spaces
+
+
+def test_minigrid_keeps_its_known_space_parts_and_exports_to_minari(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("minigrid")
+    minari = pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    d = _record(gymnasium.make("MiniGrid-Empty-5x5-v0"), tmp_path / "rec", steps_=15)
+    rec = gym_recording.load(d)
+    space = rec.observation_space
+    assert isinstance(space, spaces.Dict) and isinstance(space["mission"], UnknownSpace)
+    assert space["image"] == spaces.Box(0, 255, (7, 7, 3), np.uint8)
+    export(d, to="minari", out="tests/minigrid-v0")
+    dataset = minari.load_dataset("tests/minigrid-v0")
+    assert isinstance(dataset.observation_space["mission"], spaces.Text)
+    (got,) = list(dataset.iterate_episodes())
+    ep = rec[0]
+    assert got.observations["mission"] == ep.observations["mission"]
+    assert np.array_equal(got.observations["image"], ep.observations["image"])
+
+
+def test_a_text_space_of_every_character_is_stored_compactly(tmp_path: Path) -> None:
+    chars = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    space = spaces.Text(3, charset=chars)
+    with TraceRecording(tmp_path, observation_space=space) as rec:
+        rec.add_reset("a")
+        rec.add_step(0, "b", 1.0)
+    manifest = next(tmp_path.glob("*.manifest.json"))
+    assert manifest.stat().st_size < 4000
+    assert gym_recording.load(tmp_path).observation_space == space
+
+
+# ------------------------------------------------------------------ gym-recording info
+
+
+def _info(directory: Path) -> str:
+    got = subprocess.run(
+        [sys.executable, "-m", "gym_recording", "info", str(directory)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return got.stdout
+
+
+def test_info_counts_an_episode_both_terminated_and_truncated_once(tmp_path: Path) -> None:
+    with TraceRecording(tmp_path) as rec:
+        for _ in range(3):
+            rec.add_reset(np.zeros(2))
+            rec.add_step(0, np.ones(2), 1.0, terminated=True, truncated=True)
+        rec.add_reset(np.zeros(2))  # cut by the close
+    line = next(x for x in _info(tmp_path).splitlines() if x.startswith("terminated"))
+    assert line.split()[-5:] == ["3", "/", "3", "/", "1"]
+
+
+def test_info_shows_every_writer_of_a_vector_recording(tmp_path: Path) -> None:
+    venv = TraceRecordingVectorWrapper(gymnasium.make_vec("CartPole-v1", num_envs=3), tmp_path)
+    venv.reset(seed=0)
+    for _ in range(5):
+        venv.step(venv.action_space.sample())
+    venv.close()
+    text = _info(tmp_path)
+    for i in range(3):
+        assert f"'index': {i}" in text
+
+
+# ------------------------------------------------------------------ vector envs
+
+
+def _worker_env(directory: str) -> Any:
+    return TraceRecordingWrapper(gymnasium.make("CartPole-v1"), directory)
+
+
+def test_recorders_inside_async_workers_leave_no_empty_writer(tmp_path: Path) -> None:
+    """AsyncVectorEnv makes one env in the parent to read the spaces and closes it unused."""
+    import functools
+
+    make = functools.partial(_worker_env, str(tmp_path))
+    venv = gymnasium.vector.AsyncVectorEnv([make, make])
+    venv.reset(seed=0)
+    for _ in range(20):
+        venv.step(venv.action_space.sample())
+    venv.close()
+    rec = gym_recording.load(tmp_path)
+    assert len(rec.writers) == 2
+    assert all(sum(1 for ep in rec if ep.writer == m.writer) for m in rec.writers)
+
+
+def test_sub_env_specs_under_a_vector_wrapper(tmp_path: Path) -> None:
+    venv = gymnasium.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    venv = gymnasium.wrappers.vector.RecordEpisodeStatistics(venv)
+    wrapped = TraceRecordingVectorWrapper(venv, tmp_path)
+    wrapped.reset(seed=0)
+    wrapped.step(wrapped.action_space.sample())
+    wrapped.close()
+    for ep in gym_recording.load(tmp_path):
+        assert ep.env_spec["id"] == "CartPole-v1"
+        assert "num_envs" not in ep.env_spec["kwargs"]
+
+
+# ------------------------------------------------------------------ Minari
+
+
+@pytest.fixture
+def minari(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    module = pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    return module
+
+
+@pytest.mark.parametrize("act", ["box_f32", "multibinary", "tuple", "dict", "discrete"])
+def test_zero_step_episodes_do_not_fail_the_export(tmp_path: Path, minari: Any, act: str) -> None:
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"], ACTION_SPACES[act], min_len=1, max_len=3)
+    with TraceRecordingWrapper(env, tmp_path / "rec") as w:
+        run_episodes(w, 3, seed=1)
+        w.reset(seed=9)  # a zero-step episode, cut by the close
+    rec = gym_recording.load(tmp_path / "rec")
+    assert rec[-1].length == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        export(tmp_path / "rec", to="minari", out=f"tests/zero-{act}-v0")
+    dataset = minari.load_dataset(f"tests/zero-{act}-v0")
+    stored = [ep for ep in rec if ep.length or act == "discrete"]
+    assert dataset.total_episodes == len(stored)
+    lossy = [str(w.message) for w in caught if issubclass(w.category, LossyExportWarning)]
+    assert bool(lossy) == (act != "discrete") and all("zero-step" in m for m in lossy)
+    for got, ep in zip(dataset.iterate_episodes(), stored, strict=True):
+        assert np.array_equal(got.observations, ep.observations)
+        assert np.array_equal(got.rewards, ep.rewards)
+
+
+def test_numpy_options_infos_times_metadata_and_spec_go_there_and_back(
+    tmp_path: Path, minari: Any
+) -> None:
+    gymnasium.register("tests/Unregistered-v0", entry_point=f"{__name__}:_FailsOnStep")
+    try:
+        env = gymnasium.make("tests/Unregistered-v0")
+    finally:
+        gymnasium.registry.pop("tests/Unregistered-v0")  # unknown to the exporting process
+    options = {"level": np.int64(3), "scale": np.float32(0.5), "tags": ("a", "b")}
+    with TraceRecordingWrapper(env, tmp_path / "rec", record_infos=True, metadata={"run": 7}) as w:
+        for e in range(2):
+            w.reset(seed=e, options=options)
+            for _ in range(3):
+                w.step(1)
+    rec = gym_recording.load(tmp_path / "rec")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LossyExportWarning)  # everything fits
+        export(tmp_path / "rec", to="minari", out="tests/full-v0")
+    dataset = minari.load_dataset("tests/full-v0")
+    assert dataset.spec.env_spec is not None and dataset.spec.env_spec.id == "tests/Unregistered-v0"
+    recovered = dataset.recover_environment()  # made from the recorded entry point
+    assert recovered.observation_space == env.observation_space
+    recovered.close()
+    metas = list(dataset.storage.get_episode_metadata(range(2)))
+    assert metas[0]["options"] == {"level": 3, "scale": 0.5, "tags": ["a", "b"]}
+    assert metas[1]["gym_recording_started_at"] == rec[1].started_at
+    assert dataset.storage.metadata["gym_recording"]["metadata"] == {"run": 7}
+    back = gym_recording.load(import_minari("tests/full-v0", tmp_path / "back"))
+    assert back.metadata["run"] == 7 and back.metadata["source"] == "minari"
+    for a, b in zip(rec, back, strict=True):
+        assert np.array_equal(a.observations, b.observations) and a.seed == b.seed
+        assert (a.started_at, a.ended_at) == (b.started_at, b.ended_at)
+        assert b.infos is not None and len(b.infos) == len(a.infos or []) == a.length + 1
+        assert [i["x"] for i in b.infos] == [i["x"] for i in a.infos or []]
+        assert np.array_equal(b.infos[-1]["pos"], a.infos[-1]["pos"])  # type: ignore[index]
+        assert b.options == {"level": 3, "scale": 0.5, "tags": ["a", "b"]}
+    assert json.dumps(back[0].env_spec)  # (the spec came back)
+
+
+def test_what_minari_cannot_hold_is_named_in_one_warning(tmp_path: Path, minari: Any) -> None:
+    d = tmp_path / "rec"
+    with TraceRecording(d, record_infos=True) as rec:
+        rec.add_reset(np.zeros(2, np.float32), options={"raw": b"\x00\x01"}, info={"a": 1})
+        rec.add_step(0, np.ones(2, np.float32), 1.0, info={"b": 2}, terminated=True)
+        rec.add_reset(np.zeros(2, np.float32), info={"a": 1})
+        rec.add_step(1, np.ones(2, np.float32), 1.0, info={"a": 2}, truncated=True)
+    with pytest.warns(LossyExportWarning) as caught:
+        export(d, to="minari", out="tests/lossy-v0")
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "reset options that are not a JSON object" in message
+    assert "keys that change between steps" in message
+    dataset = minari.load_dataset("tests/lossy-v0")
+    (_, second) = list(dataset.iterate_episodes())
+    assert second.infos["a"].tolist() == [1, 2]  # the episode whose infos fit keeps them

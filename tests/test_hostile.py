@@ -10,6 +10,7 @@ hundreds of megabytes) are made here from the valid base recording.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -217,3 +218,150 @@ def test_hostile_directory_symlinked_in_is_refused(tmp_path):
     (tmp_path / make_cases.BATCH0).mkdir()
     (tmp_path / make_cases.BATCH0 / make_cases.BATCH0).write_bytes(data)
     assert_refused(tmp_path)
+
+
+# ---------------------------------------------------------------------------- bounded memory
+
+# Each runs in a child process under an address-space limit (RLIMIT_AS): a reader that tried
+# to build what the file describes would die with MemoryError there.
+_LIMIT = 1536 << 20
+
+
+def _limited(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    preamble = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({_LIMIT}, {_LIMIT}))\n"
+        "import gym_recording\n"
+        "from gym_recording import TraceFormatError\n"
+        "from gym_recording.tools.verify import verify\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", preamble + code, *args], capture_output=True, text=True, timeout=300
+    )
+
+
+_READ_ALL = """
+d = sys.argv[1]
+try:
+    for ep in gym_recording.load(d):
+        pass
+except TraceFormatError as exc:
+    print("refused:", exc)
+report = verify(d)
+print("verify ok" if report.ok else "verify flags it")
+"""
+
+
+def _bomb(directory: Path, payload: bytes, key: str = "options") -> None:
+    """The base recording with ``payload`` (raw JSON) as episode 0's ``key`` (or beside the
+    episodes, for ``key="junk"``), the manifest's sizes matching."""
+    rec = make_cases.base()
+    batch = rec.json.pop(make_cases.BATCH0)
+    if key == "junk":
+        batch["junk"] = "BOMB"
+    else:
+        batch["episodes"][0][key] = "BOMB"
+    data = make_cases.dumps(batch).replace(b'"BOMB"', payload, 1)
+    rec.raw[make_cases.BATCH0] = data
+    rec.json[make_cases.MANIFEST]["batches"][0]["bytes"] = len(data) + len(rec.raw[make_cases.BIN0])
+    rec.write(directory)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is Linux's")
+@pytest.mark.parametrize("key", ["options", "junk"])
+def test_a_json_bomb_within_the_size_limit_is_refused_in_bounded_memory(
+    tmp_path: Path, key: str
+) -> None:
+    """100 MB of batch JSON holding 33 M empty lists (4.6 GB once parsed), under a key the
+    reader uses or not: refused before it is parsed."""
+    n = 33_000_000
+    _bomb(tmp_path / "rec", b"[" + b"[]," * n + b"[]]", key)
+    got = _limited(_READ_ALL, str(tmp_path / "rec"))
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "refused:" in got.stdout and "memory to parse" in got.stdout
+    assert "verify flags it" in got.stdout
+    assert "MemoryError" not in got.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is Linux's")
+@pytest.mark.parametrize("shape", [[16384, 16384], [2**31, 2**31]])
+def test_a_space_bomb_is_refused_by_every_reader(tmp_path: Path, shape: list[int]) -> None:
+    """A manifest declaring a Box that would take gigabytes (scalar bounds: a small file):
+    ``observation_space``, ``verify`` and the command line refuse it, naming the manifest."""
+    rec = make_cases.base()
+    rec.json[make_cases.MANIFEST]["observation_space"] = {
+        "type": "Box",
+        "shape": shape,
+        "dtype": "float32",
+        "low": 0,
+        "high": 1,
+    }
+    rec.write(tmp_path / "rec")
+    code = """
+rec = gym_recording.load(sys.argv[1])
+print(len(list(rec)), "episodes read")
+try:
+    rec.observation_space
+except TraceFormatError as exc:
+    print("refused:", exc)
+print("verify ok" if verify(sys.argv[1]).ok else "verify flags it")
+"""
+    got = _limited(code, str(tmp_path / "rec"))
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "2 episodes read" in got.stdout
+    assert "refused:" in got.stdout and make_cases.MANIFEST in got.stdout
+    assert "verify flags it" in got.stdout
+    for command in ("info", "verify"):
+        cli = subprocess.run(
+            [sys.executable, "-m", "gym_recording", command, str(tmp_path / "rec")],
+            capture_output=True,
+            text=True,
+        )
+        assert cli.returncode == 1, (command, cli.stdout, cli.stderr)
+        assert "Traceback" not in cli.stderr and "MiB of memory" in cli.stdout + cli.stderr
+
+
+def test_odd_text_in_a_manifest_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    """An env id of a lone surrogate (a JSON escape UTF-8 cannot hold) is refused cleanly."""
+    rec = make_cases.base()
+    rec.json[make_cases.MANIFEST]["env_id"] = "SURROGATE"
+    data = make_cases.dumps(rec.json.pop(make_cases.MANIFEST))
+    rec.raw[make_cases.MANIFEST] = data.replace(b"SURROGATE", b"\\ud800")
+    rec.write(tmp_path / "rec")
+    for command in ("info", "verify"):
+        cli = subprocess.run(
+            [sys.executable, "-m", "gym_recording", command, str(tmp_path / "rec")],
+            capture_output=True,
+            text=True,
+        )
+        assert cli.returncode == 1, (command, cli.stdout, cli.stderr)
+        assert "Traceback" not in cli.stderr
+        assert make_cases.MANIFEST in cli.stdout + cli.stderr
+
+
+def test_verify_reports_each_of_many_problems(tmp_path: Path) -> None:
+    """40,000 manifest entries whose batches are missing: 40,000 problems, each reported once
+    (the report keeps them in a set: this took 11 s when it scanned a list)."""
+    n = 40_000
+    prefix = make_cases.PREFIX
+    entries = [
+        {"first": i, "len": 1, "fn": f"{prefix}.ep{i:09d}.json", "bin": f"{prefix}.ep{i:09d}.bin"}
+        for i in range(n)
+    ]
+    manifest = make_cases._manifest(entries)
+    (tmp_path / make_cases.MANIFEST).write_bytes(make_cases.dumps(manifest))
+    report = verify(tmp_path)
+    assert not report.ok
+    assert len(report.problems) == n
+
+
+def test_mmap_false_survives_a_blob_cut_under_its_arrays(tmp_path: Path) -> None:
+    """Read without mapping, arrays stay valid when another program truncates the blob (a
+    mapped array would kill the process with SIGBUS)."""
+    _base(tmp_path)
+    with gym_recording.load(tmp_path, mmap=False) as rec:
+        eps = list(rec)
+    want = [ep.observations.tolist() for ep in eps]
+    with open(tmp_path / make_cases.BIN0, "r+b") as f:
+        f.truncate(0)
+    assert [ep.observations.tolist() for ep in eps] == want

@@ -27,7 +27,7 @@ import pytest
 from gym_recording.tools.viewer import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPAT_DIR = ROOT.parent / "shared" / "compat"
+COMPAT_DIR = ROOT / "tests" / "data" / "compat"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -27,7 +27,7 @@ from gym_recording import TraceFormatError
 from gym_recording.tools.viewer import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPAT_DIR = ROOT.parent / "shared" / "compat"
+COMPAT_DIR = ROOT / "tests" / "data" / "compat"
 MANIFEST = "openaigym.trace.0.4287.manifest.json"
 BLOB = "openaigym.trace.0.4287.ep000000000.bin"
 BATCH = "openaigym.trace.0.4287.ep000000000.json"
@@ -180,17 +180,17 @@ def test_listing_names_only_trace_files_inside_the_directory(
     assert headers["cache-control"] == "no-store"
     listing = json.loads(body)
     names = {f["name"]: f["size"] for f in listing["files"]}
-    expected = {p.name for p in (COMPAT_DIR / "cartpole").iterdir()} | {
-        "openaigym.trace.alias.json"
-    }
+    expected = {p.name for p in (COMPAT_DIR / "cartpole").iterdir()}
     assert set(names) == expected
     assert names[BLOB] == (recording / BLOB).stat().st_size
     assert listing["directory"] == str(recording.resolve())
     refused = {f["name"]: f["reason"] for f in listing["refused"]}
+    link = "is a symbolic link (the viewer serves none: writers make none)"
     assert refused == {
-        "openaigym.trace.outside.json": "is a symbolic link leading outside the directory",
-        "openaigym.trace.notes.json": "is a symbolic link to a file that is not a trace file",
-        "openaigym.trace.dangling.json": "is a broken symbolic link",
+        "openaigym.trace.outside.json": link,
+        "openaigym.trace.notes.json": link,
+        "openaigym.trace.dangling.json": link,
+        "openaigym.trace.alias.json": link,
         "openaigym.trace.subdir": "is a directory, not a file",
     }
 
@@ -243,11 +243,18 @@ def test_percent_encoded_names_are_decoded(server_url: str, recording: Path) -> 
     assert body == (recording / MANIFEST).read_bytes()
 
 
-def test_symlink_inside_the_directory_is_served(server_url: str, recording: Path) -> None:
-    """A link to a trace file in the same directory is fine."""
-    status, _, body = fetch(server_url, "/files/openaigym.trace.alias.json")
-    assert status == 200
-    assert body == (recording / MANIFEST).read_bytes()
+def test_no_link_is_served_even_inside_the_directory(server_url: str, recording: Path) -> None:
+    """A symbolic link is never opened (O_NOFOLLOW), even to a trace file beside it; a hard
+    link is refused too: it may name a file kept outside the directory."""
+    status, _, _ = fetch(server_url, "/files/openaigym.trace.alias.json")
+    assert status == 404
+    os.link(recording / MANIFEST, recording / "openaigym.trace.hard.json")
+    status, _, _ = fetch(server_url, "/files/openaigym.trace.hard.json")
+    assert status == 404
+    listing = json.loads(fetch(server_url, "/api/files")[2])
+    refused = {f["name"]: f["reason"] for f in listing["refused"]}
+    assert refused["openaigym.trace.hard.json"].startswith("is a hard link")
+    assert MANIFEST not in {f["name"] for f in listing["files"]}  # (both names have 2 links)
 
 
 def test_head_sends_headers_only(server_url: str, recording: Path) -> None:
@@ -477,3 +484,88 @@ def test_cli_view_serves_the_directory(recording: Path) -> None:
     )
     url = _read_url(proc)
     _check_and_interrupt(proc, url, recording)
+
+
+# ------------------------------------------------------------------------------ hostile clients
+
+
+def test_a_name_flipping_between_file_and_link_never_serves_the_target(
+    server_url: str, recording: Path, tmp_path: Path
+) -> None:
+    """The file is opened once, without following links: however the name flips between a
+    regular file and a link to a secret, the secret is never sent."""
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(SECRET)
+    name = recording / "openaigym.trace.flip.json"
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            with open(recording / ".tmp-file", "wb") as f:
+                f.write(b"{}")
+            os.replace(recording / ".tmp-file", name)
+            if os.path.lexists(recording / ".tmp-link"):
+                os.unlink(recording / ".tmp-link")
+            os.symlink(secret, recording / ".tmp-link")
+            os.replace(recording / ".tmp-link", name)
+
+    flipper = threading.Thread(target=flip, daemon=True)
+    flipper.start()
+    try:
+        statuses = set()
+        for _ in range(200):
+            status, _, body = fetch(server_url, "/files/openaigym.trace.flip.json")
+            assert SECRET not in body
+            statuses.add(status)
+    finally:
+        stop.set()
+        flipper.join(timeout=5)
+    assert statuses <= {200, 404}
+
+
+@pytest.mark.parametrize("header", ["bytes=" + "9" * 5000 + "-", "bytes=0-" + "1" * 30])
+def test_a_range_of_absurd_digits_is_ignored(server_url: str, recording: Path, header: str) -> None:
+    """A number no file offset can be is a malformed Range: the whole file is sent."""
+    status, _, body = fetch(server_url, f"/files/{BLOB}", headers={"Range": header})
+    assert status == 200 and body == (recording / BLOB).read_bytes()
+
+
+def test_stalled_clients_are_bounded_and_time_out(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients that send half a request hold at most ``max_clients`` threads, each for at most
+    the request timeout; then the server answers again."""
+    import socket
+
+    from gym_recording.tools import viewer
+
+    monkeypatch.setattr(viewer._Handler, "timeout", 0.5)  # (the private class: its timeout)
+    server, url = make_server(str(recording))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    before = threading.active_count()
+    stalled = []
+    try:
+        for _ in range(server.max_clients + 20):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"GET /api/files HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # (no blank line)
+            stalled.append(s)
+        time.sleep(0.2)
+        assert threading.active_count() <= before + server.max_clients
+        deadline = time.monotonic() + 20
+        while True:  # once the stalled ones time out, a client is served again
+            try:
+                status, _, _ = fetch(url, "/api/files")
+                break
+            except (ConnectionError, http.client.HTTPException, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert status == 200
+    finally:
+        for s in stalled:
+            s.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

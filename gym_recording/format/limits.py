@@ -8,13 +8,17 @@ accepts, readers read.
 from __future__ import annotations
 
 __all__ = [
+    "COSTLY_JSON_BYTES",
     "INTP_MAX",
+    "JSONARRAY_RATIO",
     "MAX_BATCH_JSON_BYTES",
     "MAX_DECODED_BYTES",
+    "MAX_JSON_COST",
     "MAX_JSON_DEPTH",
     "MAX_MANIFEST_BYTES",
     "MAX_NDIM",
     "MAX_NESTING",
+    "MAX_VALUE_COST",
 ]
 
 #: The largest manifest a reader accepts.
@@ -32,3 +36,14 @@ INTP_MAX = 2**63 - 1
 #: Bytes that decoding one batch may allocate for arrays built from JSON (``jsonarray``);
 #: arrays read from blobs are views of the file and cost nothing here.
 MAX_DECODED_BYTES = 256 * 1024 * 1024
+#: ... and at most this many times the batch JSON's own size, so that a recording's
+#: ``jsonarray`` values never take more memory than a fixed multiple of its files.
+JSONARRAY_RATIO = 16
+#: The most memory the Python objects parsed from one JSON document may take, as estimated
+#: from its brackets, commas and colons before it is parsed (documents of more than
+#: :data:`COSTLY_JSON_BYTES`; smaller ones cannot reach it).
+MAX_JSON_COST = 1024 * 1024 * 1024
+COSTLY_JSON_BYTES = 8 * 1024 * 1024
+#: The most a writer keeps of JSON-encoded values in one batch (infos, options: their
+#: estimated parsed size), and the most one value may take.
+MAX_VALUE_COST = 256 * 1024 * 1024

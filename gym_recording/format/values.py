@@ -18,10 +18,10 @@ import msgspec
 import numpy as np
 
 from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
-from gym_recording.format.limits import MAX_NDIM, MAX_NESTING
+from gym_recording.format.limits import JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
 from gym_recording.format.wire import DTYPES, ArrayRef
 
-__all__ = ["decode_value", "encode_value", "snapshot", "stack_steps"]
+__all__ = ["decode_value", "encode_value", "snapshot", "stack_steps", "value_cost"]
 
 #: numpy kinds a ``jsonarray`` may have: strings, bytes and objects (numbers go to the blob).
 _JSONARRAY_WRITE_KINDS = frozenset("USO")
@@ -39,9 +39,11 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
     Raises:
         ValueError: ``value`` cannot be stored exactly: it nests deeper than
             :data:`~gym_recording.format.limits.MAX_NESTING` levels (or refers to itself), holds
-            a string that is not valid Unicode (a lone surrogate), or an array of a dtype with
-            no exact stored form (structured, void, ``longdouble``, datetime). The message
-            says which and what to do.
+            a string that is not valid Unicode (a lone surrogate), an array of a dtype with
+            no exact stored form (structured, void, ``longdouble``, datetime), or a str or
+            bytes array whose fixed width takes more than 16 times its text (which readers
+            refuse, §9: an object array holds the same strings exactly). The message says
+            which and what to do.
     """
     if value is None or type(value) in (bool, int, float):
         return value
@@ -66,6 +68,8 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
         return value
     if isinstance(value, np.ndarray):
         _check_dtype(value.dtype, "array")
+        if value.dtype.kind in "US":
+            _check_width(value)
         if value.dtype.kind == "O":
             out = np.empty(value.shape, dtype=object)
             for i, x in enumerate(value.reshape(-1)):
@@ -97,6 +101,58 @@ def _check_dtype(dtype: np.dtype[Any], what: str) -> None:
         hint = "store its fields as separate arrays"
     msg = f"a numpy {what} of dtype {dtype} has no exact stored form (FORMAT.md §6); {hint}"
     raise ValueError(msg)
+
+
+def _check_width(value: np.ndarray) -> None:
+    """Refuse a str/bytes array that readers would refuse for its memory (§9, ``jsonarray``)."""
+    items = value.reshape(-1).tolist()
+    if value.dtype.kind == "U":
+        text = sum(len(x.encode("utf-8")) + 3 for x in items)  # (quoted, and a comma)
+    else:
+        text = sum(len(x) * 4 // 3 + 40 for x in items)  # (base64, in a wrapper)
+    if value.size * max(value.dtype.itemsize, 8) > JSONARRAY_RATIO * (text + 48):
+        msg = (
+            f"a numpy array of dtype {value.dtype} and {value.size} elements takes "
+            f"{value.nbytes} bytes for {text} bytes of text, more than readers accept "
+            f"({JSONARRAY_RATIO}x, FORMAT.md §9); store it as an object array "
+            "(value.astype(object)) or a list"
+        )
+        raise ValueError(msg)
+
+
+def value_cost(value: Any, _depth: int = 0) -> int:
+    """About what ``value`` (a snapshot) takes in a batch: its JSON parsed, and its arrays.
+
+    Errs high, so that what the writer counts bounds what a reader's
+    :func:`~gym_recording.format.wire.json_cost` finds in the file.
+    """
+    t = type(value)
+    if value is None or t in (bool, int, float):
+        return 64
+    if t is str:
+        return _str_cost(value)
+    if isinstance(value, np.ndarray):
+        if blob_dtype(value.dtype) is not None:
+            return 512 + value.nbytes
+        items = value.reshape(-1).tolist() if value.dtype.kind != "O" else list(value.flat)
+        return 256 + value.size * 8 + sum(value_cost(x, _depth + 1) for x in items)
+    if isinstance(value, (list, tuple)):
+        return 128 + sum(value_cost(x, _depth + 1) for x in value)
+    if isinstance(value, Mapping):
+        return 512 + sum(value_cost(k) + value_cost(x, _depth + 1) for k, x in value.items())
+    if isinstance(value, (bytes, bytearray)):
+        return 128 + 2 * len(value)
+    return 256 + (_str_cost(repr(value)) if _depth < MAX_NESTING else 0)
+
+
+def _str_cost(text: str) -> int:
+    """A string's :func:`value_cost`: what a reader counts of it.
+
+    Its brackets and separators count too: :func:`~gym_recording.format.wire.json_cost`
+    cannot tell them from JSON's.
+    """
+    tokens = 64 * text.count("[") + 240 * text.count("{") + 32 * (text.count(",") + text.count(":"))
+    return 64 + 2 * len(text) + tokens
 
 
 def _encode_float(x: float) -> Any:

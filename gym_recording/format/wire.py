@@ -27,7 +27,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from gym_recording._errors import TraceFormatError
-from gym_recording.format.limits import INTP_MAX, MAX_NDIM
+from gym_recording.format.limits import COSTLY_JSON_BYTES, INTP_MAX, MAX_JSON_COST, MAX_NDIM
 
 __all__ = [
     "DTYPES",
@@ -44,6 +44,7 @@ __all__ = [
     "TupleField",
     "decode",
     "encode",
+    "json_cost",
     "manifest_version",
 ]
 
@@ -186,6 +187,17 @@ def _problem(exc: Exception) -> str:
     return text.replace(" - at `", " at `")
 
 
+def json_cost(data: bytes) -> int:
+    """About the memory, in bytes, that the Python objects parsed from ``data`` take.
+
+    Counted from the tokens that make objects (a list ~64 bytes, a dict ~240, each item or
+    key ~32) and the bytes themselves (strings); brackets inside strings count too, so it
+    errs high.
+    """
+    items = data.count(b",") + data.count(b":")
+    return 64 * data.count(b"[") + 240 * data.count(b"{") + 32 * items + len(data)
+
+
 def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) -> T:
     """Parse a file's bytes as ``typ`` (a structure above, or ``Any``), checking every type.
 
@@ -199,6 +211,12 @@ def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) 
         TraceFormatError: the bytes are not strict UTF-8 JSON (version 1 may hold the
             non-finite tokens) or do not have the structure ``typ`` says.
     """
+    if len(data) > COSTLY_JSON_BYTES and json_cost(data) > MAX_JSON_COST:
+        msg = (
+            f"its JSON would take more than {MAX_JSON_COST >> 20} MiB of memory to parse "
+            f"(FORMAT.md §9: counted from its {len(data)} bytes' brackets and separators)"
+        )
+        raise TraceFormatError(msg, path)
     try:
         if not data.isascii():
             data.decode("utf-8")  # every byte, even of keys msgspec skips (§2: UTF-8 only)

@@ -20,7 +20,12 @@ import numpy as np
 from gym_recording._errors import RecordingClosedError, TraceFormatError
 from gym_recording.format.arrays import BatchBlob
 from gym_recording.format.batch import DecodedBatch, decode_batch, join_parts
-from gym_recording.format.limits import MAX_BATCH_JSON_BYTES, MAX_DECODED_BYTES, MAX_MANIFEST_BYTES
+from gym_recording.format.limits import (
+    JSONARRAY_RATIO,
+    MAX_BATCH_JSON_BYTES,
+    MAX_DECODED_BYTES,
+    MAX_MANIFEST_BYTES,
+)
 from gym_recording.format.manifest import Manifest, decode_manifest
 from gym_recording.format.names import find_manifests
 from gym_recording.format.spaces import space_from_json
@@ -56,7 +61,8 @@ def read_batch(storage: Storage, directory: str, manifest: Manifest, i: int) -> 
     entry = manifest.batches[i]
     path = os.path.join(directory, entry.fn)
     data = storage.read_bytes(entry.fn, MAX_BATCH_JSON_BYTES)
-    blob = BatchBlob(manifest.blob_name(i), storage.map, path, MAX_DECODED_BYTES)
+    budget = min(MAX_DECODED_BYTES, JSONARRAY_RATIO * len(data))  # (§9: jsonarray values)
+    blob = BatchBlob(manifest.blob_name(i), storage.map, path, budget)
     after = i > 0 and manifest.batches[i - 1].continues
     return decode_batch(data, entry, blob, legacy=manifest.legacy, after_continues=after)
 

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from gym_recording.format.arrays import blob_dtype
-from gym_recording.format.values import snapshot
+from gym_recording.format.limits import MAX_VALUE_COST
+from gym_recording.format.values import snapshot, value_cost
 
 __all__ = ["Field", "FrameLeaf", "ListLeaf", "RowLeaf", "Rewards"]
 
@@ -202,7 +203,15 @@ class ListLeaf:
         app = self.values.append
 
         def put(v: Any) -> bool:
-            app(snapshot(v))
+            kept = snapshot(v)
+            cost = value_cost(kept)
+            if cost > MAX_VALUE_COST:
+                msg = (
+                    f"it would take about {cost >> 20} MiB of its batch once read, more than "
+                    f"the {MAX_VALUE_COST >> 20} MiB readers accept (FORMAT.md §9)"
+                )
+                raise ValueError(msg)
+            app(kept)
             return True
 
         self.put: Put = put

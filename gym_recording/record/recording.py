@@ -33,8 +33,9 @@ import numpy as np
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording._version import __version__
 from gym_recording.format.batch import Span
+from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.spaces import space_to_json
-from gym_recording.format.values import snapshot
+from gym_recording.format.values import snapshot, value_cost
 from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
 from gym_recording.record import steps as _steps
 from gym_recording.record.buffer import Field, Rewards
@@ -75,8 +76,13 @@ def _forget_open_recordings() -> None:
     """In a forked child: the parent's recordings are the parent's to flush, not its own."""
     global _open_lock, _forks
     _open_lock = threading.Lock()  # (it may have been held by another thread at the fork)
-    _open_recordings.clear()
     _forks += 1
+    for rec in list(_open_recordings.values()):
+        # No open episode: the next step reaches the checks (C steps too: no room), which
+        # refuse it, rather than go to a buffer the child can never write.
+        rec._open = None
+        rec._sync_room()
+    _open_recordings.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -280,6 +286,10 @@ class TraceRecording:
         self._rew = Rewards()
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
+        # What the buffered infos and options will take in their batch (value_cost), and
+        # the most a batch gets of them before it is written.
+        self._value_cost = 0
+        self._value_budget = min(batch_bytes, MAX_VALUE_COST)
         self._sized = False
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
@@ -439,15 +449,34 @@ class TraceRecording:
             ep.infos.append(kept_info)  # type: ignore[union-attr]
         if not self._sized:
             self._layout_known()
+        if self._value_cost > self._value_budget:  # (write the batch at the next step)
+            self._room = steps + 1
+            self._sync_room()
 
     def _snapshot(self, value: Any, what: str) -> Any:
+        """A storable copy of ``value``, counted towards the batch's values (FORMAT.md §9).
+
+        Raises:
+            RecordingError: ``value`` cannot be stored, or alone would take more of its batch
+                than readers accept.
+        """
         if value is None:
             return None
         try:
-            return snapshot(value)
+            kept = snapshot(value)
         except ValueError as exc:
             msg = f"cannot record {what}: {exc}"
             raise RecordingError(msg) from None
+        cost = value_cost(kept)
+        if cost > MAX_VALUE_COST:
+            msg = (
+                f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "
+                f"once read, more than the {MAX_VALUE_COST >> 20} MiB readers accept "
+                "(FORMAT.md §9); split it, or record it in the observations"
+            )
+            raise RecordingError(msg)
+        self._value_cost += cost
+        return kept
 
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
         """Store one step of ``field``, which holds ``rows`` rows.
@@ -571,7 +600,7 @@ class TraceRecording:
             return
         if not self._pending:
             steps = len(self._rew)
-            if steps < self._writer.split_steps:
+            if steps < self._writer.split_steps and self._value_cost <= self._value_budget:
                 self._room = self._writer.split_steps
                 self._sync_room()
                 return
@@ -624,6 +653,7 @@ class TraceRecording:
             if ep.flagged_at >= 0:
                 ep.flagged_at -= keep_act
         self._pending = []
+        self._value_cost = 0  # (the open episode's kept infos, if any, are not counted again)
         # Last, once the buffer's books are done: if the write is interrupted (Ctrl-C), it
         # stays in flight, and the next flush writes what it did not.
         self._writer.submit(obs, act, rewards, pending)

@@ -196,8 +196,20 @@ class TraceRecordingWrapper(
         return result
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Step the env and record the step (in the recording's step recorder)."""
-        return self._record(action, self.env.step(action))
+        """Step the env and record the step (in the recording's step recorder).
+
+        Raises:
+            RecordingError: the step cannot be recorded (the message says why: a reward
+                that is not a number, an info no reader could read back, ...). The env has
+                stepped; its episode is recorded up to the step before, and the rest of the
+                episode is not recorded: the next ``reset`` records again.
+        """
+        result = self.env.step(action)
+        try:
+            return self._record(action, result)
+        except RecordingError:
+            self._active = False  # (the recording cut the episode)
+            raise
 
     def _record_if_active(self, action: Any, result: Any) -> None:
         """What the step recorder does not record: a legacy result, or any without an episode."""

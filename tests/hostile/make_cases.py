@@ -833,6 +833,102 @@ def _(rec: Rec) -> None:
     r.update(shape=[2, 1], size=8)
 
 
+@case(
+    "join-bomb",
+    "the second part of a split episode references the first batch's blob, the same bytes as "
+    "the first part (joined N times over, N files of 8 MiB would make one episode of N x 8 MiB)",
+    split=True,
+)
+def _(rec: Rec) -> None:
+    first = ep(rec, 1)["observations"]
+    ep(rec, 0, BATCH1)["observations"].update(
+        npyfile=BIN0, npyoff=first["npyoff"], shape=[2, 2], size=16
+    )
+
+
+@case(
+    "overlap-across-episodes",
+    "the second episode's observations are the first episode's bytes (two episodes, one region)",
+)
+def _(rec: Rec) -> None:
+    a = ep(rec, 0)["observations"]
+    ep(rec, 1)["observations"].update(npyoff=a["npyoff"], shape=[2, 2], size=16)
+
+
+@case(
+    "parts-dict-then-array",
+    "an episode's first part has Dict observations, the second an array",
+    split=True,
+)
+def _(rec: Rec) -> None:
+    first = ep(rec, 1)
+    first["observations"] = {"__type": "dict", "fields": {"x": first["observations"]}}
+
+
+@case(
+    "parts-f32-then-c128",
+    "an episode's parts have float32 then complex128 observations (joining would cast)",
+    split=True,
+)
+def _(rec: Rec) -> None:
+    r = ep(rec, 0, BATCH1)["observations"]
+    blob = Blob(BIN1)
+    blob.data = bytearray(rec.raw[BIN1])
+    c = blob.add(np.zeros((2, 2), dtype=np.complex128))
+    rec.raw[BIN1] = bytes(blob.data)
+    r.update(c)
+
+
+@case("parts-infos-one-part", "infos are recorded in the first part of an episode only", split=True)
+def _(rec: Rec) -> None:
+    ep(rec, 1)["infos"] = [{}, {}, {}]
+
+
+@case("fn-other-writer", "the manifest lists a batch file named with another writer's prefix")
+def _(rec: Rec) -> None:
+    other = "openaigym.trace.0.2.other.ep000000000.json"
+    rec.json[other] = rec.json.pop(BATCH0)
+    entry(rec)["fn"] = other
+
+
+@case("fn-temp-name", "the manifest lists a batch under a temporary file's name (`.gymrec-tmp-*`)")
+def _(rec: Rec) -> None:
+    tmp = ".gymrec-tmp-abc123"
+    rec.json[tmp] = rec.json.pop(BATCH0)
+    entry(rec)["fn"] = tmp
+
+
+@case("json-utf16", "the batch JSON is UTF-16 (FORMAT.md §2: UTF-8 only)")
+def _(rec: Rec) -> None:
+    rec.raw[BATCH0] = dumps(rec.json.pop(BATCH0)).decode().encode("utf-16")
+
+
+@case("json-utf32-manifest", "the manifest is UTF-32")
+def _(rec: Rec) -> None:
+    rec.raw[MANIFEST] = dumps(rec.json.pop(MANIFEST)).decode().encode("utf-32")
+
+
+@case("json-bom", "the batch JSON starts with a UTF-8 byte order mark")
+def _(rec: Rec) -> None:
+    rec.raw[BATCH0] = b"\xef\xbb\xbf" + dumps(rec.json.pop(BATCH0))
+
+
+@case("json-cesu8", "a string of the batch JSON holds CESU-8 surrogate bytes (not UTF-8)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"s": "SURROGATE"}
+    data = dumps(rec.json.pop(BATCH0))
+    rec.raw[BATCH0] = data.replace(b"SURROGATE", b"\xed\xa0\x80\xed\xb0\x80")
+
+
+@case(
+    "jsonarray-wide-strings",
+    "a jsonarray of 4000 one-character strings of dtype `<U1000`: 16 MB in memory from 20 KB "
+    "of JSON (more than 16 times the batch's JSON)",
+)
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("<U1000", [4000], ["a"] * 4000)
+
+
 # ---- values (FORMAT.md §6)
 
 

@@ -9,9 +9,13 @@ The server hands out two things and nothing else:
 
 Everything the page does with the files (parsing manifests and batches, validating every
 reference, decoding arrays) happens in the browser, following FORMAT.md. The server only makes
-sure that nothing outside the directory can be read: names must be plain trace-file names,
-symlinks are resolved and must stay inside the directory, and only ``GET``/``HEAD`` are served.
-It uses nothing but the standard library.
+sure that nothing outside the directory can be read: names must be plain trace-file names;
+each file is opened once, relative to the directory, without following a symbolic link
+(``O_NOFOLLOW``) or blocking (``O_NONBLOCK``), and served only if the open file is a regular
+file with one link (``fstat``): writers make neither symbolic nor hard links, and a hard link
+could name a file kept outside the directory. Only ``GET``/``HEAD`` are served; a client gets
+10 seconds to send each request, and at most
+:attr:`ViewerServer.max_clients` are served at once. It uses nothing but the standard library.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ _CSP = (
     "img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
-_RANGE_RE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+# (at most 19 digits: an int64; a longer number is no range a file can have)
+_RANGE_RE = re.compile(r"^\s*bytes\s*=\s*(\d{0,19})\s*-\s*(\d{0,19})\s*$", re.IGNORECASE)
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _CHUNK = 1 << 16
 
@@ -63,13 +68,63 @@ class ViewerServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    #: Clients served at once; more are disconnected at once until one is done.
+    max_clients = 32
 
     def __init__(self, root: Path, address: tuple[str, int]) -> None:
         self.root = root
+        self.root_fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         self.check_host = _is_loopback(address[0])
+        self._slots = threading.BoundedSemaphore(self.max_clients)
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
+        try:
+            super().__init__(address, _Handler)
+        except BaseException:
+            os.close(self.root_fd)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the client on a thread of its own, or hang up if too many are served."""
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def server_close(self) -> None:
+        """Close the socket and the directory."""
+        super().server_close()
+        with contextlib.suppress(OSError):
+            os.close(self.root_fd)
+
+    def open_trace(self, name: str) -> int | None:
+        """A descriptor of the trace file ``name`` directly in the root, or ``None``.
+
+        Opened once, without following a symbolic link or blocking, then checked: a regular
+        file with one link.
+        """
+        if not is_trace_name(name):
+            return None
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(name, flags | getattr(os, "O_CLOEXEC", 0), dir_fd=self.root_fd)
+        except OSError:
+            return None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            return None
+        return fd
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Ignore clients that hang up mid-response (the page cancels requests); report the rest."""
@@ -128,25 +183,18 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
     return start, min(end, size - 1)
 
 
-def _refusal(root: Path, name: str) -> str | None:
-    """Say why the trace-named entry ``name`` of ``root`` is not served (None if it vanished)."""
-    path = root / name
+def _refusal(root_fd: int, name: str) -> str | None:
+    """Say why the trace-named entry ``name`` is not served (``None`` if it vanished)."""
     try:
-        info = path.lstat()
+        info = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
     except OSError:
         return None
     if stat.S_ISLNK(info.st_mode):
-        try:
-            target = path.resolve(strict=True)
-        except (OSError, RuntimeError):
-            return "is a broken symbolic link"
-        if target.parent != root:
-            return "is a symbolic link leading outside the directory"
-        if not is_trace_name(target.name):
-            return "is a symbolic link to a file that is not a trace file"
-        return "is a symbolic link to something that is not a regular file"
+        return "is a symbolic link (the viewer serves none: writers make none)"
     if stat.S_ISDIR(info.st_mode):
         return "is a directory, not a file"
+    if stat.S_ISREG(info.st_mode) and info.st_nlink != 1:
+        return "is a hard link (the viewer serves files of one link only: writers make none)"
     return "is not a regular file"
 
 
@@ -154,6 +202,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     """Serves the viewer page, the file listing and the trace files; refuses everything else."""
 
     server: ViewerServer
+    #: Seconds a client has to send each request (and between requests on one connection):
+    #: a stalled client's thread ends.
+    timeout = 10.0
     server_version = "gym-recording-viewer"
     sys_version = ""
     protocol_version = "HTTP/1.1"
@@ -251,34 +302,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for entry in entries:
             if not is_trace_name(entry.name):
                 continue
-            resolved = self._resolve(entry.name)
-            info = None
-            if resolved is not None:
-                with contextlib.suppress(OSError):
-                    info = resolved.stat()
-            if info is None:
-                reason = _refusal(root, entry.name)
+            fd = self.server.open_trace(entry.name)
+            if fd is None:
+                reason = _refusal(self.server.root_fd, entry.name)
                 if reason is not None:
                     refused.append({"name": entry.name, "reason": reason})
                 continue
+            try:
+                info = os.fstat(fd)
+            finally:
+                os.close(fd)
             files.append({"name": entry.name, "size": info.st_size, "mtime": info.st_mtime})
         files.sort(key=lambda f: str(f["name"]))
         refused.sort(key=lambda f: f["name"])
         body = json.dumps({"directory": str(root), "files": files, "refused": refused}).encode()
         self._send_bytes(body, "application/json; charset=utf-8", send_body=send_body)
-
-    def _resolve(self, name: str) -> Path | None:
-        """Return the regular file ``name`` names directly inside the root, or ``None``."""
-        if not is_trace_name(name):
-            return None
-        root = self.server.root
-        try:
-            resolved = (root / name).resolve(strict=True)
-        except (OSError, RuntimeError):
-            return None
-        if resolved.parent != root or not is_trace_name(resolved.name) or not resolved.is_file():
-            return None
-        return resolved
 
     def _send_trace_file(self, raw_name: str, *, send_body: bool) -> None:
         # A "/" in the raw path (before unquoting) is never part of a plain name.
@@ -288,23 +326,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 name = unquote(raw_name, errors="strict")
             except UnicodeDecodeError:
                 name = ""
-        resolved = self._resolve(name) if name else None
-        if resolved is None:
-            self._send_error(404, "not found", send_body=send_body)
-            return
-        try:
-            # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it must
-            # not block (it is then refused by the S_ISREG check below).
-            fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except OSError:
+        fd = self.server.open_trace(name) if name else None
+        if fd is None:
             self._send_error(404, "not found", send_body=send_body)
             return
         with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                self._send_error(404, "not found", send_body=send_body)
-                return
-            self._send_file_body(handle, name, info.st_size, send_body=send_body)
+            size = os.fstat(handle.fileno()).st_size
+            self._send_file_body(handle, name, size, send_body=send_body)
 
     def _send_file_body(self, handle: BinaryIO, name: str, size: int, *, send_body: bool) -> None:
         content_type = "application/json" if name.endswith(".json") else "application/octet-stream"

@@ -186,7 +186,8 @@
   const MAX_NESTING = 100; // fields and values (§5, §6)
   const MAX_JSON_DEPTH = 512; // lists and objects in one JSON file
   const MAX_NDIM = 32;
-  const MAX_DECODED_BYTES = 256 * 1024 * 1024; // per episode object, for JSON-encoded arrays
+  const MAX_DECODED_BYTES = 256 * 1024 * 1024; // per batch, for JSON-encoded arrays ...
+  const JSONARRAY_RATIO = 16; // ... and at most this many times the batch JSON's bytes
   const JSONARRAY_KINDS = "biufcUSMmO";
   const INT_RANGE = {
     int8: [-(2 ** 7), 2 ** 7 - 1], int16: [-(2 ** 15), 2 ** 15 - 1], int32: [-(2 ** 31), 2 ** 31 - 1],
@@ -355,7 +356,7 @@
     }
   }
 
-  /** No two arrays of one episode object may share bytes (as the Python reader requires). */
+  /** No two arrays of one batch may share bytes (FORMAT.md §9, as the Python reader requires). */
   function checkOverlaps(refs, file, at) {
     const byFile = new Map();
     for (const ref of refs) {
@@ -368,7 +369,7 @@
       for (let i = 1; i < list.length; i++) {
         const prev = list[i - 1];
         if (list[i].npyoff < prev.npyoff + prev.size) {
-          throw new TraceFormatError(file, `${at}: array bytes ${list[i].npyoff}..${list[i].npyoff + list[i].size} of ${name} overlap another array of the same episode`);
+          throw new TraceFormatError(file, `${at}: array bytes ${list[i].npyoff}..${list[i].npyoff + list[i].size} of ${name} overlap another array of the batch`);
         }
       }
     }
@@ -508,7 +509,7 @@
       level = next;
     }
     budget.bytes += level.length * Math.max(dt.itemsize, 8);
-    if (budget.bytes > MAX_DECODED_BYTES) throw fail(`the episode's JSON-encoded arrays need more than ${MAX_DECODED_BYTES} bytes`);
+    if (budget.bytes > budget.limit) throw fail(`the batch's JSON-encoded arrays need more than ${budget.limit} bytes (FORMAT.md §9)`);
     for (const x of level) {
       checkValue(x, file, where, depth + 1, budget);
       if (dt.kind !== "O" && (Array.isArray(x) || (isObject(x) && !["float", "scalar", "complex", "bytes", "repr"].includes(x.__type)))) {
@@ -636,6 +637,7 @@
     }
     if (!Array.isArray(doc.batches)) throw new TraceFormatError(name, 'has no "batches" list');
     const seen = new Set();
+    const prefix = name.slice(0, -".manifest.json".length);
     let expectFirst = 0;
     let prevContinues = false;
     const batches = doc.batches.map((batch, i) => {
@@ -651,8 +653,16 @@
       checkPlainName(batch.fn, name, `${at} "fn"`);
       if (seen.has(batch.fn)) throw new TraceFormatError(name, `${at}: batch file ${batch.fn} is listed twice`);
       seen.add(batch.fn);
-      const bin = batch.bin === undefined ? null : batch.bin;
+      // FORMAT.md §1: a manifest lists its writer's own batch files, named by their first episode.
+      const own = `${prefix}.ep${String(batch.first).padStart(9, "0")}`;
+      if (batch.fn !== `${own}.json`) {
+        throw new TraceFormatError(name, `${at}: expected "fn" to be the writer's own name ${own}.json, got ${show(batch.fn)}`);
+      }
+      const bin = batch.bin === undefined || batch.bin === null ? null : batch.bin;
       if (bin !== null) checkPlainName(bin, name, `${at} "bin"`);
+      if (bin !== null && bin !== `${own}.bin`) {
+        throw new TraceFormatError(name, `${at}: expected "bin" to be the writer's own name ${own}.bin, got ${show(bin)}`);
+      }
       for (const key of ["steps", "bytes"]) {
         if (batch[key] !== undefined && batch[key] !== null && !isCount(batch[key])) {
           throw new TraceFormatError(name, `${at}: "${key}" ${show(batch[key])} is not a non-negative int`);
@@ -665,7 +675,7 @@
       }
       prevContinues = continues;
       return {
-        first: batch.first, len: batch.len, fn: batch.fn, bin, continues,
+        first: batch.first, len: batch.len, fn: batch.fn, bin, blob: `${own}.bin`, continues,
         steps: isCount(batch.steps) ? batch.steps : null, bytes: isCount(batch.bytes) ? batch.bytes : null,
       };
     });
@@ -725,17 +735,18 @@
     }
   }
 
-  function parseEpisodeObject(obj, file, position, sizes) {
+  function parseEpisodeObject(obj, file, position, sizes, blob, budget) {
     const at = `episodes[${position}]`;
     const fail = (problem) => new TraceFormatError(file, `${at}: ${problem}`);
     if (!isObject(obj)) throw fail(`is not an episode object, got ${show(obj)}`);
     for (const key of ["observations", "actions", "rewards"]) {
       if (!(key in obj)) throw fail(`has no "${key}"`);
     }
-    const budget = { bytes: 0 };
-    const refs = collectRefs(obj, []);
-    for (const ref of refs) checkRef(ref, file, sizes);
-    checkOverlaps(refs, file, at);
+    for (const ref of collectRefs(obj, [])) {
+      checkPlainName(ref.npyfile, file, "npyfile");
+      if (ref.npyfile !== blob) throw fail(`expected npyfile to be the batch's blob ${blob}, got ${show(ref.npyfile)}`);
+      checkRef(ref, file, sizes);
+    }
     const observations = parseField(obj.observations, file, `${at}.observations`, 0, budget);
     const actions = isLegacyEmpty(obj.actions) ? { kind: "empty" } : parseField(obj.actions, file, `${at}.actions`, 0, budget);
     const rewards = obj.rewards;
@@ -788,6 +799,7 @@
       truncated: obj.truncated === true,
       continues: obj.continues === true,
       part: isCount(obj.part) ? obj.part : 0,
+      hasInfos: obj.infos !== undefined && obj.infos !== null,
       seed,
     };
   }
@@ -822,7 +834,7 @@
       }
     }
     const refs = collectRefs(doc.episodes, []);
-    const names = new Set(refs.map((r) => r.npyfile).filter(isPlainName));
+    const names = new Set(refs.map((r) => r.npyfile).filter((n) => n === entry.blob));
     if (entry.bytes !== null && entry.bin !== null) names.add(entry.bin);
     const sizes = new Map();
     await Promise.all([...names].map(async (name) => {
@@ -836,7 +848,9 @@
         throw new TraceFormatError(file, `the manifest gives ${entry.bytes} bytes for this batch and ${entry.bin}, but they hold ${bytes.byteLength + size} (a truncated or altered file)`);
       }
     }
-    const objects = doc.episodes.map((obj, k) => parseEpisodeObject(obj, file, k, sizes));
+    const budget = { bytes: 0, limit: Math.min(MAX_DECODED_BYTES, JSONARRAY_RATIO * bytes.byteLength) };
+    const objects = doc.episodes.map((obj, k) => parseEpisodeObject(obj, file, k, sizes, entry.blob, budget));
+    checkOverlaps(refs, file, "episodes");
     objects.forEach((o, k) => {
       o.position = entry.first + k;
       if (o.continues && k < objects.length - 1) {
@@ -1203,6 +1217,9 @@
             }
             if (obj.signature !== current.parts[0].signature) {
               setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (observations or actions of another structure)`);
+              current.broken = true;
+            } else if (obj.hasInfos !== current.parts[0].hasInfos) {
+              setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (infos are recorded in some parts only)`);
               current.broken = true;
             }
             current.parts.push(obj);

@@ -1,0 +1,229 @@
+"""Bad input is refused at the call that brings it, and nothing good is lost (issue 18).
+
+Whatever the writer accepts, the reader reads: each refusal is a ``RecordingError`` at
+``step``/``add_step``/``reset``/``add_reset``, the episode in progress is cut at its last
+stored step, and the recording goes on. Run on the C step path and on the Python one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import gym_recording
+from gym_recording import RecordingError, TraceRecording, TraceRecordingWrapper
+from gym_recording.record import steps
+from gym_recording.tools.verify import verify
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def step_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "python":
+        monkeypatch.setattr(steps, "speedups", None)
+    elif steps.speedups is None:
+        pytest.skip("gym_recording._speedups is not built")
+    return str(request.param)
+
+
+class RewardEnv(gymnasium.Env[Any, Any]):
+    """Steps return the rewards (and infos) it is given, in turn."""
+
+    observation_space = spaces.Box(-1e9, 1e9, (2,), np.float64)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, rewards: list[Any], infos: list[Any] | None = None) -> None:
+        self.rewards = list(rewards)
+        self.infos = infos
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return np.array([self.t, -1.0]), {}
+
+    def step(self, action: Any) -> Any:
+        reward = self.rewards[self.t % len(self.rewards)]
+        info = self.infos[min(self.t, len(self.infos) - 1)] if self.infos else {}
+        self.t += 1
+        return np.array([self.t, 0.0]), reward, False, False, info
+
+
+def _play(env: Any, episodes: int, steps_: int) -> list[str]:
+    """Reset and step; return the errors met (the recording goes on after each)."""
+    errors = []
+    for _ in range(episodes):
+        env.reset()
+        for _ in range(steps_):
+            try:
+                env.step(0)
+            except RecordingError as exc:
+                errors.append(str(exc))
+    return errors
+
+
+def _check_readable(directory: Path) -> list[Any]:
+    report = verify(directory)
+    assert report.ok, report.lines()
+    return list(gym_recording.load(directory))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [np.array([1.0, 101.0]), np.array([0.5]), None, "1.5", 1 + 2j, np.array(["x"])],
+    ids=["vector", "one-element-array", "None", "string", "complex", "str-array"],
+)
+def test_a_reward_that_is_not_a_real_number_is_refused(tmp_path: Path, bad: Any) -> None:
+    rewards = [0.0, 1.0, 2.0, bad] + [3.0] * 4
+    env = TraceRecordingWrapper(RewardEnv(rewards), tmp_path)
+    errors = _play(env, 2, 4)
+    env.close()
+    assert len(errors) == 1 and "expected the reward to be a real number" in errors[0]
+    eps = _check_readable(tmp_path)
+    # The episode is cut before the bad step; the next episode is whole and aligned.
+    assert [ep.rewards.tolist() for ep in eps] == [[0.0, 1.0, 2.0], [3.0] * 4]
+    assert eps[0].observations[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_bools_ints_and_numpy_scalars_are_rewards(tmp_path: Path) -> None:
+    """The decision, as documented in ``reward_value``: real numbers of any numeric type."""
+    rewards = [True, 3, np.float32(0.5), np.int8(-2), np.array(1.5), False]
+    env = TraceRecordingWrapper(RewardEnv(rewards), tmp_path)
+    assert _play(env, 1, 6) == []
+    env.close()
+    (ep,) = _check_readable(tmp_path)
+    assert ep.rewards.dtype == np.float64
+    assert ep.rewards.tolist() == [1.0, 3.0, 0.5, -2.0, 1.5, 0.0]
+
+
+def _recursive() -> Any:
+    a: list[Any] = []
+    a.append(a)
+    return a
+
+
+def _deep(n: int) -> Any:
+    v: Any = 0
+    for _ in range(n):
+        v = [v]
+    return v
+
+
+@pytest.mark.parametrize(
+    ("info", "says"),
+    [
+        ({"a": np.zeros(2, dtype="i4,f8")}, "no exact stored form"),
+        ({"a": np.zeros(2, dtype="V8")}, "no exact stored form"),
+        ({"a": np.array(["2024-01-01"], dtype="datetime64[D]")}, "no exact stored form"),
+        ({"a": np.zeros(2, dtype=np.longdouble)}, "no exact stored form"),
+        ({"a": _deep(150)}, "nests deeper"),
+        ({"a": _recursive()}, "nests deeper"),
+        ({"a": "\ud800"}, "lone surrogate"),
+        ({"a": np.array(["x"] * 1000, dtype="<U1000")}, "object array"),
+    ],
+    ids=["structured", "void", "datetime", "longdouble", "deep", "recursive", "surrogate", "wide"],
+)
+def test_an_info_the_reader_would_refuse_is_refused_at_the_step(
+    tmp_path: Path, info: Any, says: str
+) -> None:
+    if sys.platform != "linux" and np.dtype(np.longdouble) == np.dtype(np.float64):
+        pytest.skip("longdouble is float64 here")
+    infos = [{"a": 1.0}, {"a": 2.0}, info, {"a": 4.0}]  # (then {"a": 4.0} at every step)
+    env = TraceRecordingWrapper(RewardEnv([1.0], infos), tmp_path, record_infos=True)
+    errors = _play(env, 2, 4)
+    env.close()
+    assert len(errors) == 1 and says in errors[0] and "info" in errors[0]
+    eps = _check_readable(tmp_path)
+    assert [ep.length for ep in eps] == [2, 4]
+    assert [i["a"] for i in eps[0].infos[1:]] == [1.0, 2.0]
+    assert eps[0].infos[0] == {}  # (the reset info)
+
+
+def test_an_object_array_of_the_same_strings_is_kept(tmp_path: Path) -> None:
+    """What the refusal of a wide str array suggests works, and reads back exactly."""
+    wide = np.array(["x"] * 1000, dtype="<U1000")
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(np.zeros(2))
+        rec.add_step(0, np.ones(2), 1.0, info={"a": wide.astype(object)})
+    (ep,) = _check_readable(tmp_path)
+    got = ep.infos[1]["a"]
+    assert got.dtype == object and got.tolist() == ["x"] * 1000
+
+
+def test_a_huge_info_is_refused_and_the_batch_stays_readable(tmp_path: Path) -> None:
+    big = "x" * (130 << 20)  # ~260 MiB once read back: over what readers accept
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(np.zeros(2))
+        rec.add_step(0, np.ones(2), 1.0, info={"ok": 1}, terminated=True)
+        rec.add_reset(np.zeros(2))
+        with pytest.raises(RecordingError, match="MiB readers accept"):
+            rec.add_step(0, np.ones(2), 1.0, info={"big": big})
+        rec.add_reset(np.zeros(2))
+        rec.add_step(1, np.ones(2), 2.0, info={"ok": 2})
+    del big
+    eps = _check_readable(tmp_path)
+    assert [ep.length for ep in eps] == [1, 0, 1]
+
+
+def test_infos_fill_batches_by_their_size(tmp_path: Path) -> None:
+    """Infos count towards a batch: large ones make more, smaller batches, never one batch
+    too large for readers."""
+    batch_bytes = 200_000
+    text = "y" * 10_000
+    with TraceRecording(tmp_path, record_infos=True, batch_bytes=batch_bytes) as rec:
+        rec.add_reset(np.zeros(2))
+        for t in range(300):
+            rec.add_step(0, np.ones(2), 1.0, info={"t": t, "text": text})
+    sizes = [p.stat().st_size for p in tmp_path.glob("*.ep*.json")]
+    assert len(sizes) >= 5
+    assert max(sizes) < 4 * batch_bytes
+    (ep,) = _check_readable(tmp_path)  # one episode, joined from its parts
+    assert [i["t"] for i in ep.infos[1:]] == list(range(300))
+
+
+def test_a_value_that_fits_nothing_in_an_observation_is_refused(tmp_path: Path) -> None:
+    big = "z" * (130 << 20)
+    with TraceRecording(tmp_path) as rec:
+        rec.add_reset("a")
+        rec.add_step(0, "b", 1.0)
+        with pytest.raises(RecordingError, match="cannot record the observation"):
+            rec.add_step(0, big, 1.0)
+        rec.add_reset("c")  # (the refused step cut its episode)
+        rec.add_step(0, "d", 1.0)
+    del big
+    eps = _check_readable(tmp_path)
+    assert [ep.observations for ep in eps] == [["a", "b"], ["c", "d"]]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_cannot_record_into_its_parents_writer(tmp_path: Path) -> None:
+    """The child's steps are refused (they would mix with the parent's under one writer id);
+    the parent's episodes are intact."""
+    rec = TraceRecording(tmp_path)
+    rec.add_reset(np.zeros(2))
+    rec.add_step(0, np.ones(2), 1.0)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(r)
+        code = b"x"
+        try:
+            rec.add_step(7, np.ones(2), 7.0)
+        except RecordingError as exc:
+            code = b"r" if "fork" in str(exc) else b"m"
+        os.write(w, code)
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got == b"r"
+    rec.add_step(3, np.ones(2), 3.0)
+    rec.close()
+    (ep,) = _check_readable(tmp_path)
+    assert ep.actions.tolist() == [0, 3] and ep.rewards.tolist() == [1.0, 3.0]

@@ -622,9 +622,9 @@ def main() -> None:
             else ", Minari: not installed"
         )
     )
+    flags = "".join(f" {a}" for a in sys.argv[1:] if a != "--out" and a != args.out)
     emit(
-        f"Date: {time.strftime('%Y-%m-%d')}. Command: `python benchmarks/bench.py"
-        f"{' --quick' if args.quick else ' --smoke' if args.smoke else ''}`. "
+        f"Date: {time.strftime('%Y-%m-%d')}. Command: `python benchmarks/bench.py{flags}`. "
         f"Medians of {runs} interleaved runs; "
         f"{EPISODE_STEPS}-step episodes."
     )

@@ -270,7 +270,7 @@ def test_version(cli: Run) -> None:
     assert out.startswith(f"gym-recording {gym_recording.__version__} (")
     from gym_recording.record import steps
 
-    assert out.endswith("(C step)") == steps.ACCELERATED, out
+    assert out.endswith("(C extension: step, writes, views)") == steps.ACCELERATED, out
 
 
 def test_no_command_is_a_usage_error(cli: Run) -> None:

@@ -207,9 +207,9 @@ def _cmd_import_minari(args: argparse.Namespace) -> int:
 
 
 def _version() -> str:
-    """The version, and which step recorder runs: the C one, or pure Python (and why)."""
+    """The version, and whether the C extension runs (step, writes, views), or why not."""
     if steps.ACCELERATED:
-        how = "C step"
+        how = "C extension: step, writes, views"
     elif os.environ.get("GYM_RECORDING_PURE_PYTHON"):
         how = "pure Python: GYM_RECORDING_PURE_PYTHON is set"
     else:

@@ -51,7 +51,7 @@ from gym_recording.format.arrays import BatchBlob
 from gym_recording.record import steps as step_path
 from gym_recording.record import writer
 from gym_recording.storage.local import LocalStorage
-from gym_recording.wrappers import TraceRecordingWrapper
+from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
 EPISODE_STEPS = 200
 
@@ -131,11 +131,19 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
-def _atari() -> gym.Env:  # type: ignore[type-arg]
+def _atari(env_id: str = "ALE/Breakout-v5") -> gym.Env:  # type: ignore[type-arg]
     import ale_py
 
     gym.register_envs(ale_py)
-    return gym.make("ALE/Breakout-v5")
+    return gym.make(env_id)
+
+
+#: The compression workload (issue 19): a real Atari env's raw RGB frames.
+PONG: dict[str, Any] = {
+    "make": lambda: _atari("ALE/Pong-v5"),
+    "action": lambda env: 2,
+    "steps": 6_000,
+}
 
 
 #: Workloads of the ablation only: real envs where a piece may matter more than on the
@@ -237,17 +245,26 @@ def _dir_contents(d: str) -> bytes:
 
 
 def run_ours(
-    spec: dict[str, Any], steps: int, tmp: str, *, off: list[str] | None = None
+    spec: dict[str, Any],
+    steps: int,
+    tmp: str,
+    *,
+    off: list[str] | None = None,
+    compression: str | None = None,
+    keep: bool = False,
 ) -> tuple[float, bytes]:
     """Record with the wrapper: the seconds, and the bytes of every file written, joined (for
-    :func:`run_ceiling`). ``off`` names pieces switched off (:data:`PIECES`)."""
+    :func:`run_ceiling`). ``off`` names pieces switched off (:data:`PIECES`). With ``keep``
+    the directory's name is returned (as bytes) instead, and the recording kept."""
     d = tempfile.mkdtemp(dir=tmp)
     with switched_off(off or []):
-        env = TraceRecordingWrapper(spec["make"](), d)
+        env = TraceRecordingWrapper(spec["make"](), d, compression=compression)
         t = time.perf_counter()
         drive(env, spec["action"](env), steps, spec.get("alternate", False))
         env.close()
         dt = time.perf_counter() - t
+    if keep:
+        return dt, os.fsencode(d)
     data = _dir_contents(d)
     shutil.rmtree(d)
     return dt, data
@@ -492,6 +509,129 @@ def flush_cost(n_batches: int) -> list[tuple[int, float]]:
 
 
 # --------------------------------------------------------------------------------- driver
+
+
+def compression_report(
+    scale: float,
+    runs: int,
+    tmp: str,
+    emit: Any,
+    results: dict[str, dict[str, float]],
+    spread: dict[str, dict[str, list[float]]],
+) -> None:
+    """Pong bare, recorded raw and recorded compressed, interleaved; then the compressed
+    recording read back (decompressed) in a fresh process; one table, and the targets."""
+    steps = max(200, int(PONG["steps"] * scale))
+    bare, raw, zstd, reads = [], [], [], []
+    raw_bytes = zstd_bytes = 0
+    for _ in range(runs):
+        os.sync()
+        bare.append(run_bare(PONG, steps, tmp)[0])
+        os.sync()
+        dt, d = run_ours(PONG, steps, tmp, keep=True)
+        raw.append(dt)
+        raw_bytes = _dir_bytes(os.fsdecode(d))
+        shutil.rmtree(d)
+        os.sync()
+        dt, d = run_ours(PONG, steps, tmp, compression="zstd", keep=True)
+        zstd.append(dt)
+        zstd_bytes = _dir_bytes(os.fsdecode(d))
+        read_ours(os.fsdecode(d))  # (warm the page cache)
+        rdt, _, nb = measure_read("ours", os.fsdecode(d), tmp)
+        reads.append(nb / 1e9 / rdt)
+        shutil.rmtree(d)
+    b, r, z = median(bare), median(raw), median(zstd)
+    results["pong"] = {
+        "bare": b / z,
+        "smaller": raw_bytes / zstd_bytes,
+        "gbps": median(reads),
+    }
+    spread["pong"] = {
+        "bare": [x / y for x, y in zip(bare, zstd, strict=True)],
+        "gbps": reads,
+    }
+    emit(
+        "| steps | bare steps/s | raw: ours steps/s | raw / bare | zstd: ours steps/s "
+        "| zstd / bare | raw MB | zstd MB | raw / zstd bytes | zstd read GB/s |"
+    )
+    emit("|---|---|---|---|---|---|---|---|---|---|")
+    emit(
+        f"| {steps:,} | {steps / b:,.0f} | {steps / r:,.0f} | {b / r:.2f}x | {steps / z:,.0f} "
+        f"| {b / z:.2f}x | {raw_bytes / 1e6:,.1f} | {zstd_bytes / 1e6:,.2f} "
+        f"| {raw_bytes / zstd_bytes:,.0f}x | {median(reads):.2f} |"
+    )
+    emit()
+    emit("| target | measured | each run | met |")
+    emit("|---|---|---|---|")
+
+
+def _vector(num_envs: int, mode: str) -> Any:
+    return gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
+
+
+def _drive_vector(venv: Any, steps: int) -> None:
+    venv.reset(seed=0)
+    actions = np.ones(venv.num_envs, np.int64)
+    for i in range(steps):
+        actions[:] = i & 1
+        venv.step(actions)
+
+
+def vector_and_infos_report(
+    scale: float, runs: int, tmp: str, emit: Any, results: dict[str, dict[str, float]]
+) -> None:
+    """Issue 19's other workloads, bare against recorded, interleaved: vector CartPole, and
+    HalfCheetah with ``record_infos=True`` (including ``close()``)."""
+    emit("| workload | steps | bare steps/s | ours steps/s | ours / bare | each run |")
+    emit("|---|---|---|---|---|---|")
+    cases: list[tuple[str, Any, Any, int]] = []
+    for n, mode in ((8, "sync"), (8, "async"), (64, "sync")):
+        cases.append(
+            (
+                f"{n} x CartPole-v1, {mode}",
+                lambda n=n, mode=mode: _vector(n, mode),
+                lambda env, d: TraceRecordingVectorWrapper(env, d),
+                max(200, int(20_000 * scale * 8 / n)),
+            )
+        )
+    if importlib.util.find_spec("mujoco") is not None:
+        cases.append(
+            (
+                "HalfCheetah-v5, record_infos=True",
+                lambda: gym.make("HalfCheetah-v5"),
+                lambda env, d: TraceRecordingWrapper(env, d, record_infos=True),
+                max(200, int(20_000 * scale)),
+            )
+        )
+    for name, make, wrap, steps in cases:
+        bare, ours = [], []
+        for _ in range(runs):
+            env = make()
+            t = time.perf_counter()
+            if "x CartPole" in name:
+                _drive_vector(env, steps)
+            else:
+                drive(env, np.zeros(env.action_space.shape, np.float32), steps)
+            bare.append(time.perf_counter() - t)
+            env.close()
+            d = tempfile.mkdtemp(dir=tmp)
+            env = wrap(make(), d)
+            t = time.perf_counter()
+            if "x CartPole" in name:
+                _drive_vector(env, steps)
+            else:
+                drive(env, np.zeros(env.action_space.shape, np.float32), steps)
+            env.close()
+            ours.append(time.perf_counter() - t)
+            shutil.rmtree(d)
+        b, o = median(bare), median(ours)
+        each = [x / y for x, y in zip(bare, ours, strict=True)]
+        results[name] = {"bare": b / o}
+        n_env = int(name.split(" x ")[0]) if " x " in name else 1
+        emit(
+            f"| {name} | {steps * n_env:,} | {steps * n_env / b:,.0f} | {steps * n_env / o:,.0f} "
+            f"| {b / o:.2f}x | {min(each):.2f}x-{max(each):.2f}x |"
+        )
 
 
 def median(xs: list[float]) -> float:
@@ -781,9 +921,29 @@ def main() -> None:
             emit(f"| {label} | not measured | - | - |")
             continue
         unit = " GB/s" if what == "gbps" else "x"
-        runs = spread.get(key, {}).get(what)
-        each = f"{min(runs):.2f}x-{max(runs):.2f}x" if runs else "-"
+        by_run = spread.get(key, {}).get(what)
+        each = f"{min(by_run):.2f}x-{max(by_run):.2f}x" if by_run else "-"
         emit(f"| {label} | {got:.2f}{unit} | {each} | {'yes' if got >= want else 'NO'} |")
+
+    emit()
+    emit('## Compression: real ALE/Pong-v5 RGB frames, `compression="zstd"`')
+    emit()
+    compression_report(scale, runs, tmp, emit, results, spread)
+    for label, _key, what, want in [
+        ("Pong, compressed: ours >= 0.95x bare", "pong", "bare", 0.95),
+        ("Pong, compressed: >= 100x fewer bytes than raw", "pong", "smaller", 100),
+        ("Pong, compressed frames read back >= 1 GB/s", "pong", "gbps", 1.0),
+    ]:
+        got = results["pong"][what]
+        unit = " GB/s" if what == "gbps" else "x"
+        each_runs = spread["pong"].get(what)
+        each = f"{min(each_runs):.2f}x-{max(each_runs):.2f}x" if each_runs else "-"
+        emit(f"| {label} | {got:.2f}{unit} | {each} | {'yes' if got >= want else 'NO'} |")
+
+    emit()
+    emit("## Vector envs and recorded infos (issue 19's targets: >= 0.95x bare each)")
+    emit()
+    vector_and_infos_report(scale, runs, tmp, emit, results)
 
     emit()
     emit("## Memory (peak RSS, fresh process per row)")

@@ -318,11 +318,16 @@ def record(
     *,
     batch_bytes: int = 5_000_000,
     record_infos: bool = False,
+    compression: str | None = None,
     **run_kwargs: Any,
 ) -> list[Trace]:
     """Wrap ``env`` in a TraceRecordingWrapper, play ``n_episodes``, close; return the traces."""
     with TraceRecordingWrapper(
-        env, directory, batch_bytes=batch_bytes, record_infos=record_infos
+        env,
+        directory,
+        batch_bytes=batch_bytes,
+        record_infos=record_infos,
+        compression=compression,
     ) as wrapped:
         return run_episodes(wrapped, n_episodes, **run_kwargs)
 

@@ -39,12 +39,14 @@ import make_cases
 EXAMPLES = int(os.environ.get("GYMREC_FUZZ_EXAMPLES", "300"))
 
 
-def _writer_recording() -> dict[str, bytes]:
+def _writer_recording(compression: str | None = None) -> dict[str, bytes]:
     """A recording by the real writer: Dict observations, parts, infos, odd values."""
     d = tempfile.mkdtemp(prefix="gymrec-fuzz-base-")
     try:
         rng = np.random.default_rng(0)
-        with TraceRecording(d, batch_bytes=400, record_infos=True, metadata={"k": [1, 2]}) as w:
+        with TraceRecording(
+            d, batch_bytes=400, record_infos=True, metadata={"k": [1, 2]}, compression=compression
+        ) as w:
             for e in range(3):
                 options = {
                     "t": (1, "x"),
@@ -83,6 +85,7 @@ BASES: list[dict[str, bytes]] = [
     make_cases.base_files(),
     _rec_files(make_cases.base_split()),
     _writer_recording(),
+    _writer_recording("zstd"),  # (compressed arrays, FORMAT.md §6.2)
 ]
 
 # ---------------------------------------------------------------------------- strategies
@@ -235,7 +238,9 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
                     continue
                 ref = refs[draw(st.integers(0, len(refs) - 1))]
                 key = draw(
-                    st.sampled_from(["shape", "dtype", "npyoff", "size", "npyfile", "order"])
+                    st.sampled_from(
+                        ["shape", "dtype", "npyoff", "size", "npyfile", "order", "codec", "rawsize"]
+                    )
                 )
                 ref[key] = draw(
                     {
@@ -247,6 +252,8 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
                         "size": st.one_of(st.sampled_from(INTS), scalars),
                         "npyfile": st.one_of(st.sampled_from(NAMES + sorted(files)), scalars),
                         "order": st.sampled_from(["C", "F", None, 0]),
+                        "codec": st.one_of(st.sampled_from(["zstd", "lz4", ""]), scalars),
+                        "rawsize": st.one_of(st.sampled_from(INTS), scalars),
                     }[key]
                 )
             else:

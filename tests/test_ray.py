@@ -162,3 +162,20 @@ def test_per_must_be_episode_or_step(tmp_path: Path) -> None:
     """An unknown per= is refused before Ray is touched."""
     with pytest.raises(ValueError, match="'episode' or 'step'"):
         read_traces(tmp_path, per="transition")  # type: ignore[arg-type]
+
+
+def test_compressed_recording_reads_the_same(cartpole_dir: Path, tmp_path: Path) -> None:
+    """A compressed copy (FORMAT.md §6.2) gives the same rows, array for array."""
+    from gym_recording.tools.recode import recode
+
+    z = tmp_path / "z"
+    recode(cartpole_dir, z, compression="zstd", compression_level=19)
+    with gym_recording.load(z) as rec:
+        episodes = list(rec)
+    n, total, batches = totals(read_traces(z), "total_reward")
+    assert n == len(episodes) and total == pytest.approx(sum(e.total_reward for e in episodes))
+    rows = {int(i): (b, k) for b in batches for k, i in enumerate(b["episode"])}
+    for ep in episodes:
+        b, k = rows[ep.index]
+        np.testing.assert_array_equal(b["observations"][k], ep.observations)
+        np.testing.assert_array_equal(b["actions"][k], ep.actions)

@@ -329,3 +329,25 @@ def test_missing_fsspec_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(DependencyNotInstalled, match=r"gym-recording\[remote\]"):
         gym_recording.load("s3://bucket/x")
+
+
+def test_compressed_recording_to_s3(s3: S3Server, tmp_path: Path) -> None:
+    """compression="zstd" on S3: frames compressed on the writer thread, PUT, read back equal."""
+    url = f"s3://{s3.new_bucket()}/runs/z"
+    frames = np.zeros((30, 64, 64), np.uint8)
+    frames[:, 8:24, 8:24] = np.arange(30, dtype=np.uint8)[:, None, None]
+    for where, opts in ((url, s3.storage_options), (str(tmp_path), None)):
+        with gym_recording.TraceRecording(
+            where, compression="zstd", batch_bytes=40_000, storage_options=opts
+        ) as rec:
+            rec.add_reset(frames[0])
+            for t in range(1, 30):
+                rec.add_step(t % 3, frames[t], float(t), terminated=t == 29)
+    opts = s3.storage_options
+    with gym_recording.load(url, storage_options=opts) as got, gym_recording.load(tmp_path) as want:
+        assert_episodes_equal(got, want)
+        np.testing.assert_array_equal(got[0].observations, frames)
+    assert verify(url).ok  # (the server found through AWS_ENDPOINT_URL)
+    remote = open_storage(url, create=False, storage_options=opts)
+    blobs = [n for n in remote.list_names() if n.endswith(".bin")]
+    assert sum(len(remote.read_bytes(n, 1 << 30)) for n in blobs) < frames.nbytes // 20

@@ -1006,3 +1006,71 @@ def test_image_env_recorded_by_the_library(
         assert_value(shown["obs.pos[0]"], float(ep.observations["pos"][step, 0]))
     viewer.set_step(4)
     viewer.screenshot(artifacts / "viewer-image-env.png")
+
+
+def test_compressed_recording_shows_the_recorded_pixels_and_values(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path
+) -> None:
+    """compression="zstd" (FORMAT.md §6.2): the page decompresses (vendored fzstd) and draws
+    load()'s pixels, and shows its numbers, in episodes split across batches."""
+    import gymnasium
+    from gymnasium import spaces
+
+    class SquareEnv(gymnasium.Env[Any, Any]):
+        """A compressible image: a square moving on a dark field, and its position."""
+
+        observation_space = spaces.Dict(
+            {
+                "pixels": spaces.Box(0, 255, (48, 64, 3), np.uint8),
+                "pos": spaces.Box(0.0, 64.0, (2,), np.float32),
+            }
+        )
+        action_space = spaces.Discrete(3)
+
+        def _obs(self) -> dict[str, np.ndarray]:
+            img = np.full((48, 64, 3), 16, np.uint8)
+            x = self.t % 56
+            img[10:18, x : x + 8] = (250, 40 + self.t, 90)
+            return {"pixels": img, "pos": np.array([x, 10], np.float32)}
+
+        def reset(
+            self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+            super().reset(seed=seed)
+            self.t = 0
+            return self._obs(), {}
+
+        def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+            self.t += 1
+            return self._obs(), float(action), self.t >= 30, False, {}
+
+    wrapper = _wrapper()
+    directory = tmp_path / "rec"
+    env = wrapper(SquareEnv(), str(directory), compression="zstd", batch_bytes=4000)
+    env.action_space.seed(2)
+    for episode in range(3):
+        env.reset(seed=episode)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done = terminated or truncated
+    env.close()
+    batches = [json.loads(p.read_text()) for p in directory.glob("openaigym.trace.*.ep*.json")]
+    assert any(
+        ep["observations"]["fields"]["pixels"].get("codec") == "zstd"
+        for b in batches
+        for ep in b["episodes"]
+    )
+
+    viewer = open_viewer(directory)
+    episodes = _assert_page_matches_reader(viewer, directory)
+    for ep in (episodes[0], episodes[-1]):
+        viewer.select(ep.index)
+        for step in (0, 1, ep.length // 2, ep.length):
+            viewer.set_step(step)
+            got = viewer.frame("obs.pixels", step)
+            np.testing.assert_array_equal(got[:, :, :3], ep.observations["pixels"][step])
+            shown = viewer.components()
+            assert_value(shown["obs.pos[0]"], float(ep.observations["pos"][step, 0]))
+    assert not viewer.error_visible()
+    viewer.screenshot(artifacts / "viewer-compressed.png")

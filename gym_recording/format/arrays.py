@@ -14,9 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from msgspec import UNSET
 
 from gym_recording._accel import speedups
 from gym_recording._errors import TraceFormatError
+from gym_recording.format.codec import CodecError, Compressor, decompress
 from gym_recording.format.limits import INTP_MAX
 from gym_recording.format.wire import DTYPES, ArrayRef
 
@@ -25,6 +27,11 @@ __all__ = ["DTYPE", "BatchBlob", "BlobLayout", "blob_dtype", "brief"]
 #: The little-endian dtype of each allowed dtype name.
 DTYPE: dict[str, np.dtype[Any]] = {n: np.dtype(n).newbyteorder("<") for n in DTYPES}
 _PAD = b"\x00" * 8
+
+
+def _plain(ref: ArrayRef) -> bool:
+    """Whether ``ref`` is not a compressed reference (names neither a codec nor a raw size)."""
+    return ref.codec is UNSET and ref.rawsize is UNSET
 
 
 def blob_dtype(dtype: np.dtype[Any]) -> str | None:
@@ -73,6 +80,8 @@ class BlobLayout:
         self.chunks: list[Any] = []
         #: The blob's length so far.
         self.size = 0
+        # Each reference handed out, and the array it stands for.
+        self._refs: list[tuple[ArrayRef, Any]] = []
 
     def _append(self, arr: np.ndarray) -> int:
         pad = -self.size % 8
@@ -93,7 +102,9 @@ class BlobLayout:
             raise TypeError(msg)
         arr = np.ascontiguousarray(arr, dtype=DTYPE[name])
         offset = self._append(arr)
-        return ArrayRef(list(arr.shape), name, self.name, offset, arr.nbytes)
+        ref = ArrayRef(list(arr.shape), name, self.name, offset, arr.nbytes)
+        self._refs.append((ref, arr))
+        return ref
 
     def rows(self, column: np.ndarray) -> Callable[[int, int], ArrayRef]:
         """References to row ranges of ``column`` (an array whose first axis is the step).
@@ -117,11 +128,34 @@ class BlobLayout:
         base = self._append(column)
         fn = self.name
 
+        refs = self._refs
+
         def ref(start: int, stop: int) -> ArrayRef:
             n = stop - start
-            return ArrayRef([n, *tail], name, fn, base + start * row, n * row)
+            r = ArrayRef([n, *tail], name, fn, base + start * row, n * row)
+            refs.append((r, column[start:stop]))
+            return r
 
         return ref
+
+    def compress(self, compressor: Compressor) -> None:
+        """Lay the blob out again with each array compressed (FORMAT.md §6.2).
+
+        Every reference handed out is updated in place: its frame's offset and size, its
+        codec and raw size. An array that would not shrink (by more than the ~32 bytes its
+        reference gains) is kept raw, and so is one of 64 bytes or fewer. Run it before the
+        references are encoded (on a writer thread: the compressor releases the GIL).
+        """
+        self.chunks, self.size = [], 0
+        for ref, arr in self._refs:
+            raw = arr.reshape(-1).view(np.uint8)
+            frame = compressor.compress(raw) if raw.nbytes > 64 else b""
+            if frame and len(frame) + 32 < raw.nbytes:  # (the two keys it adds take ~32 bytes)
+                ref.codec, ref.rawsize, ref.size = compressor.codec, raw.nbytes, len(frame)
+                ref.npyoff = self._append(np.frombuffer(frame, np.uint8))
+            else:
+                ref.codec, ref.rawsize, ref.size = UNSET, UNSET, raw.nbytes
+                ref.npyoff = self._append(raw)
 
 
 class BatchBlob:
@@ -190,6 +224,8 @@ class BatchBlob:
         if nonzero > INTP_MAX:
             raise self.fail(where, f"shape {brief(ref.shape)} of {ref.dtype} is over 2**63 bytes")
         nbytes = 0 if empty else nonzero
+        if not _plain(ref):
+            return self._decompressed(ref, dt, nbytes, where)
         if ref.size != nbytes:
             raise self.fail(
                 where,
@@ -216,6 +252,34 @@ class BatchBlob:
         self._ends.append(off + nbytes)
         return np.ndarray(ref.shape, dt, blob, off)
 
+    def _decompressed(self, ref: ArrayRef, dt: np.dtype[Any], nbytes: int, where: str) -> Any:
+        """The array of a compressed reference (§6.2), decompressed, checked on the way."""
+        if not ref.codec or ref.rawsize is UNSET:
+            raise self.fail(where, "a compressed array needs both 'codec' and 'rawsize'")
+        if ref.rawsize != nbytes:
+            raise self.fail(
+                where,
+                f"rawsize {ref.rawsize} does not equal prod(shape {brief(ref.shape)}) * "
+                f"itemsize {dt.itemsize} = {nbytes}",
+            )
+        blob = self.bytes()
+        off, size = ref.npyoff, ref.size
+        if off + size > len(blob):
+            raise self.fail(
+                where,
+                f"compressed bytes {off}..{off + size} run past the end of {self.name} "
+                f"({len(blob)} bytes)",
+            )
+        try:
+            raw = decompress(blob[off : off + size], nbytes, ref.codec)
+        except CodecError as exc:
+            raise self.fail(where, f"{exc} (in {self.name} at {off})") from None
+        self.arrays += 1
+        if size:
+            self._starts.append(off)
+            self._ends.append(off + size)
+        return raw.view(dt).reshape(ref.shape)
+
     def arrays_of(
         self, refs: list[ArrayRef], where: Callable[[int], str], *, steps: bool = False
     ) -> list[np.ndarray]:
@@ -225,7 +289,7 @@ class BatchBlob:
         array is refused. Each reference is checked as :meth:`array` checks it.
         """
         c = self._views_c
-        if c is not None and refs:
+        if c is not None and refs and all(map(_plain, refs)):
             got = c(refs, self.bytes(), self.name, DTYPE, 1 if steps else 0)
             if got is not None:  # (else a reference breaks a rule: found and named below)
                 views, spans = got

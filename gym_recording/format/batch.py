@@ -8,14 +8,17 @@ batch JSON and its blob; :func:`decode_batch` turns a batch file back into a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from msgspec import convert, to_builtins
 
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.arrays import BatchBlob, BlobLayout, brief
+from gym_recording.format.codec import Compressor
 from gym_recording.format.fields import (
     JoinError,
     decode_fields,
@@ -24,9 +27,18 @@ from gym_recording.format.fields import (
     join_fields,
 )
 from gym_recording.format.values import decode_value, encode_value
-from gym_recording.format.wire import Batch, BatchEntry, EpisodeObject, decode, encode
+from gym_recording.format.wire import ArrayRef, Batch, BatchEntry, EpisodeObject, decode, encode
 
-__all__ = ["DecodedBatch", "Span", "decode_batch", "encode_batch", "join_parts"]
+__all__ = [
+    "DecodedBatch",
+    "Span",
+    "decode_batch",
+    "encode_batch",
+    "finish_batch",
+    "join_parts",
+    "lay_out_batch",
+    "recode_batch",
+]
 
 
 @dataclass(slots=True)
@@ -52,10 +64,10 @@ class Span:
     continues: bool = False
 
 
-def encode_batch(
+def lay_out_batch(
     observations: Any, actions: Any, rewards: np.ndarray, spans: Sequence[Span], blob_name: str
-) -> tuple[bytes, list[Any], int]:
-    """Encode a batch: its JSON, the pieces of its blob, and the blob's size.
+) -> tuple[Batch, BlobLayout]:
+    """A batch's episode objects, and its blob laid out (not encoded yet: see :func:`finish_batch`).
 
     Args:
         observations: The batch's observations field (every buffered observation row).
@@ -88,7 +100,32 @@ def encode_batch(
         )
         for sp in spans
     ]
-    return encode(Batch(episodes)), layout.chunks, layout.size
+    return Batch(episodes), layout
+
+
+def finish_batch(
+    batch: Batch, layout: BlobLayout, compressor: Compressor | None = None
+) -> tuple[bytes, list[Any], int]:
+    """The batch's JSON, the pieces of its blob, and the blob's size.
+
+    With a ``compressor`` every array is compressed first (FORMAT.md §6.2).
+    """
+    if compressor is not None:
+        layout.compress(compressor)
+    return encode(batch), layout.chunks, layout.size
+
+
+def encode_batch(
+    observations: Any,
+    actions: Any,
+    rewards: np.ndarray,
+    spans: Sequence[Span],
+    blob_name: str,
+    compressor: Compressor | None = None,
+) -> tuple[bytes, list[Any], int]:
+    """Encode a batch: :func:`lay_out_batch`, then :func:`finish_batch`."""
+    batch, layout = lay_out_batch(observations, actions, rewards, spans, blob_name)
+    return finish_batch(batch, layout, compressor)
 
 
 @dataclass(frozen=True)
@@ -341,3 +378,41 @@ def join_parts(parts: Sequence[tuple[DecodedBatch, int]], path: str) -> DecodedB
         [0],
         [False],
     )
+
+
+def recode_batch(
+    data: bytes, blob: BatchBlob, blob_name: str, *, legacy: bool, compressor: Compressor | None
+) -> tuple[bytes, list[Any], int]:
+    """A batch's JSON and blob with every array stored again, compressed or raw (§6.2).
+
+    Every ndarray reference of the batch (in fields, infos, options, object arrays) is read
+    through ``blob`` (checked, decompressed) and laid out in a new blob, ``blob_name``; all
+    else stays as it was. Decode the batch with :func:`decode_batch` first: this assumes a
+    sound batch.
+
+    Returns:
+        The new JSON, the new blob's pieces, and its size.
+    """
+    doc: Any = decode(data, Any, blob.path, legacy=legacy)
+    layout = BlobLayout(blob_name)
+    count = 0
+
+    def walk(v: Any) -> Any:
+        nonlocal count
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if not isinstance(v, dict):
+            return v
+        if v.get("__type") == "ndarray":
+            ref = convert(v, ArrayRef)
+            count += 1
+            return layout.add(blob.array(ref, f"array {count}"))
+        return {k: walk(x) for k, x in v.items()}
+
+    doc = walk(doc)
+    if compressor is not None:
+        layout.compress(compressor)
+    if legacy:  # (version 1 JSON may hold NaN and Infinity tokens: kept as they were)
+        text = json.dumps(to_builtins(doc), allow_nan=True, separators=(",", ":"))
+        return text.encode("utf-8"), layout.chunks, layout.size
+    return encode(doc), layout.chunks, layout.size

@@ -24,7 +24,7 @@ import re
 from typing import Annotated, Any, Literal, TypeVar, Union
 
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.limits import COSTLY_JSON_BYTES, INTP_MAX, MAX_JSON_COST, MAX_NDIM
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 FORMAT_NAME = "gym-recording"
-FORMAT_VERSION = "2.0"
+FORMAT_VERSION = "2.1"
 #: The newest major version this reader knows.
 KNOWN_MAJOR = 2
 
@@ -77,7 +77,11 @@ DType = Literal[DTYPES]  # type: ignore[valid-type]
 
 
 class ArrayRef(Struct, tag_field="__type", tag="ndarray", gc=False):
-    """An ndarray reference (§6.1): ``size`` bytes of ``npyfile`` at ``npyoff``, C order."""
+    """An ndarray reference (§6.1): ``size`` bytes of ``npyfile`` at ``npyoff``, C order.
+
+    A compressed one (§6.2) also names its ``codec``, and ``rawsize``, the array's bytes;
+    ``size`` is then the compressed bytes in the blob. Both are omitted when unset.
+    """
 
     shape: Shape
     dtype: DType
@@ -85,6 +89,8 @@ class ArrayRef(Struct, tag_field="__type", tag="ndarray", gc=False):
     npyoff: NonNeg
     size: NonNeg
     order: Literal["C"] = "C"
+    codec: Annotated[str, Meta(min_length=1)] | UnsetType = UNSET
+    rawsize: NonNeg | UnsetType = UNSET
 
 
 class DictField(Struct, tag_field="__type", tag="dict", gc=False):

@@ -33,6 +33,7 @@ import numpy as np
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording._version import __version__
 from gym_recording.format.batch import Span
+from gym_recording.format.codec import make_compressor
 from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.spaces import space_to_json
 from gym_recording.format.values import snapshot, value_cost
@@ -220,6 +221,12 @@ class TraceRecording:
         storage_options: For a URL ``directory``, options for its filesystem, e.g.
             ``{"endpoint_url": ...}``; without them the standard configuration applies
             (``AWS_ENDPOINT_URL``, fsspec's config). Ignored for local paths.
+        compression: ``"zstd"`` compresses every array, losslessly, on a writer thread
+            while the environment steps (FORMAT.md §6.2). ``None`` (the default) writes them
+            raw: zero-copy to read, and readable by every version 1 and 2.0 reader; a
+            compressed recording needs gym-recording 2.1 or later to read. Batches then aim
+            at ``batch_bytes`` on disk and hold at most 64 MiB of arrays before compression.
+        compression_level: zstd's level, 1 (fastest) to 22 (smallest); default 3.
 
     Example:
         >>> import tempfile, numpy as np, gym_recording
@@ -246,10 +253,13 @@ class TraceRecording:
         action_space: Any = None,
         record_infos: bool = False,
         storage_options: dict[str, Any] | None = None,
+        compression: str | None = None,
+        compression_level: int | None = None,
     ) -> None:
         if not isinstance(batch_bytes, int) or isinstance(batch_bytes, bool) or batch_bytes < 1:
             msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
             raise ValueError(msg)
+        compressor = make_compressor(compression, compression_level)
         if metadata is not None and not isinstance(metadata, Mapping):
             msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
             raise TypeError(msg)
@@ -276,7 +286,9 @@ class TraceRecording:
             "metadata": _plain_json(dict(metadata or {}), "metadata"),
             "record_infos": record_infos,
         }
-        self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes)
+        self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes, compressor)
+        #: ``"zstd"`` or ``None``: how arrays are stored.
+        self.compression = compression
         self._pid = os.getpid()
         self._forks = _forks
         #: Complete episodes handed to the buffer.

@@ -9,14 +9,16 @@ batches.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from gym_recording._errors import RecordingError
-from gym_recording.format.batch import Span, encode_batch
+from gym_recording.format.batch import Span, finish_batch, lay_out_batch
+from gym_recording.format.codec import Compressor
 from gym_recording.format.manifest import encode_manifest
 from gym_recording.format.names import batch_names, manifest_name, segment_id, writer_prefix
 from gym_recording.format.wire import BatchEntry, ManifestDoc
@@ -35,22 +37,33 @@ FOREGROUND_WRITE_SHARE = 0.02
 #: While batches go to the background, every this many is written in the foreground to
 #: measure what a write costs now.
 FOREGROUND_PROBE_EVERY = 32
+#: With compression, a batch holds at most this many bytes of arrays before they are
+#: compressed (what the writer buffers, and a reader decompresses at once).
+MAX_RAW_BATCH_BYTES = 64 * 1024 * 1024
+
+Files = list[tuple[str, list[BytesLike], bool]]
 
 
 class _WriteJob:
     """A batch's files (``(name, chunks, sync_directory)``), published in order.
 
     Run in the caller's thread (:meth:`run`) or in the background (:meth:`start`, the
-    storage's ``start_write_files``). An error is kept and raised by :meth:`wait`; the job
-    owns its bytes, so it can be run again.
+    storage's ``start_write_files``). With ``prepare``, the files are made first, by
+    ``prepare()`` (a compressed batch), and the job runs in the background on a Python
+    thread. An error is kept and raised by :meth:`wait`; the job owns its bytes, so it can
+    be run again.
     """
 
-    def __init__(self, storage: Storage, files: list[tuple[str, list[BytesLike], bool]]) -> None:
+    def __init__(
+        self, storage: Storage, files: Files, prepare: Callable[[], Files] | None = None
+    ) -> None:
         self.storage = storage
         self.files = files
+        self.prepare = prepare
         self.done = 0  # files written
         self.error: Exception | None = None
         self.pending: PendingWrite | None = None
+        self.thread: threading.Thread | None = None
         self.seconds = 0.0
 
     def run(self) -> None:
@@ -58,6 +71,9 @@ class _WriteJob:
         t = time.perf_counter()
         published: list[str] = []
         try:
+            if self.prepare is not None:
+                self.files = self.prepare()
+                self.prepare = None
             self.storage.write_files(self.files[self.done :], published)
         except Exception as exc:  # raised by wait()
             self.error = exc
@@ -66,10 +82,17 @@ class _WriteJob:
         self.seconds = time.perf_counter() - t
 
     def start(self) -> None:
-        self.pending = self.storage.start_write_files(self.files[self.done :])
+        if self.prepare is None:
+            self.pending = self.storage.start_write_files(self.files[self.done :])
+            return
+        self.thread = threading.Thread(target=self.run, name="gym-recording-writer", daemon=True)
+        self.thread.start()
 
     def wait(self) -> None:
         """Wait for the write; raise its error (the job can then be run again)."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
         if self.pending is not None:
             published: list[str] = []
             try:
@@ -85,7 +108,7 @@ class _WriteJob:
 
     @property
     def finished(self) -> bool:
-        return self.done == len(self.files)
+        return self.prepare is None and self.done == len(self.files)
 
 
 class BatchWriter:
@@ -96,14 +119,24 @@ class BatchWriter:
         writer_id: The writer's id (segments add ``.s<k>``).
         head: The manifest's keys other than ``batches`` and ``segment`` (§3).
         batch_bytes: The size a batch (blob plus JSON) aims at.
+        compressor: Compresses every array (FORMAT.md §6.2), on a writer thread; a batch then
+            also holds at most :data:`MAX_RAW_BATCH_BYTES` of arrays before compression.
     """
 
     def __init__(
-        self, storage: Storage, writer_id: str, head: dict[str, Any], batch_bytes: int
+        self,
+        storage: Storage,
+        writer_id: str,
+        head: dict[str, Any],
+        batch_bytes: int,
+        compressor: Compressor | None = None,
     ) -> None:
         self.storage = storage
         self.writer_id = writer_id
         self.batch_bytes = batch_bytes
+        self.compressor = compressor
+        # With compression: what a step of the last batch took on disk.
+        self._on_disk: float | None = None
         self._head = head
         #: Batches written, all segments.
         self.batch_count = 0
@@ -137,11 +170,19 @@ class BatchWriter:
     def size_for(self, bytes_per_step: float, row_bytes: float) -> None:
         """Aim batches at ``batch_bytes``, for steps of ``bytes_per_step`` on disk.
 
-        An episode alone is split once its arrays (``row_bytes`` a step) pass 1.25x.
+        An episode alone is split once its arrays (``row_bytes`` a step) pass 1.25x. With
+        compression, batches also hold at most :data:`MAX_RAW_BATCH_BYTES` of arrays, and
+        ``bytes_per_step`` is a step's bytes before compression (what the last batch took
+        on disk counts, once known).
         """
+        limit = self.batch_bytes
+        if self.compressor is not None:
+            limit = max(limit, MAX_RAW_BATCH_BYTES)
+            if self._on_disk is not None:  # (else as if nothing shrank)
+                bytes_per_step = max(self._on_disk, bytes_per_step * self.batch_bytes / limit)
         target = int(self.batch_bytes / max(bytes_per_step, 1.0) + 1)
         self.target_steps = max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, target))
-        split = int(1.25 * self.batch_bytes / max(row_bytes, 1.0))
+        split = int(1.25 * limit / max(row_bytes, 1.0))
         self.split_steps = max(self.target_steps, min(MAX_BATCH_STEPS, split), 1)
 
     # ------------------------------------------------------------------ writing
@@ -162,41 +203,47 @@ class BatchWriter:
         """
         first = self._objects
         batch_fn, bin_fn = batch_names(self.file_prefix, first)
-        json_bytes, chunks, blob_size = encode_batch(observations, actions, rewards, spans, bin_fn)
+        batch, layout = lay_out_batch(observations, actions, rewards, spans, bin_fn)
         steps = sum(sp.act_stop - sp.act_start for sp in spans)
-        entry = BatchEntry(
-            first,
-            len(spans),
-            batch_fn,
-            bin_fn,
-            steps,
-            blob_size + len(json_bytes),
-            spans[-1].continues,
-        )
+        entry = BatchEntry(first, len(spans), batch_fn, bin_fn, steps, None, spans[-1].continues)
+        manifest_fn = manifest_name(self.file_prefix)
+        raw_size = layout.size
         self.wait()
-        self._manifest.batches.append(entry)
-        # The three files are renamed in order, the directory fsynced once, after the batch
-        # JSON: that makes the blob's and its own rename durable before the manifest names
-        # them. The manifest's rename is made durable by the next batch's, or by save().
-        job = self._job = _WriteJob(
-            self.storage,
-            [
+        manifest = self._manifest
+        manifest.batches.append(entry)
+        compressor = self.compressor
+
+        def files() -> Files:
+            # The three files are renamed in order, the directory fsynced once, after the
+            # batch JSON: that makes the blob's and its own rename durable before the
+            # manifest names them. The manifest's rename is made durable by the next
+            # batch's, or by save().
+            json_bytes, chunks, blob_size = finish_batch(batch, layout, compressor)
+            entry.bytes = blob_size + len(json_bytes)
+            if compressor is not None and steps:
+                self._on_disk = entry.bytes / steps
+            return [
                 (bin_fn, chunks, False),
                 (batch_fn, [json_bytes], True),
-                (manifest_name(self.file_prefix), [encode_manifest(self._manifest)], False),
-            ],
-        )
+                (manifest_fn, [encode_manifest(manifest)], False),
+            ]
+
+        if compressor is None:
+            job = self._job = _WriteJob(self.storage, files())
+        else:  # compressed on the writer's thread
+            job = self._job = _WriteJob(self.storage, [], files)
         self._unsynced = True
         self._objects += len(spans)
         self.batch_count += 1
         if steps:
-            self.size_for((blob_size + len(json_bytes)) / steps, blob_size / steps)
-        if len(self._manifest.batches) >= SEGMENT_BATCHES and not entry.continues:
+            on_disk = raw_size if entry.bytes is None else entry.bytes  # (None: compressing)
+            self.size_for(on_disk / steps, raw_size / steps)
+        if len(manifest.batches) >= SEGMENT_BATCHES and not entry.continues:
             self._start_segment()
         now = time.perf_counter()
         filled_in, self._filling_since = now - self._filling_since, now
         cost = self._write_seconds
-        if (
+        if compressor is None and (
             cost is None
             or cost < FOREGROUND_WRITE_SHARE * filled_in
             or (self._background >= FOREGROUND_PROBE_EVERY)

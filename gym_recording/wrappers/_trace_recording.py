@@ -67,6 +67,11 @@ class TraceRecordingWrapper(
             its filesystem such as ``{"endpoint_url": ...}``; by default the standard
             configuration applies (``AWS_ENDPOINT_URL``, fsspec's config). Needs the ``remote``
             extra.
+        compression: ``"zstd"`` compresses every array losslessly on a writer thread while
+            the env steps (rendered frames shrink several hundred times); ``None`` (the
+            default) writes raw, zero-copy arrays that every reader reads. See
+            :class:`~gym_recording.TraceRecording`.
+        compression_level: zstd's level, 1 to 22 (default 3).
 
     Example:
         >>> import tempfile, gymnasium as gym, gym_recording
@@ -86,7 +91,8 @@ class TraceRecordingWrapper(
     writer and lose or mix steps): make another one instead.
 
     Change log:
-        2.1.0: ``RecordConstructorArgs`` (``env.spec`` re-makes the wrapper); copies refused.
+        2.1.0: ``compression``, ``compression_level``. ``RecordConstructorArgs``
+        (``env.spec`` re-makes the wrapper); copies refused.
         2.0.0: gymnasium support, ``terminated``/``truncated``/``seed``/``options``, infos,
         ``episode_trigger``, ``metadata``, ``batch_bytes``.
     """
@@ -109,6 +115,8 @@ class TraceRecordingWrapper(
         episode_trigger: Callable[[int], bool] | None = None,
         metadata: Mapping[str, Any] | None = None,
         storage_options: dict[str, Any] | None = None,
+        compression: str | None = None,
+        compression_level: int | None = None,
     ) -> None:
         gymnasium.utils.RecordConstructorArgs.__init__(
             self,
@@ -118,6 +126,8 @@ class TraceRecordingWrapper(
             episode_trigger=episode_trigger,
             metadata=metadata,
             storage_options=storage_options,
+            compression=compression,
+            compression_level=compression_level,
         )
         self._gymnasium_env = isinstance(env, gymnasium.Env)
         if self._gymnasium_env:
@@ -149,6 +159,8 @@ class TraceRecordingWrapper(
             action_space=getattr(env, "action_space", None),
             record_infos=record_infos,
             storage_options=storage_options,
+            compression=compression,
+            compression_level=compression_level,
         )
         #: The directory the traces are written to.
         self.directory: str = self.recording.directory

@@ -136,6 +136,10 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             each of its resets; the episode is recorded only if it returns true.
         metadata: A JSON-able dict stored with each sub-env's recording.
         storage_options: Options for the filesystem of an fsspec URL ``directory``.
+        compression: ``"zstd"`` compresses every array losslessly on each sub-env's writer
+            thread; ``None`` (the default) writes raw arrays. See
+            :class:`~gym_recording.TraceRecording`.
+        compression_level: zstd's level, 1 to 22 (default 3).
 
     Example:
         >>> import tempfile, gymnasium as gym, gym_recording
@@ -150,6 +154,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         [(1, 3), (2, 3)]
 
     Change log:
+        2.1.0: ``compression``, ``compression_level``.
         2.0.0: added.
     """
 
@@ -163,6 +168,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         episode_trigger: Callable[[int], bool] | None = None,
         metadata: Mapping[str, Any] | None = None,
         storage_options: dict[str, Any] | None = None,
+        compression: str | None = None,
+        compression_level: int | None = None,
     ) -> None:
         super().__init__(env)
         if episode_trigger is not None and not callable(episode_trigger):
@@ -197,6 +204,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         action_space=env.single_action_space,
                         record_infos=record_infos,
                         storage_options=storage_options,
+                        compression=compression,
+                        compression_level=compression_level,
                     )
                 )
         except BaseException:

@@ -1007,6 +1007,130 @@ def _(rec: Rec) -> None:
     ep(rec)["options"] = {"__type": "float", "value": "1e999"}
 
 
+# ---- compressed arrays (FORMAT.md §6.2): frames that do not hold what the reference declares
+
+
+def zstd_ref(
+    rec: Rec, frame: bytes | None = None, raw: bytes | None = None, **changes: Any
+) -> dict[str, Any]:
+    """Episode 0's observations compressed: ``frame`` (default: a true frame of ``raw``,
+    default the array's bytes) appended to the blob, and the reference pointing at it."""
+    import zstandard
+
+    r = ref(rec)
+    blob = bytearray(rec.raw[BIN0])
+    data = raw if raw is not None else bytes(blob[r["npyoff"] : r["npyoff"] + r["size"]])
+    if frame is None:
+        frame = zstandard.ZstdCompressor(level=3).compress(data)
+    blob += b"\0" * (-len(blob) % 8)
+    r.update(codec="zstd", rawsize=r["size"], npyoff=len(blob), size=len(frame))
+    r.update(changes)
+    rec.raw[BIN0] = bytes(blob + frame)
+    return r
+
+
+@case("zstd-unknown-codec", "a compressed array names a codec no reader knows (`lz4`)")
+def _(rec: Rec) -> None:
+    zstd_ref(rec, codec="lz4")
+
+
+@case("zstd-empty-codec", "a compressed array's codec is the empty string")
+def _(rec: Rec) -> None:
+    zstd_ref(rec, codec="")
+
+
+@case("zstd-no-rawsize", "a compressed array has a codec but no `rawsize`")
+def _(rec: Rec) -> None:
+    del zstd_ref(rec)["rawsize"]
+
+
+@case("zstd-rawsize-without-codec", "an array has a `rawsize` but no codec")
+def _(rec: Rec) -> None:
+    del zstd_ref(rec)["codec"]
+
+
+@case("zstd-rawsize-wrong", "`rawsize` is not prod(shape) * itemsize")
+def _(rec: Rec) -> None:
+    r = zstd_ref(rec)
+    r["rawsize"] += 4
+
+
+@case("zstd-frame-larger", "the frame holds more bytes than `rawsize` (a decompression bomb)")
+def _(rec: Rec) -> None:
+    r = ref(rec)
+    zstd_ref(rec, raw=bytes(r["size"]) * 4096)
+
+
+@case("zstd-frame-smaller", "the frame holds fewer bytes than `rawsize`")
+def _(rec: Rec) -> None:
+    r = ref(rec)
+    zstd_ref(rec, raw=bytes(r["size"] // 2))
+
+
+@case("zstd-ratio-bomb", "a 12-byte frame declared as 2**40 raw bytes (more than zstd can expand)")
+def _(rec: Rec) -> None:
+    r = zstd_ref(rec)
+    r["shape"] = [2**20, 2**18, 1]
+    r["dtype"] = "float32"
+    r["rawsize"] = 2**40
+
+
+@case("zstd-no-content-size", "the frame does not declare its content size")
+def _(rec: Rec) -> None:
+    import zstandard
+
+    r = ref(rec)
+    data = bytes(rec.raw[BIN0][r["npyoff"] : r["npyoff"] + r["size"]])
+    zstd_ref(rec, frame=zstandard.ZstdCompressor(write_content_size=False).compress(data))
+
+
+@case("zstd-truncated", "the frame is cut short (its last 4 bytes missing)")
+def _(rec: Rec) -> None:
+    import zstandard
+
+    r = ref(rec)
+    data = bytes(rec.raw[BIN0][r["npyoff"] : r["npyoff"] + r["size"]])
+    zstd_ref(rec, frame=zstandard.ZstdCompressor(level=3).compress(data)[:-4])
+
+
+@case("zstd-corrupt", "the frame's compressed bytes are overwritten")
+def _(rec: Rec) -> None:
+    import zstandard
+
+    r = ref(rec)
+    data = bytes(rec.raw[BIN0][r["npyoff"] : r["npyoff"] + r["size"]] * 8)
+    frame = bytearray(zstandard.ZstdCompressor(level=3).compress(data))
+    frame[8:-1] = b"\xa5" * (len(frame) - 9)
+    zstd_ref(rec, frame=bytes(frame), raw=data)
+    r["shape"] = [r["shape"][0] * 8, 2]
+    r["rawsize"] = len(data)
+
+
+@case("zstd-trailing-bytes", "the frame's `size` takes in bytes after the frame")
+def _(rec: Rec) -> None:
+    import zstandard
+
+    r = ref(rec)
+    data = bytes(rec.raw[BIN0][r["npyoff"] : r["npyoff"] + r["size"]])
+    zstd_ref(rec, frame=zstandard.ZstdCompressor(level=3).compress(data) + b"junk")
+
+
+@case("zstd-not-a-frame", "the compressed bytes are not a zstd frame")
+def _(rec: Rec) -> None:
+    zstd_ref(rec, frame=b"this is not zstd")
+
+
+@case("zstd-overlap", "two compressed arrays share one frame's bytes (a field and an option)")
+def _(rec: Rec) -> None:
+    ep(rec, 1)["options"] = dict(zstd_ref(rec))
+
+
+@case("zstd-past-end", "a compressed array runs past the end of the blob")
+def _(rec: Rec) -> None:
+    r = zstd_ref(rec)
+    r["size"] += 64
+
+
 # --------------------------------------------------------------------------------------------
 
 

@@ -44,6 +44,8 @@ __all__ = ["make_server", "serve"]
 _STATIC_FILES = {
     "index.html": "text/html; charset=utf-8",
     "viewer.js": "text/javascript; charset=utf-8",
+    # fzstd, the zstd decompressor of compressed recordings (vendored from npm, MIT).
+    "fzstd.js": "text/javascript; charset=utf-8",
     "viewer.css": "text/css; charset=utf-8",
 }
 _CSP = (

@@ -22,6 +22,8 @@
   const MAX_RANGE = 32 * 1024 * 1024; // ... unless the merged range would exceed this
   const MAX_INFLIGHT = 6; // concurrent HTTP requests
   const FRAME_CACHE = 600; // decoded frames kept in memory
+  const ZSTD_CACHE = 4; // decompressed arrays of frames kept in memory
+  const MAX_RATIO = 32768; // the most a zstd frame expands (FORMAT.md §6.2)
   const ITEMSIZE = {
     bool: 1, int8: 1, int16: 2, int32: 4, int64: 8, uint8: 1, uint16: 2, uint32: 4, uint64: 8,
     float16: 2, float32: 4, float64: 8, complex64: 8, complex128: 16,
@@ -346,7 +348,18 @@
     if (!Number.isSafeInteger(expected)) {
       throw new TraceFormatError(file, `${at}: shape ${show(ref.shape)} of ${ref.dtype} is too large to exist`);
     }
-    if (expected !== ref.size) {
+    if (isCompressed(ref)) { // FORMAT.md §6.2
+      if (!("codec" in ref) || !("rawsize" in ref)) {
+        throw new TraceFormatError(file, `${at}: a compressed array needs both "codec" and "rawsize"`);
+      }
+      if (ref.codec !== "zstd") throw new TraceFormatError(file, `${at}: unknown codec ${show(ref.codec)} (this viewer knows zstd)`);
+      if (ref.rawsize !== expected) {
+        throw new TraceFormatError(file, `${at}: rawsize ${show(ref.rawsize)} is not prod(shape ${show(ref.shape)}) * ${ITEMSIZE[ref.dtype]} (${ref.dtype}) = ${expected}`);
+      }
+      if (ref.rawsize > MAX_RATIO * ref.size) {
+        throw new TraceFormatError(file, `${at}: rawsize ${ref.rawsize} is more than a ${ref.size}-byte zstd frame can hold`);
+      }
+    } else if (expected !== ref.size) {
       throw new TraceFormatError(file, `${at}: size ${ref.size} is not prod(shape ${show(ref.shape)}) * ${ITEMSIZE[ref.dtype]} (${ref.dtype}) = ${expected}`);
     }
     const blob = sizes.get(ref.npyfile);
@@ -562,10 +575,11 @@
   function decodeArray(buffer, offset, ref) {
     const count = product(ref.shape);
     const dtype = ref.dtype;
-    if (!LITTLE_ENDIAN) return readWithDataView(new DataView(buffer, offset, ref.size), dtype, count);
+    const size = rawSize(ref);
+    if (!LITTLE_ENDIAN) return readWithDataView(new DataView(buffer, offset, size), dtype, count);
     const align = ALIGN[dtype] || ITEMSIZE[dtype];
     if (offset % align !== 0) {
-      buffer = buffer.slice(offset, offset + ref.size);
+      buffer = buffer.slice(offset, offset + size);
       offset = 0;
     }
     switch (dtype) {
@@ -597,6 +611,50 @@
   }
 
   const spanOf = (ref) => ({ file: ref.npyfile, off: ref.npyoff, size: ref.size });
+  const isCompressed = (ref) => "codec" in ref || "rawsize" in ref;
+  const rawSize = (ref) => (isCompressed(ref) ? ref.rawsize : ref.size);
+
+  /** The content size a zstd frame's header declares (-1: none), or null if it is not a frame. */
+  function zstdContentSize(b) {
+    if (b.length < 6 || b[0] !== 0x28 || b[1] !== 0xb5 || b[2] !== 0x2f || b[3] !== 0xfd) return null;
+    const fhd = b[4];
+    const single = (fhd >> 5) & 1;
+    const fcsFlag = fhd >> 6;
+    let at = 5 + (single ? 0 : 1) + [0, 1, 2, 4][fhd & 3];
+    const n = fcsFlag === 0 ? single : [0, 2, 4, 8][fcsFlag];
+    if (n === 0) return -1;
+    if (at + n > b.length) return null;
+    let size = 0;
+    for (let i = n - 1; i >= 0; i--) size = size * 256 + b[at + i];
+    return n === 2 ? size + 256 : size;
+  }
+
+  /**
+   * The raw bytes of a validated ref whose stored bytes are at `offset` of `buffer`: those
+   * bytes, or a compressed array's frame decompressed (fzstd, vendored), checked against its
+   * rawsize before and after (FORMAT.md §6.2). Returns {buffer, offset}.
+   */
+  function rawBytes(buffer, offset, ref) {
+    if (!isCompressed(ref)) return { buffer, offset };
+    const frame = new Uint8Array(buffer, offset, ref.size);
+    const at = `compressed array at npyoff ${ref.npyoff}`;
+    const declared = zstdContentSize(frame);
+    if (declared !== ref.rawsize) {
+      const what = declared === null ? "is not a zstd frame" : declared < 0 ? "declares no content size" : `declares ${declared} bytes`;
+      throw new TraceFormatError(ref.npyfile, `${at}: the frame ${what}, expected rawsize ${ref.rawsize}`);
+    }
+    const out = new Uint8Array(ref.rawsize);
+    let got;
+    try {
+      got = fzstd.decompress(frame, out);
+    } catch (err) {
+      throw new TraceFormatError(ref.npyfile, `${at}: the zstd frame does not decompress: ${err.message}`);
+    }
+    if (got.buffer !== out.buffer || got.length !== ref.rawsize) {
+      throw new TraceFormatError(ref.npyfile, `${at}: the zstd frame holds ${got.length} bytes, expected rawsize ${ref.rawsize}`);
+    }
+    return { buffer: out.buffer, offset: 0 };
+  }
 
   /** Fetch and decode validated refs; returns Map ref -> typed array. */
   async function fetchRefs(refs) {
@@ -604,7 +662,8 @@
     const got = await fetchSpans(spans);
     const out = new Map();
     for (const span of spans) {
-      const { buffer, offset } = got.get(span);
+      const stored = got.get(span);
+      const { buffer, offset } = rawBytes(stored.buffer, stored.offset, span.ref);
       out.set(span.ref, decodeArray(buffer, offset, span.ref));
     }
     return out;
@@ -633,7 +692,7 @@
       throw new TraceFormatError(name, `format_version ${show(version)} is not a version like "2.0"`);
     }
     if (Number(version.split(".")[0]) > 2) {
-      throw new TraceFormatError(name, `format_version ${version} is newer than this viewer knows (2.0)`);
+      throw new TraceFormatError(name, `format_version ${version} is newer than this viewer knows (2.1)`);
     }
     if (!Array.isArray(doc.batches)) throw new TraceFormatError(name, 'has no "batches" list');
     const seen = new Set();
@@ -926,7 +985,7 @@
         if (stackable) return planArray(name, first.dtype, first.shape, items, false, plan);
         const refs = [];
         collectRefs(items, refs);
-        const bytes = refs.reduce((a, r) => a + r.size, 0);
+        const bytes = refs.reduce((a, r) => a + rawSize(r), 0);
         if (bytes > MAX_RANGE) return { type: "note", name, text: `${name}: values with ${bytes} bytes of arrays; not shown` };
         for (const ref of refs) plan.refs.add(ref);
         return { type: "values", name, items };
@@ -1006,7 +1065,11 @@
         const frames = [];
         for (let t = 0; t < steps; t++) {
           const ref = spec.stacked ? spec.refs[0] : spec.refs[t];
-          frames.push({ file: ref.npyfile, off: ref.npyoff + (spec.stacked ? t * frameBytes : 0), size: frameBytes });
+          const at = spec.stacked ? t * frameBytes : 0;
+          // A compressed array's frames are cut from it once it is decompressed (zref).
+          frames.push(isCompressed(ref)
+            ? { file: ref.npyfile, off: ref.npyoff, size: ref.size, zref: ref, at, len: frameBytes }
+            : { file: ref.npyfile, off: ref.npyoff + at, size: frameBytes });
         }
         out.push({ kind: "image", name: spec.name, h, w, c, frames });
         return out;
@@ -1623,19 +1686,42 @@
   }
 
   // Frames: one Range request per frame (a few frames ahead are fetched along).
-  const frameCache = new Map(); // "file:off" -> Uint8Array
+  const frameCache = new Map(); // frameKey(span) -> Uint8Array
+  const zstdCache = new Map(); // "file:off" -> a compressed array's bytes, decompressed
+  const frameKey = (span) => `${span.file}:${span.off}:${span.size}${span.zref ? `:${span.at}` : ""}`;
 
   async function ensureFrames(track, from, count) {
     const wanted = [];
     for (let t = from; t < Math.min(track.frames.length, from + count); t++) {
       const span = track.frames[t];
-      if (!frameCache.has(`${span.file}:${span.off}:${span.size}`)) wanted.push(span);
+      if (!frameCache.has(frameKey(span))) wanted.push(span);
     }
     if (!wanted.length) return;
-    const got = await fetchSpans(wanted);
+    const fetch = [];
+    const seen = new Set();
     for (const span of wanted) {
-      const { buffer, offset } = got.get(span);
-      frameCache.set(`${span.file}:${span.off}:${span.size}`, new Uint8Array(buffer, offset, span.size));
+      const key = `${span.file}:${span.off}`;
+      if (span.zref && (zstdCache.has(key) || seen.has(key))) continue;
+      seen.add(key);
+      fetch.push(span);
+    }
+    const got = await fetchSpans(fetch);
+    for (const span of wanted) {
+      let pixels;
+      if (span.zref) {
+        const key = `${span.file}:${span.off}`;
+        if (!zstdCache.has(key)) {
+          const stored = got.get(span);
+          const { buffer } = rawBytes(stored.buffer, stored.offset, span.zref);
+          zstdCache.set(key, new Uint8Array(buffer));
+          while (zstdCache.size > ZSTD_CACHE) zstdCache.delete(zstdCache.keys().next().value);
+        }
+        pixels = zstdCache.get(key).subarray(span.at, span.at + span.len);
+      } else {
+        const { buffer, offset } = got.get(span);
+        pixels = new Uint8Array(buffer, offset, span.size);
+      }
+      frameCache.set(frameKey(span), pixels);
     }
     while (frameCache.size > FRAME_CACHE) frameCache.delete(frameCache.keys().next().value);
   }
@@ -1680,7 +1766,7 @@
       if (t < 0) return;
       wanted = t;
       const span = track.frames[t];
-      const cached = frameCache.get(`${span.file}:${span.off}:${span.size}`);
+      const cached = frameCache.get(frameKey(span));
       if (cached) {
         draw(t, cached);
         ensureFrames(track, t + 1, state.playing ? 24 : 4).catch(() => {});
@@ -1688,7 +1774,7 @@
       }
       ensureFrames(track, t, state.playing ? 24 : 4).then(() => {
         if (wanted !== t) return;
-        const pixels = frameCache.get(`${span.file}:${span.off}:${span.size}`);
+        const pixels = frameCache.get(frameKey(span));
         if (pixels) draw(t, pixels);
       }).catch((err) => {
         setError(`frame:${span.file}`, describe(err));

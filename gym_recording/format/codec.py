@@ -1,0 +1,165 @@
+"""Compressed arrays (FORMAT.md §6.2): one zstd frame per array, and the checks on reading one.
+
+A compressed ndarray reference names its codec (``"codec": "zstd"``) and the array's raw size
+(``rawsize``); its ``size`` is the frame's length in the blob. :class:`Compressor` makes the
+frames (zstandard releases the GIL while it compresses, so a writer thread compresses while
+the environment steps); :func:`decompress` turns a frame back into the array's bytes, after
+checking that the frame declares exactly ``rawsize`` bytes, so that memory is bounded by the
+declared sizes: a frame that holds more or less, is truncated or corrupt is refused.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import zstandard
+
+__all__ = [
+    "CODECS",
+    "MAX_RATIO",
+    "CodecError",
+    "Compressor",
+    "decompress",
+    "describe_codec",
+    "make_compressor",
+]
+
+#: Codecs a compressed reference may name.
+CODECS = ("zstd",)
+#: The most a zstd frame can expand (a 4-byte RLE block holds 128 KiB): a reference declaring
+#: more raw bytes than this many times its frame cannot be genuine.
+MAX_RATIO = 32768
+
+#: The highest zstd level.
+MAX_LEVEL = 22
+
+#: Arrays of at least this many bytes are decompressed into NumPy's memory (see decompress).
+_LARGE = 4 * 1024 * 1024
+_local = threading.local()  # (a decompressor per thread: one may not be shared)
+
+
+class CodecError(ValueError):
+    """A compressed array's frame does not hold what its reference declares."""
+
+
+class Compressor:
+    """Compresses arrays' bytes into zstd frames of one level.
+
+    Args:
+        level: zstd's level (1-22; 3 is zstd's default, fast and several hundred times
+            smaller for rendered frames).
+
+    Example:
+        >>> c = Compressor(3)
+        >>> frame = c.compress(bytes(100_000))
+        >>> len(frame) < 100, decompress(frame, 100_000, "zstd").tobytes() == bytes(100_000)
+        (True, True)
+    """
+
+    codec = "zstd"
+
+    def __init__(self, level: int = 3) -> None:
+        self.level = level
+        self._cctx = zstandard.ZstdCompressor(
+            level=level, write_content_size=True, write_checksum=True
+        )
+
+    def compress(self, data: Any) -> bytes:
+        """One frame holding ``data`` (a bytes-like object).
+
+        The frame declares its size in its header and ends with a checksum of its content,
+        so that a damaged frame is refused.
+        """
+        return self._cctx.compress(data)
+
+
+def make_compressor(compression: str | None, level: int | None) -> Compressor | None:
+    """The compressor that ``compression=`` and ``compression_level=`` ask for, checked.
+
+    Raises:
+        ValueError: an unknown codec, a level out of range, or a level without a codec.
+    """
+    if compression is None:
+        if level is not None:
+            msg = "compression_level needs compression='zstd'"
+            raise ValueError(msg)
+        return None
+    if compression not in CODECS:
+        names = ", ".join(map(repr, CODECS))
+        msg = f"expected compression to be None or one of {names}, got {compression!r}"
+        raise ValueError(msg)
+    if level is None:
+        return Compressor()
+    if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= MAX_LEVEL:
+        msg = f"expected compression_level to be an int from 1 to {MAX_LEVEL}, got {level!r}"
+        raise ValueError(msg)
+    return Compressor(level)
+
+
+def describe_codec(codec: str) -> str:
+    """How a reader names a codec it does not know, for messages."""
+    return f"unknown codec {codec[:40]!r} (this reader knows {', '.join(CODECS)})"
+
+
+def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
+    """The ``rawsize`` bytes that ``frame`` holds, as a read-only ``uint8`` array.
+
+    Large arrays (4 MiB or more) are decompressed straight into a NumPy array, whose memory
+    NumPy asks the kernel to back with huge pages: fresh small pages cost more to fill than
+    zstd takes to decompress into them.
+
+    Raises:
+        CodecError: ``codec`` is unknown, ``rawsize`` is more than :data:`MAX_RATIO` times the
+            frame, or the frame does not declare and hold exactly ``rawsize`` bytes
+            (a decompression bomb, a truncated or corrupt frame, bytes after it but for
+            zstd skippable frames, which large arrays let pass).
+    """
+    if codec not in CODECS:
+        raise CodecError(describe_codec(codec))
+    n = len(frame)
+    if rawsize > MAX_RATIO * n:
+        msg = f"rawsize {rawsize} is more than a {n}-byte zstd frame can hold"
+        raise CodecError(msg)
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError:
+        msg = f"expected a zstd frame of {rawsize} bytes, got {n} bytes that are not one"
+        raise CodecError(msg) from None
+    if declared != rawsize:
+        what = "no content size" if declared < 0 else f"{declared} bytes"
+        msg = f"the zstd frame declares {what}, expected rawsize {rawsize}"
+        raise CodecError(msg)
+    dctx = getattr(_local, "dctx", None)
+    if dctx is None:
+        dctx = _local.dctx = zstandard.ZstdDecompressor()
+    if rawsize < _LARGE:
+        try:
+            data = dctx.decompress(frame, max_output_size=rawsize, allow_extra_data=False)
+        except zstandard.ZstdError as exc:
+            msg = f"the zstd frame does not decompress: {exc}"
+            raise CodecError(msg) from None
+        if len(data) != rawsize:  # (zstd checks the content size; kept should it ever not)
+            msg = f"the zstd frame holds {len(data)} bytes, expected rawsize {rawsize}"
+            raise CodecError(msg)
+        return np.frombuffer(data, np.uint8)
+    out = np.empty(rawsize, np.uint8)
+    try:
+        # (across frames: bytes after the frame are read as the next one, and refused)
+        reader = dctx.stream_reader(frame, read_across_frames=True)
+        view, got = memoryview(out.data), 0
+        while got < rawsize:
+            k = reader.readinto(view[got:])
+            if not k:
+                break
+            got += k
+        more = reader.read(1)  # (past the frame's end: its checksum is checked)
+    except zstandard.ZstdError as exc:
+        msg = f"the zstd frame does not decompress: {exc}"
+        raise CodecError(msg) from None
+    if got != rawsize or more:
+        msg = f"the zstd frame holds {got + len(more)} bytes or more, expected rawsize {rawsize}"
+        raise CodecError(msg)
+    out.flags.writeable = False
+    return out

@@ -1,0 +1,112 @@
+"""``gym-recording compress`` and ``decompress``: a recording copied with its arrays recoded.
+
+Every writer's files are copied under the same names, batch by batch, each batch checked as
+the reader checks it, its arrays stored again compressed (FORMAT.md §6.2) or raw, and every
+other byte of meaning kept: writers, metadata, spaces, episodes and their parts. The copy
+is written as a writer writes (blob, batch JSON, then the manifest, each atomically), so
+that it is a sound recording at every moment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from gym_recording._errors import RecordingError
+from gym_recording._progress import progress
+from gym_recording.format.arrays import BatchBlob
+from gym_recording.format.batch import recode_batch
+from gym_recording.format.codec import make_compressor
+from gym_recording.format.limits import MAX_BATCH_JSON_BYTES, MAX_MANIFEST_BYTES
+from gym_recording.format.manifest import Manifest
+from gym_recording.format.names import find_manifests
+from gym_recording.format.wire import FORMAT_VERSION, decode, encode
+from gym_recording.read.recording import read_batch, read_manifests
+from gym_recording.storage import Storage, open_storage
+
+__all__ = ["recode"]
+
+
+def recode(
+    directory: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    compression: str | None,
+    compression_level: int | None = None,
+) -> str:
+    """Copy the recording ``directory`` to ``out`` with every array compressed, or raw.
+
+    Args:
+        directory: The recording to read.
+        out: Where to write the copy: a directory that does not exist yet or holds no
+            trace files.
+        compression: ``"zstd"`` to compress every array, ``None`` to store every array
+            raw (a recording any version 1 or 2.0 reader reads).
+        compression_level: zstd's level, 1 to 22 (default 3).
+
+    Returns:
+        ``out``, as a string.
+
+    Raises:
+        TraceFormatError: a file of ``directory`` is damaged (nothing of it is copied).
+        RecordingError: ``out`` already holds a recording.
+
+    Example:
+        >>> import tempfile, numpy as np, gym_recording
+        >>> d, z = tempfile.mkdtemp(), tempfile.mkdtemp()
+        >>> with gym_recording.TraceRecording(d) as rec:
+        ...     rec.add_reset(np.zeros(1000, np.uint8))
+        ...     rec.add_step(0, np.zeros(1000, np.uint8), 1.0, terminated=True)
+        >>> _ = recode(d, z, compression="zstd")
+        >>> with gym_recording.load(z) as r:
+        ...     r[0].observations.shape
+        (2, 1000)
+    """
+    compressor = make_compressor(compression, compression_level)
+    src_dir, out_dir = os.fspath(directory), os.fspath(out)
+    src = open_storage(src_dir, create=False)
+    manifests = read_manifests(src, src_dir)
+    dst = open_storage(out_dir, create=True)
+    if find_manifests(dst.list_names()):
+        msg = f"{out_dir} already holds a recording: give a new directory to write the copy to"
+        raise RecordingError(msg)
+    docs = {m.name: _read_doc(src, m) for m in manifests}
+    work = [(m, i) for m in manifests for i in range(len(m.batches))]
+    desc = "compressing" if compressor else "decompressing"
+    for k, (m, i) in enumerate(progress(work, total=len(work), desc=desc)):
+        entry = m.batches[i]
+        read_batch(src, src_dir, m, i)  # (every rule checked before it is copied)
+        data = src.read_bytes(entry.fn, MAX_BATCH_JSON_BYTES)
+        name = m.blob_name(i)
+        blob = BatchBlob(name, src.map, os.path.join(src_dir, entry.fn), MAX_BATCH_JSON_BYTES)
+        json_bytes, chunks, size = recode_batch(
+            data, blob, name, legacy=m.legacy, compressor=compressor
+        )
+        dst.write_atomic(name, chunks, sync_directory=False)
+        dst.write_atomic(entry.fn, [json_bytes])
+        doc = docs[m.name]
+        if "bytes" in doc["batches"][i]:
+            doc["batches"][i]["bytes"] = size + len(json_bytes)
+        if k + 1 == len(work) or work[k + 1][0] is not m:
+            _write_doc(dst, m, doc)
+    for m in manifests:
+        if not m.batches:
+            _write_doc(dst, m, docs[m.name])
+    dst.sync()
+    return out_dir
+
+
+def _read_doc(storage: Storage, m: Manifest) -> Any:
+    """A manifest's JSON, parsed as it is (checked already by ``read_manifests``)."""
+    return decode(storage.read_bytes(m.name, MAX_MANIFEST_BYTES), Any, m.name, legacy=m.legacy)
+
+
+def _write_doc(storage: Storage, m: Manifest, doc: Any) -> None:
+    """Write the copy's manifest: version 1 JSON as version 1 wrote it, else strict JSON."""
+    if m.legacy:
+        data = json.dumps(doc, allow_nan=True, separators=(",", ":")).encode("utf-8")
+    else:
+        doc["format_version"] = FORMAT_VERSION
+        data = encode(doc)
+    storage.write_atomic(m.name, [data])

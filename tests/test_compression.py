@@ -1,0 +1,314 @@
+"""Compressed recordings (FORMAT.md §6.2): ``compression="zstd"`` is lossless everywhere.
+
+Every space type, infos and options, vector envs and a real Atari env are recorded compressed
+and read back equal to the byte and the dtype; the files carry the codec and raw size in each
+reference; ``compress`` and ``decompress`` copy recordings (the original writer's too) into
+ones that verify and hold equal episodes; every reader (load, scan, verify, exports) reads
+them; bad arguments are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from conftest import (
+    ACTION_SPACES,
+    OBSERVATION_SPACES,
+    SpaceEnv,
+    assert_episode_exact,
+    record,
+    run_episodes,
+)
+
+import gym_recording
+from gym_recording import TraceRecording, scan_recorded_traces
+from gym_recording.tools.cli import main as cli
+from gym_recording.tools.verify import verify
+from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
+
+COMPAT = Path(__file__).resolve().parent / "data" / "compat"
+
+
+def _refs(v: Any) -> list[dict[str, Any]]:
+    """Every ndarray reference in a parsed batch JSON."""
+    if isinstance(v, list):
+        return [r for x in v for r in _refs(x)]
+    if isinstance(v, dict):
+        if v.get("__type") == "ndarray":
+            return [v]
+        return [r for x in v.values() for r in _refs(x)]
+    return []
+
+
+def _batch_refs(directory: Path) -> list[dict[str, Any]]:
+    refs = []
+    for p in sorted(directory.glob("openaigym.trace.*.ep*.json")):
+        refs += _refs(json.loads(p.read_bytes()))
+    return refs
+
+
+def _bytes(directory: Path, suffix: str) -> int:
+    return sum(p.stat().st_size for p in directory.glob(f"openaigym.trace.*{suffix}"))
+
+
+def _same_field(x: Any, y: Any, where: str) -> None:
+    """Two fields read back are equal: the same structure, dtypes, shapes and bytes."""
+    assert type(x) is type(y), where
+    if isinstance(x, dict):
+        assert list(x) == list(y), where
+        for k in x:
+            _same_field(x[k], y[k], f"{where}.{k}")
+    elif isinstance(x, (tuple, list)) and not isinstance(x, np.ndarray):
+        assert len(x) == len(y), where
+        for i, (u, v) in enumerate(zip(x, y, strict=True)):
+            _same_field(u, v, f"{where}[{i}]")
+    elif isinstance(x, np.ndarray):
+        assert (x.dtype, x.shape) == (y.dtype, y.shape), where
+        assert x.tobytes() == y.tobytes(), where
+        assert y.flags.writeable is False, where
+    else:
+        assert repr(x) == repr(y), where
+
+
+def _assert_same_episodes(a: Path, b: Path, *, infos: bool = False, times: bool = True) -> None:
+    """The recordings ``a`` and ``b`` hold equal episodes, to the byte and the dtype (and
+    the same times: one is a copy of the other)."""
+    with gym_recording.load(a) as ra, gym_recording.load(b) as rb:
+        assert len(ra) == len(rb)
+        for x, y in zip(ra, rb, strict=True):
+            _same_field(x.observations, y.observations, "observations")
+            _same_field(x.actions, y.actions, "actions")
+            _same_field(x.rewards, y.rewards, "rewards")
+            assert (y.terminated, y.truncated, y.seed) == (x.terminated, x.truncated, x.seed)
+            if times:
+                assert (y.started_at, y.ended_at) == (x.started_at, x.ended_at)
+            if infos:
+                assert repr(y.infos) == repr(x.infos)
+        assert ra.metadata == rb.metadata and ra.env_id == rb.env_id
+
+
+# ------------------------------------------------------------------------------ round trips
+
+
+def test_observation_space_round_trips_compressed(observation_space_name, trace_dir):
+    """Observations of every space type come back exactly from a compressed recording."""
+    env = SpaceEnv(OBSERVATION_SPACES[observation_space_name])
+    traces = record(env, trace_dir, n_episodes=3, seed=11, compression="zstd")
+    with gym_recording.load(trace_dir) as rec:
+        assert len(rec) == len(traces)
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+    assert verify(trace_dir).ok
+
+
+@pytest.mark.parametrize("action_space_name", sorted(ACTION_SPACES))
+def test_action_space_round_trips_compressed(action_space_name, trace_dir):
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"], ACTION_SPACES[action_space_name])
+    traces = record(env, trace_dir, n_episodes=3, seed=5, compression="zstd")
+    with gym_recording.load(trace_dir) as rec:
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+
+
+def test_infos_and_options_arrays_are_compressed_and_come_back(trace_dir):
+    """Arrays inside infos and reset options are compressed like fields, and come back."""
+    frame = np.zeros((64, 64), np.uint8)
+    with TraceRecording(trace_dir, compression="zstd", record_infos=True) as rec:
+        rec.add_reset(frame, options={"map": np.ones((32, 32), np.int32)}, info={"f": frame})
+        for t in range(3):
+            rec.add_step(t, frame + t, 1.0, info={"f": frame + t, "n": np.int16(t)})
+        rec.end_episode()
+    refs = _batch_refs(trace_dir)
+    assert len(refs) >= 6 and all(r.get("codec") == "zstd" for r in refs if r["size"] > 64)
+    with gym_recording.load(trace_dir) as r:
+        ep = r[0]
+        assert ep.options["map"].dtype == np.int32 and (ep.options["map"] == 1).all()
+        assert [int(i["f"][0, 0]) for i in ep.infos] == [0, 0, 1, 2]
+        assert ep.infos[3]["n"] == np.int16(2) and type(ep.infos[3]["n"]) is np.int16
+        assert ep.observations.flags.writeable is False
+
+
+def test_references_carry_codec_and_raw_size_and_the_default_is_raw(tmp_path):
+    """A compressed reference names its codec and raw size; without ``compression`` none does."""
+    frames = np.zeros((40, 84, 84), np.uint8)
+    frames[:, 20:40, 30:50] = 255
+    for name, compression in (("raw", None), ("z", "zstd")):
+        with TraceRecording(tmp_path / name, compression=compression) as rec:
+            rec.add_reset(frames[0])
+            for t in range(1, 40):
+                rec.add_step(t % 4, frames[t], 0.0)
+            rec.end_episode()
+    raw, z = _batch_refs(tmp_path / "raw"), _batch_refs(tmp_path / "z")
+    assert not any("codec" in r or "rawsize" in r for r in raw)
+    obs = next(r for r in z if r["shape"] == [40, 84, 84])
+    assert obs["codec"] == "zstd" and obs["rawsize"] == 40 * 84 * 84 > 100 * obs["size"]
+    assert obs["npyoff"] % 8 == 0
+    manifest = json.loads(next((tmp_path / "z").glob("*.manifest.json")).read_bytes())
+    assert manifest["format_version"] == gym_recording.FORMAT_VERSION == "2.1"
+    assert _bytes(tmp_path / "z", ".bin") * 100 < _bytes(tmp_path / "raw", ".bin")
+    _assert_same_episodes(tmp_path / "raw", tmp_path / "z", times=False)
+
+
+def test_zero_step_and_empty_arrays_among_compressed_ones(trace_dir):
+    """Empty arrays (a zero-step episode's actions, a zero-size observation dimension) sit
+    beside compressed ones, within the blob."""
+    with TraceRecording(trace_dir, compression="zstd", record_infos=True) as rec:
+        for n in (0, 50, 0):
+            rec.add_reset(np.zeros(500, np.float32), info={"e": np.zeros((0, 3))})
+            for t in range(n):
+                rec.add_step(np.full(2, t, np.float32), np.full(500, t, np.float32), 1.0)
+            rec.end_episode()
+    assert verify(trace_dir).ok
+    with gym_recording.load(trace_dir) as r:
+        assert [ep.length for ep in r] == [0, 50, 0]
+        assert r[0].actions.shape == (0, 2) and r[0].actions.dtype == np.float32
+        assert r[2].infos[0]["e"].shape == (0, 3)
+        assert (r[1].observations[7] == 6).all()
+
+
+def test_arrays_outlive_the_reader_and_read_without_mapping(trace_dir):
+    env = SpaceEnv(OBSERVATION_SPACES["box_image_u8"])
+    traces = record(env, trace_dir, n_episodes=2, seed=1, compression="zstd")
+    for mmap in (True, False):
+        with gym_recording.load(trace_dir, mmap=mmap) as rec:
+            eps = list(rec)
+        for ep, trace in zip(eps, traces, strict=True):  # (after close)
+            assert_episode_exact(ep, trace)
+
+
+def test_many_batches_and_scan(tmp_path):
+    """Small batches: episodes across many compressed batches, read by load and scan."""
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank2_i32"])
+    traces = record(env, tmp_path, n_episodes=12, seed=2, batch_bytes=300, compression="zstd")
+    assert len(list(tmp_path.glob("*.ep*.json"))) > 3
+    with gym_recording.load(tmp_path) as rec:
+        for ep, trace in zip(rec, traces, strict=True):
+            assert_episode_exact(ep, trace)
+    scanned: list[Any] = []
+    scan_recorded_traces(str(tmp_path), lambda o, a, r: scanned.append((o, a, r)))
+    assert len(scanned) == len(traces)
+    for (_, _, rews), trace in zip(scanned, traces, strict=True):
+        assert np.asarray(rews).tolist() == [float(r) for r in trace.rewards]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_vector_env_compressed(mode, tmp_path):
+    envs = gymnasium.make_vec("CartPole-v1", num_envs=3, vectorization_mode=mode)
+    with TraceRecordingVectorWrapper(envs, tmp_path, compression="zstd") as venv:
+        venv.reset(seed=0)
+        venv.action_space.seed(0)
+        for _ in range(120):
+            venv.step(venv.action_space.sample())
+    with gym_recording.load(tmp_path) as rec:
+        assert len(rec) >= 3 and sum(ep.length for ep in rec) > 0
+    assert verify(tmp_path).ok
+    assert any(r.get("codec") == "zstd" for r in _batch_refs(tmp_path))
+
+
+def test_real_atari_frames_compress_over_100x_losslessly(tmp_path):
+    """Pong's raw frames take >= 100x less disk compressed, and come back equal."""
+    pytest.importorskip("ale_py")
+    import ale_py
+
+    gymnasium.register_envs(ale_py)
+    for name, compression in (("raw", None), ("z", "zstd")):
+        env = gymnasium.make("ALE/Pong-v5", max_episode_steps=150)
+        with TraceRecordingWrapper(env, tmp_path / name, compression=compression) as wrapped:
+            run_episodes(wrapped, 2, seed=3)
+    raw, z = _bytes(tmp_path / "raw", ""), _bytes(tmp_path / "z", "")
+    assert raw >= 100 * z, f"{raw} bytes raw, {z} compressed"
+    _assert_same_episodes(tmp_path / "raw", tmp_path / "z", times=False)
+
+
+# ------------------------------------------------------------------------- compress, decompress
+
+
+def test_compress_and_decompress_commands(tmp_path, capsys):
+    """compress then decompress: each copy verifies and holds equal episodes, infos too."""
+    src = tmp_path / "src"
+    for k, name in enumerate(("dict_nested", "box_image_u8")):
+        env = SpaceEnv(OBSERVATION_SPACES[name])
+        record(env, src, n_episodes=4, seed=4 + k, record_infos=True, batch_bytes=1500)
+    assert cli(["compress", str(src), str(tmp_path / "z"), "--level", "9"]) == 0
+    assert cli(["decompress", str(tmp_path / "z"), str(tmp_path / "raw")]) == 0
+    for d in ("z", "raw"):
+        assert cli(["verify", str(tmp_path / d)]) == 0
+        _assert_same_episodes(src, tmp_path / d, infos=True)
+    assert any(r.get("codec") for r in _batch_refs(tmp_path / "z"))
+    assert not any("codec" in r for r in _batch_refs(tmp_path / "raw"))
+    assert cli(["compress", str(src), str(tmp_path / "z")]) == 1  # (holds a recording)
+    assert "already holds a recording" in capsys.readouterr().err
+
+
+def test_split_episodes_keep_their_parts_when_compressed(tmp_path):
+    """An episode split across batches is compressed part by part and joins again."""
+    src = tmp_path / "src"
+    env = SpaceEnv(OBSERVATION_SPACES["box_image_u8"])
+    record(env, src, n_episodes=2, seed=6, batch_bytes=2000, max_steps=40)
+    manifest = json.loads(next(src.glob("*.manifest.json")).read_bytes())
+    assert any(b.get("continues") for b in manifest["batches"])
+    gym_recording.tools.recode.recode(src, tmp_path / "z", compression="zstd")
+    _assert_same_episodes(src, tmp_path / "z")
+    assert verify(tmp_path / "z").ok
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in COMPAT.iterdir() if p.is_dir()))
+def test_original_writer_traces_compress_and_decompress(case, tmp_path):
+    """Version 1 recordings stay version 1 through compress and decompress, values intact."""
+    assert cli(["compress", str(COMPAT / case), str(tmp_path / "z")]) == 0
+    assert cli(["decompress", str(tmp_path / "z"), str(tmp_path / "raw")]) == 0
+    for d in ("z", "raw"):
+        _assert_same_episodes(COMPAT / case, tmp_path / d)
+        manifest = next((tmp_path / d).glob("*.manifest.json")).read_bytes()
+        assert b"format_version" not in manifest
+    assert {p.name for p in (tmp_path / "raw").iterdir()} == {
+        p.name for p in (COMPAT / case).iterdir() if p.name.startswith("openaigym.trace.")
+    }
+
+
+def test_exports_read_compressed_recordings(tmp_path):
+    env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"])
+    record(env, tmp_path / "raw", n_episodes=3, seed=8)
+    gym_recording.tools.recode.recode(tmp_path / "raw", tmp_path / "z", compression="zstd")
+    for d in ("raw", "z"):
+        assert cli(["export", str(tmp_path / d), "--to", "npz", str(tmp_path / f"{d}.npz")]) == 0
+    a, b = np.load(tmp_path / "raw.npz"), np.load(tmp_path / "z.npz")
+    assert sorted(a.files) == sorted(b.files)
+    for k in a.files:
+        if k == "metadata":  # (names the directory exported)
+            continue
+        assert a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes(), k
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"compression": "gzip"}, "expected compression to be None or one of 'zstd'"),
+        ({"compression": "zstd", "compression_level": 0}, "from 1 to 22"),
+        ({"compression": "zstd", "compression_level": 23}, "from 1 to 22"),
+        ({"compression": "zstd", "compression_level": True}, "from 1 to 22"),
+        ({"compression_level": 3}, "needs compression='zstd'"),
+    ],
+)
+def test_bad_compression_arguments_are_refused(kwargs, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        TraceRecording(tmp_path, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path / "w", **kwargs)
+
+
+def test_record_command_compresses(tmp_path, capsys):
+    args = ["record", "CartPole-v1", "--episodes", "2", "--dir", str(tmp_path / "r")]
+    assert cli([*args, "--compression", "zstd", "--compression-level", "5"]) == 0
+    assert any(r.get("codec") == "zstd" for r in _batch_refs(tmp_path / "r"))
+    assert cli([*args[:-1], str(tmp_path / "bad"), "--compression", "zstd",
+                "--compression-level", "40"]) == 2  # fmt: skip
+    assert "from 1 to 22" in capsys.readouterr().err

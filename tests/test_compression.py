@@ -234,6 +234,12 @@ def test_compress_and_decompress_commands(tmp_path, capsys):
     for k, name in enumerate(("dict_nested", "box_image_u8")):
         env = SpaceEnv(OBSERVATION_SPACES[name])
         record(env, src, n_episodes=4, seed=4 + k, record_infos=True, batch_bytes=1500)
+    with TraceRecording(src, record_infos=True, batch_bytes=30_000) as rec:  # compressible
+        for e in range(3):
+            rec.add_reset(np.zeros((32, 32), np.uint8), info={"e": e})
+            for t in range(20):
+                frame = np.full((32, 32), t, np.uint8)
+                rec.add_step(t % 2, frame, 0.5, terminated=t == 19, info={"map": frame})
     assert cli(["compress", str(src), str(tmp_path / "z"), "--level", "9"]) == 0
     assert cli(["decompress", str(tmp_path / "z"), str(tmp_path / "raw")]) == 0
     for d in ("z", "raw"):

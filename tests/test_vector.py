@@ -339,3 +339,59 @@ def test_same_step_without_final_obs_is_an_error(tmp_path: Path) -> None:
         for _ in range(100):
             venv.step(np.array([1]))
     venv.close()
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_long_runs_in_columns_equal_subenvs_alone(
+    tmp_path: Path, mode: AutoresetMode, vectorization: str
+) -> None:
+    """Many vector steps (the wrapper holds them in columns and hands them over every few
+    hundred steps), small batches (episodes split in parts): each sub-env's episodes equal
+    the same env recorded alone, with times that follow the steps."""
+
+    def make() -> gymnasium.Env[Any, Any]:
+        return gymnasium.make("CartPole-v1", max_episode_steps=40)
+
+    n = 4
+    cls = SyncVectorEnv if vectorization == "sync" else AsyncVectorEnv
+    venv = TraceRecordingVectorWrapper(
+        cls([make] * n, autoreset_mode=mode), str(tmp_path / "vec"), batch_bytes=3000
+    )
+    # (private: the columns are what this test is about; None would test the other path)
+    assert venv._columns is not None
+    refs = [tmp_path / f"ref{i}" for i in range(n)]
+    drive(venv, make, refs, mode, steps=1300, seed=9, cut_at=700)
+    total = assert_same_episodes(tmp_path / "vec", refs)
+    assert total >= 30 * n
+    for eps in episodes_by_subenv(tmp_path / "vec", n):
+        times = [(ep.started_at, ep.ended_at) for ep in eps]
+        assert all(a is not None and b is not None and a <= b for a, b in times)
+        assert all(times[j][1] <= times[j + 1][0] for j in range(len(times) - 1))
+
+
+def test_unusual_arrays_take_the_step_by_step_path(tmp_path: Path) -> None:
+    """Actions of another dtype than the space's (a list, floats) are recorded exactly, one
+    sub-env at a time, between steps held in columns."""
+    n = 2
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([make_cartpole] * n), str(tmp_path / "vec"), batch_bytes=3000
+    )
+    venv.reset(seed=3)
+    expected: list[list[int]] = [[] for _ in range(n)]
+    pending = [False] * n  # NEXT_STEP: the step after an episode's end resets the sub-env
+    for t in range(300):
+        a = np.array([t % 2, (t // 3) % 2])
+        action: Any = a if t % 5 else a.tolist()  # every fifth a list of Python ints
+        _, _, terms, truncs, _ = venv.step(action)
+        for i in range(n):
+            if pending[i]:
+                pending[i] = False
+                continue
+            expected[i].append(int(a[i]))
+            pending[i] = bool(terms[i] or truncs[i])
+    venv.close()
+    got = episodes_by_subenv(tmp_path / "vec", n)
+    for i in range(n):
+        acts = np.concatenate([ep.actions for ep in got[i]])
+        assert acts.dtype == np.int64 and acts.tolist() == expected[i]

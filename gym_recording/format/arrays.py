@@ -27,6 +27,12 @@ __all__ = ["DTYPE", "BatchBlob", "BlobLayout", "blob_dtype", "brief"]
 #: The little-endian dtype of each allowed dtype name.
 DTYPE: dict[str, np.dtype[Any]] = {n: np.dtype(n).newbyteorder("<") for n in DTYPES}
 _PAD = b"\x00" * 8
+#: Each allowed dtype, in either byte order, by its name (dtypes compare and hash by value:
+#: a structured dtype is none of these). A lookup here costs less than ``dtype.name``.
+_BLOB_NAMES: dict[np.dtype[Any], str] = {
+    **{dt: n for n, dt in DTYPE.items()},
+    **{dt.newbyteorder(">"): n for n, dt in DTYPE.items()},
+}
 
 
 def _plain(ref: ArrayRef) -> bool:
@@ -39,8 +45,7 @@ def blob_dtype(dtype: np.dtype[Any]) -> str | None:
 
     Big-endian arrays of an allowed dtype are stored little-endian (a converted copy).
     """
-    name = dtype.name
-    return name if name in DTYPE and dtype.fields is None else None
+    return _BLOB_NAMES.get(dtype)
 
 
 def brief(x: Any) -> str:

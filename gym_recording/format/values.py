@@ -21,7 +21,14 @@ from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
 from gym_recording.format.limits import JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
 from gym_recording.format.wire import DTYPES, ArrayRef
 
-__all__ = ["decode_value", "encode_value", "snapshot", "stack_steps", "value_cost"]
+__all__ = [
+    "decode_value",
+    "encode_value",
+    "snapshot",
+    "snapshot_cost",
+    "stack_steps",
+    "value_cost",
+]
 
 #: numpy kinds a ``jsonarray`` may have: strings, bytes and objects (numbers go to the blob).
 _JSONARRAY_WRITE_KINDS = frozenset("USO")
@@ -131,6 +138,10 @@ def value_cost(value: Any, _depth: int = 0) -> int:
         return 64
     if t is str:
         return _str_cost(value)
+    if isinstance(value, np.generic) and blob_dtype(value.dtype) is not None:
+        # {"__type": "scalar", "dtype": ..., "value": ...}: its objects (a non-finite float
+        # and a complex value bring more), keys, separators and digits
+        return 2048 if value.dtype.kind == "c" else 1024
     if isinstance(value, np.ndarray):
         if blob_dtype(value.dtype) is not None:
             return 512 + value.nbytes
@@ -143,6 +154,47 @@ def value_cost(value: Any, _depth: int = 0) -> int:
     if isinstance(value, (bytes, bytearray)):
         return 128 + 2 * len(value)
     return 256 + (_str_cost(repr(value)) if _depth < MAX_NESTING else 0)
+
+
+#: The :func:`value_cost` of a Python or numpy scalar, by its type.
+_SCALAR_COST: dict[type, int] = {
+    np.dtype(n).type: 2048 if np.dtype(n).kind == "c" else 1024 for n in DTYPES
+}
+_SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
+#: The §6.1 name of each numpy scalar type of a blob dtype.
+_SCALAR_NAME: dict[type, str] = {np.dtype(n).type: n for n in DTYPES}
+#: The :func:`value_cost` of the ASCII keys seen (an env's info keys repeat every step).
+_KEY_COST: dict[str, int] = {}
+
+
+def snapshot_cost(value: Any) -> tuple[Any, int]:
+    """``(snapshot(value), value_cost(snapshot(value)))``, the common info quickly.
+
+    A flat dict of ASCII str keys and Python or numpy scalars (an env's usual info) is
+    copied and counted in one pass; anything else as the two functions do.
+
+    Raises:
+        ValueError: as :func:`snapshot`.
+    """
+    if type(value) is dict:
+        cost = 512
+        keys = _KEY_COST
+        for k, v in value.items():
+            c = _SCALAR_COST.get(type(v))
+            if c is None:
+                break
+            kc = keys.get(k) if type(k) is str else None
+            if kc is None:
+                if type(k) is not str or not k.isascii():
+                    break
+                kc = _str_cost(k)
+                if len(keys) < 4096:
+                    keys[k] = kc
+            cost += c + kc
+        else:
+            return dict(value), cost
+    kept = snapshot(value)
+    return kept, value_cost(kept)
 
 
 def _str_cost(text: str) -> int:
@@ -173,9 +225,14 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
         return value
     if t is float:
         return _encode_float(value)
+    name = _SCALAR_NAME.get(t)
+    if name is not None:  # a numpy scalar of a blob dtype
+        return {"__type": "scalar", "dtype": name, "value": encode_value(value.item(), layout)}
     if _depth > MAX_NESTING:
         msg = f"value nests deeper than {MAX_NESTING} levels"
         raise ValueError(msg)
+    if t is dict and "__type" not in value and all(type(k) is str for k in value):
+        return {k: encode_value(v, layout, _depth + 1) for k, v in value.items()}
     if isinstance(value, np.generic):
         name = blob_dtype(value.dtype)
         if name is not None:

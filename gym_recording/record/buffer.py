@@ -106,6 +106,16 @@ class RowLeaf:
 
         self.put: Put = put
 
+    def put_rows(self, rows: np.ndarray) -> bool:
+        """Store the rows of ``rows`` (its first axis is the step) as :attr:`put` would.
+
+        ``False`` (storing nothing) unless they are of the leaf's dtype and shape.
+        """
+        if rows.dtype != self.dtype or rows.shape[1:] != self.shape:
+            return False
+        self.buf.extend(np.ascontiguousarray(rows))
+        return True
+
     def count(self) -> int:
         """How many steps it holds."""
         return len(self.buf) // self.row
@@ -160,6 +170,17 @@ class FrameLeaf:
             return False
 
         self.put: Put = put
+
+    def put_rows(self, rows: np.ndarray) -> bool:
+        """Store the rows of ``rows`` as :attr:`put` would one by one (see RowLeaf)."""
+        if rows.dtype != self.dtype or rows.shape[1:] != self.shape:
+            return False
+        n, k = self.n, len(rows)
+        while n + k > len(self.buf):
+            self._grow()
+        self.buf[n : n + k] = rows
+        self.n = n + k
+        return True
 
     def _grow(self) -> None:
         new = np.empty((2 * len(self.buf), *self.shape), dtype=self.dtype)
@@ -363,6 +384,24 @@ class Field:
         self.root = infer(v)
         self.put = self.root.put
         return self.put(v)
+
+    def put_rows(self, rows: np.ndarray) -> bool:
+        """Store ``len(rows)`` steps at once, as :attr:`put` would store them one by one.
+
+        ``rows`` is an array whose first axis is the step.
+
+        Returns ``False``, storing nothing, where the layout takes rows one by one only (a
+        Dict, Tuple or per-step field) or they do not fit it: then :attr:`put` each.
+        """
+        if not len(rows):
+            return True
+        if self.root is None:
+            if not isinstance(infer(rows[0]), (RowLeaf, FrameLeaf)):
+                return False
+            self._first_put(rows[0])
+            rows = rows[1:]
+        put_rows = getattr(self.root, "put_rows", None)
+        return bool(put_rows(rows)) if put_rows is not None else False
 
     def fallback(self, v: Any, rows: int) -> None:
         """``v`` did not fit: keep the first ``rows`` values, store per-step values from now on."""

@@ -36,7 +36,7 @@ from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
 from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.spaces import space_to_json
-from gym_recording.format.values import snapshot, value_cost
+from gym_recording.format.values import snapshot_cost
 from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
 from gym_recording.record import steps as _steps
 from gym_recording.record.buffer import Field, Rewards
@@ -465,6 +465,42 @@ class TraceRecording:
             self._room = steps + 1
             self._sync_room()
 
+    def add_steps(self, actions: np.ndarray, observations: np.ndarray, rewards: np.ndarray) -> None:
+        """Record several steps of the open episode at once, none of them its last.
+
+        ``actions[j]``, ``observations[j]`` and ``rewards[j]`` are step ``j``'s, as
+        :meth:`add_step` takes them (arrays whose first axis is the step: rows of a vector
+        env's batched arrays, say); no step sets a flag, and infos are not recorded. The
+        rows are stored as :meth:`add_step` would store them one by one, and where their
+        layout takes steps one by one only, they are.
+
+        Raises:
+            RecordingError: as :meth:`add_step`, for the step that brings it.
+        """
+        k = len(rewards)
+        if self._open is None or self.record_infos or rewards.dtype.kind not in "biuf":
+            for j in range(k):
+                self.add_step(actions[j], observations[j], rewards[j])
+            return
+        values = np.ascontiguousarray(rewards, dtype="<f8")
+        j = 0
+        while j < k:
+            steps = len(self._rew.buf) >> 3
+            if steps >= self._room:
+                self._make_room()
+                continue
+            m = min(k - j, self._room - steps)
+            if self._act.put_rows(actions[j : j + m]):
+                if self._obs.put_rows(observations[j : j + m]):
+                    self._rew.buf += values[j : j + m].tobytes()
+                    j += m
+                    continue
+                self._act.truncate(steps)
+            self.add_step(actions[j], observations[j], rewards[j])  # (one by one, from here)
+            j += 1
+        if not self._sized:
+            self._layout_known()
+
     def _snapshot(self, value: Any, what: str) -> Any:
         """A storable copy of ``value``, counted towards the batch's values (FORMAT.md §9).
 
@@ -475,11 +511,10 @@ class TraceRecording:
         if value is None:
             return None
         try:
-            kept = snapshot(value)
+            kept, cost = snapshot_cost(value)
         except ValueError as exc:
             msg = f"cannot record {what}: {exc}"
             raise RecordingError(msg) from None
-        cost = value_cost(kept)
         if cost > MAX_VALUE_COST:
             msg = (
                 f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "

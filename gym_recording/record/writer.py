@@ -135,8 +135,9 @@ class BatchWriter:
         self.writer_id = writer_id
         self.batch_bytes = batch_bytes
         self.compressor = compressor
-        # With compression: what a step of the last batch took on disk.
-        self._on_disk: float | None = None
+        # The sizes per step of the last batch encoded on the writer's thread: on disk, of
+        # its arrays, and before compression (for size_for).
+        self._measured: tuple[float, float, float] | None = None
         self._head = head
         #: Batches written, all segments.
         self.batch_count = 0
@@ -167,19 +168,20 @@ class BatchWriter:
         self._manifest = ManifestDoc([], segment=self._segment, **self._head)
         self._objects = 0  # episode objects in this segment (parts count one each)
 
-    def size_for(self, bytes_per_step: float, row_bytes: float) -> None:
+    def size_for(
+        self, bytes_per_step: float, row_bytes: float, raw_per_step: float | None = None
+    ) -> None:
         """Aim batches at ``batch_bytes``, for steps of ``bytes_per_step`` on disk.
 
         An episode alone is split once its arrays (``row_bytes`` a step) pass 1.25x. With
-        compression, batches also hold at most :data:`MAX_RAW_BATCH_BYTES` of arrays, and
-        ``bytes_per_step`` is a step's bytes before compression (what the last batch took
-        on disk counts, once known).
+        compression, batches also hold at most :data:`MAX_RAW_BATCH_BYTES` of arrays before
+        compression (``raw_per_step`` a step; default ``bytes_per_step``).
         """
         limit = self.batch_bytes
         if self.compressor is not None:
             limit = max(limit, MAX_RAW_BATCH_BYTES)
-            if self._on_disk is not None:  # (else as if nothing shrank)
-                bytes_per_step = max(self._on_disk, bytes_per_step * self.batch_bytes / limit)
+            raw = bytes_per_step if raw_per_step is None else raw_per_step
+            bytes_per_step = max(bytes_per_step, raw * self.batch_bytes / limit)
         target = int(self.batch_bytes / max(bytes_per_step, 1.0) + 1)
         self.target_steps = max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, target))
         split = int(1.25 * limit / max(row_bytes, 1.0))
@@ -203,47 +205,56 @@ class BatchWriter:
         """
         first = self._objects
         batch_fn, bin_fn = batch_names(self.file_prefix, first)
-        batch, layout = lay_out_batch(observations, actions, rewards, spans, bin_fn)
         steps = sum(sp.act_stop - sp.act_start for sp in spans)
         entry = BatchEntry(first, len(spans), batch_fn, bin_fn, steps, None, spans[-1].continues)
         manifest_fn = manifest_name(self.file_prefix)
-        raw_size = layout.size
+        compressor = self.compressor
+        # A batch with infos (values encoded one by one) or to compress is encoded on the
+        # writer's thread; the others here (their encoding costs less than a thread).
+        deferred = compressor is not None or any(sp.infos is not None for sp in spans)
+        laid_out = (
+            None if deferred else lay_out_batch(observations, actions, rewards, spans, bin_fn)
+        )
         self.wait()
+        if self._measured is not None:  # (the last deferred batch's sizes)
+            self.size_for(*self._measured)
+            self._measured = None
         manifest = self._manifest
         manifest.batches.append(entry)
-        compressor = self.compressor
 
         def files() -> Files:
             # The three files are renamed in order, the directory fsynced once, after the
             # batch JSON: that makes the blob's and its own rename durable before the
             # manifest names them. The manifest's rename is made durable by the next
             # batch's, or by save().
+            batch, layout = laid_out or lay_out_batch(observations, actions, rewards, spans, bin_fn)
+            raw = layout.size
             json_bytes, chunks, blob_size = finish_batch(batch, layout, compressor)
             entry.bytes = blob_size + len(json_bytes)
-            if compressor is not None and steps:
-                self._on_disk = entry.bytes / steps
+            if steps:
+                sizes = (entry.bytes / steps, raw / steps, (raw + len(json_bytes)) / steps)
+                if deferred:
+                    self._measured = sizes
+                else:
+                    self.size_for(*sizes)
             return [
                 (bin_fn, chunks, False),
                 (batch_fn, [json_bytes], True),
                 (manifest_fn, [encode_manifest(manifest)], False),
             ]
 
-        if compressor is None:
+        job = self._job = _WriteJob(self.storage, [], files) if deferred else None
+        if job is None:
             job = self._job = _WriteJob(self.storage, files())
-        else:  # compressed on the writer's thread
-            job = self._job = _WriteJob(self.storage, [], files)
         self._unsynced = True
         self._objects += len(spans)
         self.batch_count += 1
-        if steps:
-            on_disk = raw_size if entry.bytes is None else entry.bytes  # (None: compressing)
-            self.size_for(on_disk / steps, raw_size / steps)
         if len(manifest.batches) >= SEGMENT_BATCHES and not entry.continues:
             self._start_segment()
         now = time.perf_counter()
         filled_in, self._filling_since = now - self._filling_since, now
         cost = self._write_seconds
-        if compressor is None and (
+        if not deferred and (
             cost is None
             or cost < FOREGROUND_WRITE_SHARE * filled_in
             or (self._background >= FOREGROUND_PROBE_EVERY)

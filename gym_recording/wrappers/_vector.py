@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -40,6 +41,71 @@ __all__ = ["TraceRecordingVectorWrapper"]
 logger = logging.getLogger(__name__)
 
 _FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
+#: Spaces whose batches are one array ``[num_envs, *shape]``: recorded in columns.
+_ARRAY_SPACES = (
+    gymnasium.spaces.Box,
+    gymnasium.spaces.Discrete,
+    gymnasium.spaces.MultiDiscrete,
+    gymnasium.spaces.MultiBinary,
+)
+#: Vector steps the columns hold before they are handed to the sub-envs' recordings, and
+#: the most bytes they may take.
+COLUMN_STEPS = 256
+COLUMN_BYTES = 16 * 1024 * 1024
+
+
+class _Columns:
+    """A vector env's steps as they come: one row per vector step of each batched array.
+
+    :meth:`put` copies a step's batched observations, actions, rewards and flags into row
+    ``t`` of preallocated columns (a few NumPy copies, no work per sub-env), keeping the
+    final observations of sub-envs that ended under ``SAME_STEP``. The wrapper then cuts
+    each sub-env's episodes out of the columns (:meth:`TraceRecordingVectorWrapper._flush`).
+    """
+
+    def __init__(self, obs: np.ndarray, act: np.ndarray, n: int) -> None:
+        row = max(1, (obs.nbytes + act.nbytes) // n + 10) * n
+        self.size = max(8, min(COLUMN_STEPS, COLUMN_BYTES // row))
+        self.obs = np.empty((self.size, *obs.shape), obs.dtype)
+        self.act = np.empty((self.size, *act.shape), act.dtype)
+        self.rew = np.empty((self.size, n), np.float64)
+        self.term = np.empty((self.size, n), np.bool_)
+        self.trunc = np.empty((self.size, n), np.bool_)
+        self.times = np.empty(self.size, np.float64)
+        #: Rows filled; ``final[(t, i)]``: sub-env ``i``'s final observation at row ``t``.
+        self.t = 0
+        self.final: dict[tuple[int, int], np.ndarray] = {}
+
+    def fits(self, obs: Any, actions: Any, rewards: Any, terms: Any, truncs: Any) -> bool:
+        """Whether a step's arrays are exactly what the columns hold (else: one by one)."""
+        o, a = self.obs, self.act
+        return (
+            type(obs) is np.ndarray
+            and obs.dtype == o.dtype
+            and obs.shape == o.shape[1:]
+            and type(actions) is np.ndarray
+            and actions.dtype == a.dtype
+            and actions.shape == a.shape[1:]
+            and type(rewards) is np.ndarray
+            and rewards.dtype.kind in "biuf"
+            and rewards.shape == self.rew.shape[1:]
+            and type(terms) is np.ndarray
+            and type(truncs) is np.ndarray
+            and terms.shape == truncs.shape == rewards.shape
+        )
+
+    def put(
+        self, obs: np.ndarray, actions: np.ndarray, rewards: Any, terms: Any, truncs: Any
+    ) -> None:
+        """Store one vector step in row ``t`` (checked by :meth:`fits`)."""
+        t = self.t
+        self.obs[t] = obs
+        self.act[t] = actions
+        self.rew[t] = rewards
+        self.term[t] = terms
+        self.trunc[t] = truncs
+        self.times[t] = time.time()
+        self.t = t + 1
 
 
 def _autoreset_mode(env: VectorEnv) -> AutoresetMode:
@@ -221,6 +287,21 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self._active = [False] * n  # recording the sub-env's current episode
         self._pending_reset = [False] * n  # NEXT_STEP: the next step resets the sub-env
         self._closed = False
+        # Steps not handed to the recordings yet, when the spaces batch into single arrays.
+        self._columns = None if record_infos else self._make_columns(n)
+
+    def _make_columns(self, n: int) -> _Columns | None:
+        """Columns for this env's batched arrays, or ``None`` if its spaces batch otherwise."""
+        spaces = (self.single_observation_space, self.single_action_space)
+        batched = (self.observation_space, self.action_space)
+        if not n or not all(isinstance(s, _ARRAY_SPACES) for s in spaces + batched):
+            return None
+        arrays: list[np.ndarray] = []
+        for s in batched:
+            if s.shape is None or s.shape[:1] != (n,) or np.dtype(s.dtype).byteorder == ">":
+                return None
+            arrays.append(np.empty(s.shape, np.dtype(s.dtype)))
+        return _Columns(arrays[0], arrays[1], n)
 
     def _sub_specs(self, n: int) -> list[Any]:
         """Each sub-env's spec (for the manifest), or the vector env's own spec."""
@@ -244,6 +325,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset the sub-envs (all, or those in ``options["reset_mask"]``); start their episodes."""
+        self._flush()
         n = self.num_envs
         mask = None
         sub_options: Any = options
@@ -270,6 +352,21 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         if self._closed:
             return result
         obs, rewards, terminations, truncations, infos = result
+        cols = self._columns
+        if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
+            # The common case: the step's arrays go to columns, one copy each; the sub-envs'
+            # episodes are cut out of them every few hundred steps (_flush).
+            if self.autoreset_mode == AutoresetMode.SAME_STEP:
+                done = np.logical_or(terminations, truncations)
+                for i in np.flatnonzero(done).tolist():  # (each checked before a row is kept)
+                    final = self._final_obs(infos, i)
+                    final = final.copy() if isinstance(final, np.ndarray) else final
+                    cols.final[(cols.t, i)] = final
+            cols.put(obs, actions, rewards, terminations, truncations)
+            if cols.t == cols.size:
+                self._flush()
+            return result
+        self._flush()
         n = self.num_envs
         all_acts = _unbatch(self.single_action_space, self.action_space, actions, n)
         all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
@@ -322,15 +419,77 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             raise RuntimeError(msg)
         return final[i]
 
-    def _start(self, i: int, obs: Any, seed: int | None, options: Any, info: Any) -> None:
+    def _start(
+        self,
+        i: int,
+        obs: Any,
+        seed: int | None,
+        options: Any,
+        info: Any,
+        started_at: float | None = None,
+    ) -> None:
         """Begin sub-env ``i``'s next episode with its reset observation."""
         rec = self.recordings[i]
-        rec.end_episode()
+        rec.end_episode(ended_at=started_at)
         self.episode_ids[i] += 1
         trigger = self.episode_trigger
         self._active[i] = trigger is None or bool(trigger(self.episode_ids[i]))
         if self._active[i]:
-            rec.add_reset(obs, seed=seed, options=options, info=info)
+            rec.add_reset(obs, seed=seed, options=options, info=info, started_at=started_at)
+
+    def _flush(self) -> None:
+        """Hand the steps held in columns to each sub-env's recording, in order.
+
+        The same calls as :meth:`step` makes one step at a time, made per sub-env and per
+        run of steps between its episodes' ends: runs of steps at once
+        (:meth:`~gym_recording.TraceRecording.add_steps`), an episode's last step and the
+        next one's reset one by one, with the times the steps were taken.
+        """
+        cols = self._columns
+        if cols is None or not cols.t:
+            return
+        t, mode = cols.t, self.autoreset_mode
+        cols.t = 0
+        ended = cols.term[:t] | cols.trunc[:t]
+        envs, rows = np.nonzero(ended.T)  # (by sub-env, then by row)
+        ends: list[list[int]] = [[] for _ in range(self.num_envs)]
+        for i, d in zip(envs.tolist(), rows.tolist(), strict=True):
+            ends[i].append(d)
+        for i, stops in enumerate(ends):
+            rec = self.recordings[i]
+            r = k = 0
+            while r < t:
+                if self._pending_reset[i]:  # NEXT_STEP: row r reset sub-env i
+                    self._pending_reset[i] = False
+                    self._start(i, cols.obs[r, i], None, None, None, float(cols.times[r]))
+                    r += 1
+                    continue
+                while k < len(stops) and stops[k] < r:
+                    k += 1
+                d = stops[k] if k < len(stops) else t
+                if d > r and self._active[i]:
+                    rec.add_steps(cols.act[r:d, i], cols.obs[r:d, i], cols.rew[r:d, i])
+                if d == t:
+                    break
+                k += 1
+                terminated, truncated = bool(cols.term[d, i]), bool(cols.trunc[d, i])
+                when = float(cols.times[d])
+                if mode == AutoresetMode.SAME_STEP:
+                    final = cols.final.pop((d, i))
+                    if self._active[i]:
+                        rec.add_step(cols.act[d, i], final, cols.rew[d, i], terminated, truncated)
+                    self._start(i, cols.obs[d, i], None, None, None, when)
+                else:
+                    if self._active[i]:
+                        rec.add_step(
+                            cols.act[d, i], cols.obs[d, i], cols.rew[d, i], terminated, truncated
+                        )
+                    rec.end_episode(ended_at=when)
+                    self._active[i] = False
+                    if mode == AutoresetMode.NEXT_STEP:
+                        self._pending_reset[i] = True
+                r = d + 1
+        cols.final.clear()
 
     def close(self, **kwargs: Any) -> None:
         """Write every sub-env's buffered episodes, then close the vector env. Safe to repeat.
@@ -340,8 +499,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         """
         if self._closed:
             return
-        self._closed = True
-        self._active = [False] * len(self._active)
+        try:
+            self._flush()
+        finally:
+            self._closed = True
+            self._active = [False] * len(self._active)
         try:
             errors = []
             for rec in self.recordings:

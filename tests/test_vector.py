@@ -9,6 +9,8 @@ recorded with ``TraceRecordingWrapper``; the episodes must be equal.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -395,3 +397,23 @@ def test_unusual_arrays_take_the_step_by_step_path(tmp_path: Path) -> None:
     for i in range(n):
         acts = np.concatenate([ep.actions for ep in got[i]])
         assert acts.dtype == np.int64 and acts.tolist() == expected[i]
+
+
+def test_steps_held_in_columns_are_written_at_interpreter_exit(tmp_path: Path) -> None:
+    """A script that never closes the wrapper still leaves every step (exit handlers)."""
+    script = f"""
+import gymnasium, numpy as np
+from gym_recording.wrappers import TraceRecordingVectorWrapper
+venv = TraceRecordingVectorWrapper(
+    gymnasium.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync"), {str(tmp_path)!r}
+)
+venv.reset(seed=1)
+for t in range(100):
+    venv.step(np.array([t % 2, 1, 0]))
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    got = episodes_by_subenv(tmp_path, 3)
+    for eps in got:
+        # 100 vector steps: each a step of the sub-env, or (NEXT_STEP) the reset after an end
+        resets_after_ends = sum(1 for ep in eps[:-1] if ep.terminated or ep.truncated)
+        assert sum(ep.length for ep in eps) + resets_after_ends == 100

@@ -17,7 +17,7 @@ import numpy as np
 from msgspec import convert, to_builtins
 
 from gym_recording._errors import TraceFormatError
-from gym_recording.format.arrays import BatchBlob, BlobLayout, brief
+from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
 from gym_recording.format.codec import Compressor
 from gym_recording.format.fields import (
     JoinError,
@@ -27,7 +27,17 @@ from gym_recording.format.fields import (
     join_fields,
 )
 from gym_recording.format.values import decode_value, encode_value
-from gym_recording.format.wire import ArrayRef, Batch, BatchEntry, EpisodeObject, decode, encode
+from gym_recording.format.wire import (
+    DTYPES,
+    ArrayRef,
+    Batch,
+    BatchEntry,
+    EpisodeObject,
+    InfoColumn,
+    InfoColumns,
+    decode,
+    encode,
+)
 
 __all__ = [
     "DecodedBatch",
@@ -83,24 +93,121 @@ def lay_out_batch(
     act = field_encoder(actions, layout)
     obs = field_encoder(observations, layout)
     rew = layout.rows(np.asarray(rewards, dtype=np.float64))
-    episodes = [
-        EpisodeObject(
-            obs(sp.obs_start, sp.obs_stop),
-            act(sp.act_start, sp.act_stop),
-            rew(sp.act_start, sp.act_stop),
-            sp.terminated,
-            sp.truncated,
-            sp.seed,
-            None if sp.options is None else encode_value(sp.options, layout),
-            None if sp.infos is None else [encode_value(i, layout) for i in sp.infos],
-            sp.started_at,
-            sp.ended_at,
-            sp.part,
-            sp.continues,
+    episodes = []
+    for sp in spans:
+        infos, columns = _info_columns(sp.infos, layout)
+        episodes.append(
+            EpisodeObject(
+                obs(sp.obs_start, sp.obs_stop),
+                act(sp.act_start, sp.act_stop),
+                rew(sp.act_start, sp.act_stop),
+                sp.terminated,
+                sp.truncated,
+                sp.seed,
+                None if sp.options is None else encode_value(sp.options, layout),
+                None if infos is None else [encode_value(i, layout) for i in infos],
+                sp.started_at,
+                sp.ended_at,
+                sp.part,
+                sp.continues,
+                columns,
+            )
         )
-        for sp in spans
-    ]
     return Batch(episodes), layout
+
+
+#: How each kind of info column is stored: its numpy dtype (None: the values' own).
+_KINDS: dict[type, tuple[str, Any]] = {float: ("float", np.float64), bool: ("bool", np.bool_)}
+_KINDS[int] = ("int", np.int64)
+#: Numpy scalar types of the blob dtypes.
+_SCALARS = frozenset(np.dtype(n).type for n in DTYPES)
+
+
+def _info_columns(
+    infos: list[Any] | None, layout: BlobLayout
+) -> tuple[list[Any] | None, InfoColumns | None]:
+    """An episode object's infos, with the step infos' numeric keys taken out as columns.
+
+    Where every step info (after the reset one) is a dict of the same keys in the same
+    order, each key whose values are all Python floats, ints (of int64) or bools, numpy
+    scalars of one blob dtype, or arrays of one blob dtype and shape, is stored as one array
+    in the blob (FORMAT.md §4, ``info_columns``); the rest stays in the infos.
+    """
+    if infos is None or len(infos) < 3:
+        return infos, None
+    steps = infos[1:]
+    first = steps[0]
+    if type(first) is not dict or not first:
+        return infos, None
+    order = list(first)
+    if "__type" in first or not all(type(k) is str for k in order):
+        return infos, None  # (stored as a mapping, §6)
+    if not all(type(i) is dict and list(i) == order for i in steps):
+        return infos, None
+    columns: dict[str, InfoColumn] = {}
+    for key in order:
+        values = [i[key] for i in steps]
+        t = type(values[0])
+        if not all(type(v) is t for v in values):
+            continue
+        known = _KINDS.get(t)
+        try:
+            if known is not None:
+                kind, col = known[0], np.array(values, known[1])
+            elif t in _SCALARS:
+                kind, col = "scalar", np.array(values, values[0].dtype)
+            elif t is np.ndarray and values[0].ndim and blob_dtype(values[0].dtype):
+                kind, col = "array", np.stack(values)
+                if col.dtype != values[0].dtype or any(v.dtype != col.dtype for v in values):
+                    continue
+            else:
+                continue
+        except (OverflowError, ValueError):  # an int past int64; arrays of other shapes
+            continue
+        columns[key] = InfoColumn(kind, layout.add(col))  # type: ignore[arg-type]
+    if not columns:
+        return infos, None
+    rest = [{k: v for k, v in i.items() if k not in columns} for i in steps]
+    return [infos[0], *rest], InfoColumns(order, columns)
+
+
+def _with_columns(
+    infos: list[Any], columns: InfoColumns, blob: BatchBlob, steps: int, where: str
+) -> list[Any]:
+    """The step infos rebuilt from their ``info_columns`` (FORMAT.md §4), checked."""
+    order, got = columns.order, {}
+    if len(set(order)) != len(order) or not set(columns.columns) <= set(order):
+        raise blob.fail(where, "info_columns' order must name each key once, columns included")
+    for key, col in columns.columns.items():
+        arr = blob.array(col.data, f"{where}.{key}")
+        want = {"float": "f8", "int": "i8", "bool": "b1"}.get(col.kind)
+        if (
+            not arr.ndim
+            or len(arr) != steps
+            or (want is not None and (arr.ndim != 1 or arr.dtype.str[1:] != want))
+            or (col.kind == "scalar" and arr.ndim != 1)
+            or (col.kind == "array" and arr.ndim < 2)
+        ):
+            raise blob.fail(
+                f"{where}.{key}",
+                f"expected {steps} {col.kind} values, got {arr.dtype}{list(arr.shape)}",
+            )
+        got[key] = (col.kind, arr)
+    out = [infos[0]]
+    for t, rest in enumerate(infos[1:]):
+        if type(rest) is not dict or len(rest) + len(got) != len(order):
+            raise blob.fail(where, f"step info {t + 1} does not hold the other keys of 'order'")
+        info = {}
+        for key in order:
+            if key in got:
+                kind, arr = got[key]
+                info[key] = arr[t].item() if kind in ("float", "int", "bool") else arr[t]
+            elif key in rest:
+                info[key] = rest[key]
+            else:
+                raise blob.fail(where, f"step info {t + 1} has no {brief(key)}")
+        out.append(info)
+    return out
 
 
 def finish_batch(
@@ -250,9 +357,11 @@ def decode_batch(
             for j, v in enumerate(options)
         ]
     infos: list[Any] = [o.infos for o in objs]
-    if infos.count(None) != n:
+    if infos.count(None) != n or any(o.info_columns is not None for o in objs):
         for j, v in enumerate(infos):
             if v is None:
+                if objs[j].info_columns is not None:
+                    raise blob.fail(f"episodes[{j}]", "has 'info_columns' but no 'infos'")
                 continue
             if len(v) != steps[j] + 1:
                 raise blob.fail(
@@ -260,6 +369,9 @@ def decode_batch(
                     f"expected 'infos' to be a list of N+1 = {steps[j] + 1} values",
                 )
             infos[j] = [decode_value(i, blob, f"episodes[{j}].infos") for i in v]
+            columns = objs[j].info_columns
+            if columns is not None:
+                infos[j] = _with_columns(infos[j], columns, blob, steps[j], f"episodes[{j}]")
     continues = [o.continues for o in objs]
     part = [o.part for o in objs]
     want_continues = [False] * n

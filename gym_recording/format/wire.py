@@ -39,6 +39,8 @@ __all__ = [
     "DictField",
     "EpisodeObject",
     "Field",
+    "InfoColumn",
+    "InfoColumns",
     "LegacyManifestDoc",
     "ManifestDoc",
     "TupleField",
@@ -110,6 +112,24 @@ class TupleField(Struct, tag_field="__type", tag="tuple", gc=False):
 Field = Union[ArrayRef, DictField, TupleField, list[Any]]  # noqa: UP007 - msgspec reads it
 
 
+class InfoColumn(Struct, gc=False):
+    """One info key's values over an episode object's steps (§4, version 2.1).
+
+    ``data[j]`` is step ``j + 1``'s; ``kind`` says what each was (a Python ``float``, ``int``,
+    ``bool``, a numpy ``scalar`` of ``data``'s dtype, or an ``array`` of one shape).
+    """
+
+    kind: Literal["float", "int", "bool", "scalar", "array"]
+    data: ArrayRef
+
+
+class InfoColumns(Struct, gc=False):
+    """The step infos' keys stored as columns (§4, version 2.1), and their order in each."""
+
+    order: Annotated[list[str], Meta(max_length=65536)]
+    columns: dict[str, InfoColumn]
+
+
 class EpisodeObject(Struct, omit_defaults=True, gc=False):
     """An episode object (§4): one episode, or one part of an episode split across batches."""
 
@@ -125,6 +145,7 @@ class EpisodeObject(Struct, omit_defaults=True, gc=False):
     ended_at: float | None = None
     part: NonNeg = 0
     continues: bool = False
+    info_columns: InfoColumns | None = None
 
 
 class Batch(Struct, gc=False):

@@ -22,10 +22,12 @@ hands them a copy, so the caller's dict is left as it was.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -52,6 +54,21 @@ _ARRAY_SPACES = (
 #: the most bytes they may take.
 COLUMN_STEPS = 256
 COLUMN_BYTES = 16 * 1024 * 1024
+
+#: Wrappers holding steps in columns, flushed at interpreter exit (this hook is registered
+#: after the recordings' own, so it runs first: the recordings then write what it handed them).
+_holding: weakref.WeakSet[TraceRecordingVectorWrapper] = weakref.WeakSet()
+
+
+def _flush_at_exit() -> None:
+    for wrapper in list(_holding):
+        try:
+            wrapper._flush()
+        except Exception:  # pragma: no cover - reported, the others still flushed
+            logger.exception("could not hand %r its last steps at exit", wrapper)
+
+
+atexit.register(_flush_at_exit)
 
 
 class _Columns:
@@ -289,6 +306,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self._closed = False
         # Steps not handed to the recordings yet, when the spaces batch into single arrays.
         self._columns = None if record_infos else self._make_columns(n)
+        if self._columns is not None:
+            _holding.add(self)
 
     def _make_columns(self, n: int) -> _Columns | None:
         """Columns for this env's batched arrays, or ``None`` if its spaces batch otherwise."""
@@ -502,6 +521,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         try:
             self._flush()
         finally:
+            _holding.discard(self)
             self._closed = True
             self._active = [False] * len(self._active)
         try:

@@ -1007,6 +1007,54 @@ def _(rec: Rec) -> None:
     ep(rec)["options"] = {"__type": "float", "value": "1e999"}
 
 
+# ---- info columns (FORMAT.md §4, version 2.1): the step infos' keys as arrays
+
+
+def info_columns(rec: Rec, values: np.ndarray | None = None, kind: str = "float") -> dict[str, Any]:
+    """Episode 0 (2 steps) gets infos whose key ``x`` is a column; returns ``info_columns``."""
+    values = np.array([0.5, 1.5]) if values is None else values
+    blob = bytearray(rec.raw[BIN0])
+    blob += b"\0" * (-len(blob) % 8)
+    data = ndarray_ref(BIN0, values, len(blob))
+    rec.raw[BIN0] = bytes(blob + values.tobytes())
+    e = ep(rec)
+    e["infos"] = [{"r": 0}, {}, {}]
+    e["info_columns"] = {"order": ["x"], "columns": {"x": {"kind": kind, "data": data}}}
+    return e["info_columns"]
+
+
+@case("info-columns-without-infos", "`info_columns` in an episode object that has no infos")
+def _(rec: Rec) -> None:
+    info_columns(rec)
+    del ep(rec)["infos"]
+
+
+@case("info-columns-short", "an info column of 1 row for a 2-step episode object")
+def _(rec: Rec) -> None:
+    info_columns(rec, np.array([0.5]))
+
+
+@case("info-columns-not-in-order", "an info column whose key `order` does not name")
+def _(rec: Rec) -> None:
+    info_columns(rec)["order"] = ["y"]
+
+
+@case("info-columns-kind-dtype", "an info column of kind `float` holding int64")
+def _(rec: Rec) -> None:
+    info_columns(rec, np.array([1, 2], np.int64))
+
+
+@case("info-columns-key-missing", "a step info lacks a key of `order` that is not a column")
+def _(rec: Rec) -> None:
+    info_columns(rec)["order"] = ["x", "y"]
+
+
+@case("info-columns-key-twice", "a step info holds a key that is also a column")
+def _(rec: Rec) -> None:
+    info_columns(rec)
+    ep(rec)["infos"][1] = {"x": 3}
+
+
 # ---- compressed arrays (FORMAT.md §6.2): frames that do not hold what the reference declares
 
 

@@ -842,6 +842,7 @@
       if (!Array.isArray(obj.infos) || obj.infos.length !== steps + 1) throw fail(`"infos" must be a list of N+1 = ${steps + 1} values`);
       for (const info of obj.infos) checkValue(info, file, `${at}.infos`, 0, budget);
     }
+    if (obj.info_columns !== undefined && obj.info_columns !== null) checkInfoColumns(obj, steps, fail);
     for (const key of ["started_at", "ended_at"]) {
       if (isObject(obj[key]) && obj[key].__type === "overflow") throw fail(`"${key}" is not a unix time`);
     }
@@ -861,6 +862,37 @@
       hasInfos: obj.infos !== undefined && obj.infos !== null,
       seed,
     };
+  }
+
+  /** The step infos' keys stored as columns (FORMAT.md §4, version 2.1), as the Python reader checks them. */
+  function checkInfoColumns(obj, steps, fail) {
+    const ic = obj.info_columns;
+    if (obj.infos === undefined || obj.infos === null) throw fail('has "info_columns" but no "infos"');
+    if (!isObject(ic) || !Array.isArray(ic.order) || !ic.order.every((k) => typeof k === "string") ||
+        new Set(ic.order).size !== ic.order.length || !isObject(ic.columns)) {
+      throw fail('"info_columns" must hold an "order" of distinct keys and "columns"');
+    }
+    const names = Object.keys(ic.columns);
+    for (const key of names) {
+      const c = ic.columns[key];
+      if (!ic.order.includes(key)) throw fail(`info column ${show(key)} is not in "order"`);
+      if (!isObject(c) || !["float", "int", "bool", "scalar", "array"].includes(c.kind) || !isRef(c.data)) {
+        throw fail(`info column ${show(key)} needs a "kind" and an ndarray "data"`);
+      }
+      const want = { float: "float64", int: "int64", bool: "bool" }[c.kind];
+      const nd = c.data.shape.length;
+      if (nd < 1 || c.data.shape[0] !== steps || (want && (c.data.dtype !== want || nd !== 1)) ||
+          (c.kind === "scalar" && nd !== 1) || (c.kind === "array" && nd < 2)) {
+        throw fail(`info column ${show(key)}: expected ${steps} ${c.kind} values, got ${c.data.dtype}[${c.data.shape.join(", ")}]`);
+      }
+    }
+    obj.infos.slice(1).forEach((info, t) => {
+      const keys = isObject(info) && info.__type === undefined ? Object.keys(info) : null;
+      if (keys === null || keys.length + names.length !== ic.order.length ||
+          keys.some((k) => Object.hasOwn(ic.columns, k) || !ic.order.includes(k))) {
+        throw fail(`step info ${t + 1} does not hold the other keys of "order"`);
+      }
+    });
   }
 
   /** The steps a batch's episode objects hold, from their rewards (null if unclear). */

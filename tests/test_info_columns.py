@@ -1,0 +1,130 @@
+"""Recorded infos with numeric keys (FORMAT.md §4, ``info_columns``) come back exactly.
+
+An env's step infos of stable keys are stored as arrays, one per key; whatever does not fit a
+column (strings, keys that come and go, mixed types) stays as before. Read back, every info
+equals what the env returned, to the type and the dtype, across batches, parts and
+compression; the bytes on disk are those of the arrays, not of JSON per value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+
+import gym_recording
+from gym_recording import TraceRecording
+from gym_recording.tools.verify import verify
+from gym_recording.wrappers import TraceRecordingWrapper
+
+
+def _info(t: int) -> dict[str, Any]:
+    return {
+        "x": np.float64(t / 7),
+        "ctrl": np.float32(-t),
+        "f": t / 3,
+        "n": t,
+        "flag": t % 3 == 0,
+        "vec": np.arange(3, dtype=np.int16) + t,
+        "text": f"step {t}",
+        "nan": float("nan") if t % 2 else float("inf"),
+    }
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, float):
+        return (np.isnan(a) and np.isnan(b)) or a == b
+    if isinstance(a, np.generic):
+        return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    return bool(a == b)
+
+
+def _batches(d: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_bytes()) for p in sorted(d.glob("openaigym.trace.*.ep*.json"))]
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize("batch_bytes", [5_000_000, 60_000])
+def test_numeric_info_keys_become_columns_and_come_back(tmp_path, compression, batch_bytes):
+    """Every kind of column, next to keys kept as JSON; parts of split episodes too."""
+    infos = []
+    with TraceRecording(
+        tmp_path, record_infos=True, compression=compression, batch_bytes=batch_bytes
+    ) as rec:
+        for e in range(3):
+            first = {"reset": e}
+            rec.add_reset(np.zeros(2, np.float32), info=first)
+            infos.append([first])
+            for t in range(40):
+                info = _info(t)
+                rec.add_step(t % 2, np.full(2, t, np.float32), 1.0, info=info)
+                infos[-1].append(info)
+            rec.end_episode()
+    objects = [o for b in _batches(tmp_path) for o in b["episodes"]]
+    columns = [o["info_columns"] for o in objects if "info_columns" in o]
+    assert columns, "no info columns written"
+    if batch_bytes < 100_000:  # (episodes split in parts, each with its own columns)
+        assert any(o.get("part") for o in objects)
+    assert set(columns[0]["columns"]) == {"x", "ctrl", "f", "n", "flag", "vec", "nan"}
+    assert all(set(i) == {"text"} for o in objects for i in o["infos"][1:])
+    assert verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        assert len(r) == 3
+        for ep, want in zip(r, infos, strict=True):
+            assert len(ep.infos) == len(want)
+            for j, (got, w) in enumerate(zip(ep.infos, want, strict=True)):
+                assert _same(got, w), (j, got, w)
+            assert ep.infos[5]["vec"].flags.writeable is False
+
+
+def test_infos_that_do_not_fit_columns_stay_as_they_were(tmp_path):
+    """Keys that come and go, types that change, non-str keys: stored value by value."""
+    want: list[Any] = [None]
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(0, info=None)
+        for t in range(6):
+            info: Any = {"a": t} if t % 2 else {"a": float(t), "b": 1}
+            if t == 5:
+                info = {1: "int key"}
+            rec.add_step(0, t, 0.0, info=info)
+            want.append(info)
+        rec.end_episode()
+    assert not any("info_columns" in o for b in _batches(tmp_path) for o in b["episodes"])
+    with gym_recording.load(tmp_path) as r:
+        got = r[0].infos
+    assert got[0] is None
+    assert all(_same(g, w) for g, w in zip(got[1:], want[1:], strict=True))
+
+
+def test_mujoco_infos_take_the_bytes_of_their_arrays(tmp_path):
+    """HalfCheetah's infos: on disk within 1.2x of the run without infos plus the infos'
+    raw bytes (issue 19's measure), and equal to what the env returned."""
+    pytest.importorskip("mujoco")
+    sizes = {}
+    kept: list[dict[str, Any]] = []
+    for name, record_infos in (("plain", False), ("infos", True)):
+        env = gymnasium.make("HalfCheetah-v5", max_episode_steps=300)
+        with TraceRecordingWrapper(env, tmp_path / name, record_infos=record_infos) as w:
+            w.reset(seed=1)
+            for _ in range(600):
+                *_, te, tr, info = w.step(np.full(6, 0.1, np.float32))
+                if record_infos:
+                    kept.append(dict(info))
+                if te or tr:
+                    w.reset()
+        sizes[name] = sum(p.stat().st_size for p in (tmp_path / name).iterdir())
+    raw = sum(np.asarray(v).nbytes for info in kept for v in info.values())
+    assert sizes["infos"] <= 1.2 * (sizes["plain"] + raw), (sizes, raw)
+    with gym_recording.load(tmp_path / "infos") as r:
+        got = [i for ep in r for i in ep.infos[1:]]
+    assert len(got) == len(kept) and all(_same(g, w) for g, w in zip(got, kept, strict=True))

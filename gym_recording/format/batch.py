@@ -26,6 +26,7 @@ from gym_recording.format.fields import (
     field_length,
     join_fields,
 )
+from gym_recording.format.limits import MAX_INFO_CELLS
 from gym_recording.format.values import decode_value, encode_value
 from gym_recording.format.wire import (
     DTYPES,
@@ -357,6 +358,15 @@ def decode_batch(
             for j, v in enumerate(options)
         ]
     infos: list[Any] = [o.infos for o in objs]
+    cells = sum(
+        steps[j] * len(o.info_columns.columns) for j, o in enumerate(objs) if o.info_columns
+    )
+    if cells > MAX_INFO_CELLS:
+        msg = (
+            f"its info_columns would rebuild {cells} info values, more than the "
+            f"{MAX_INFO_CELLS} a batch may hold (FORMAT.md §9)"
+        )
+        raise TraceFormatError(msg, path)
     if infos.count(None) != n or any(o.info_columns is not None for o in objs):
         for j, v in enumerate(infos):
             if v is None:

@@ -13,6 +13,7 @@ __all__ = [
     "JSONARRAY_RATIO",
     "MAX_BATCH_JSON_BYTES",
     "MAX_DECODED_BYTES",
+    "MAX_INFO_CELLS",
     "MAX_JSON_COST",
     "MAX_JSON_DEPTH",
     "MAX_MANIFEST_BYTES",
@@ -47,3 +48,6 @@ COSTLY_JSON_BYTES = 8 * 1024 * 1024
 #: The most a writer keeps of JSON-encoded values in one batch (infos, options: their
 #: estimated parsed size), and the most one value may take.
 MAX_VALUE_COST = 256 * 1024 * 1024
+#: The most info values one batch's ``info_columns`` may rebuild (rows times columns): what
+#: a writer within :data:`MAX_VALUE_COST` can write, counting a value at least 64 bytes.
+MAX_INFO_CELLS = MAX_VALUE_COST // 64

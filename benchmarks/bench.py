@@ -953,7 +953,7 @@ def main() -> None:
         got = results["pong"][what]
         unit = " GB/s" if what == "gbps" else "x"
         each_runs = spread["pong"].get(what)
-        each = f"{min(each_runs):.2f}x-{max(each_runs):.2f}x" if each_runs else "-"
+        each = f"{min(each_runs):.2f}{unit}-{max(each_runs):.2f}{unit}" if each_runs else "-"
         emit(f"| {label} | {got:.2f}{unit} | {each} | {'yes' if got >= want else 'NO'} |")
 
     emit()

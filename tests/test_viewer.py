@@ -947,45 +947,42 @@ def test_cartpole_recorded_by_the_library(
     viewer.screenshot(artifacts / "viewer-cartpole.png")
 
 
-def test_image_env_recorded_by_the_library(
-    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path
+def _record_pixels_env(
+    directory: Path,
+    shape: tuple[int, ...],
+    make_obs: Callable[[Any], dict[str, np.ndarray]],
+    *,
+    length: int,
+    seed: int,
+    **kwargs: Any,
 ) -> None:
-    """A Dict observation with an RGB image: the canvas shows load()'s pixels at each step."""
+    """Record 3 episodes of ``length`` steps of a Dict env of an RGB image (``pixels``) and a
+    position (``pos``), ``make_obs(env)`` making each observation (``env.t`` is the step)."""
     import gymnasium
     from gymnasium import spaces
 
-    class PaintEnv(gymnasium.Env[Any, Any]):
-        """A tiny image env: random RGB frames and a position."""
-
+    class PixelsEnv(gymnasium.Env[Any, Any]):
         observation_space = spaces.Dict(
             {
-                "pixels": spaces.Box(0, 255, (12, 16, 3), np.uint8),
-                "pos": spaces.Box(-1.0, 1.0, (2,), np.float32),
+                "pixels": spaces.Box(0, 255, shape, np.uint8),
+                "pos": spaces.Box(-64.0, 64.0, (2,), np.float32),
             }
         )
         action_space = spaces.Discrete(3)
-
-        def _obs(self) -> dict[str, np.ndarray]:
-            return {
-                "pixels": self.np_random.integers(0, 256, (12, 16, 3), dtype=np.uint8),
-                "pos": self.np_random.uniform(-1, 1, 2).astype(np.float32),
-            }
 
         def reset(
             self, *, seed: int | None = None, options: dict[str, Any] | None = None
         ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             super().reset(seed=seed)
             self.t = 0
-            return self._obs(), {}
+            return make_obs(self), {}
 
         def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
             self.t += 1
-            return self._obs(), float(action) - 1.0, self.t >= 9, False, {}
+            return make_obs(self), float(action) - 1.0, self.t >= length, False, {}
 
-    wrapper = _wrapper()
-    directory = tmp_path / "rec"
-    env = wrapper(PaintEnv(), str(directory))
-    env.action_space.seed(1)
+    env = _wrapper()(PixelsEnv(), str(directory), **kwargs)
+    env.action_space.seed(seed)
     for episode in range(3):
         env.reset(seed=episode)
         done = False
@@ -993,6 +990,23 @@ def test_image_env_recorded_by_the_library(
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             done = terminated or truncated
     env.close()
+
+
+def test_image_env_recorded_by_the_library(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path
+) -> None:
+    """A Dict observation with an RGB image: the canvas shows load()'s pixels at each step."""
+    directory = tmp_path / "rec"
+    _record_pixels_env(
+        directory,
+        (12, 16, 3),
+        lambda env: {  # random RGB frames and a position
+            "pixels": env.np_random.integers(0, 256, (12, 16, 3), dtype=np.uint8),
+            "pos": env.np_random.uniform(-1, 1, 2).astype(np.float32),
+        },
+        length=9,
+        seed=1,
+    )
 
     viewer = open_viewer(directory)
     episodes = _assert_page_matches_reader(viewer, directory)
@@ -1013,48 +1027,17 @@ def test_compressed_recording_shows_the_recorded_pixels_and_values(
 ) -> None:
     """compression="zstd" (FORMAT.md §6.2): the page decompresses (vendored fzstd) and draws
     load()'s pixels, and shows its numbers, in episodes split across batches."""
-    import gymnasium
-    from gymnasium import spaces
 
-    class SquareEnv(gymnasium.Env[Any, Any]):
-        """A compressible image: a square moving on a dark field, and its position."""
+    def square(env: Any) -> dict[str, np.ndarray]:  # compressible: a square moving on a field
+        img = np.full((48, 64, 3), 16, np.uint8)
+        x = env.t % 56
+        img[10:18, x : x + 8] = (250, 40 + env.t, 90)
+        return {"pixels": img, "pos": np.array([x, 10], np.float32)}
 
-        observation_space = spaces.Dict(
-            {
-                "pixels": spaces.Box(0, 255, (48, 64, 3), np.uint8),
-                "pos": spaces.Box(0.0, 64.0, (2,), np.float32),
-            }
-        )
-        action_space = spaces.Discrete(3)
-
-        def _obs(self) -> dict[str, np.ndarray]:
-            img = np.full((48, 64, 3), 16, np.uint8)
-            x = self.t % 56
-            img[10:18, x : x + 8] = (250, 40 + self.t, 90)
-            return {"pixels": img, "pos": np.array([x, 10], np.float32)}
-
-        def reset(
-            self, *, seed: int | None = None, options: dict[str, Any] | None = None
-        ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-            super().reset(seed=seed)
-            self.t = 0
-            return self._obs(), {}
-
-        def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
-            self.t += 1
-            return self._obs(), float(action), self.t >= 30, False, {}
-
-    wrapper = _wrapper()
     directory = tmp_path / "rec"
-    env = wrapper(SquareEnv(), str(directory), compression="zstd", batch_bytes=4000)
-    env.action_space.seed(2)
-    for episode in range(3):
-        env.reset(seed=episode)
-        done = False
-        while not done:
-            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            done = terminated or truncated
-    env.close()
+    _record_pixels_env(
+        directory, (48, 64, 3), square, length=30, seed=2, compression="zstd", batch_bytes=4000
+    )
     batches = [json.loads(p.read_text()) for p in directory.glob("openaigym.trace.*.ep*.json")]
     assert any(
         ep["observations"]["fields"]["pixels"].get("codec") == "zstd"

@@ -229,23 +229,35 @@ class BatchBlob:
         if nonzero > INTP_MAX:
             raise self.fail(where, f"shape {brief(ref.shape)} of {ref.dtype} is over 2**63 bytes")
         nbytes = 0 if empty else nonzero
-        if not _plain(ref):
-            return self._decompressed(ref, dt, nbytes, where)
-        if ref.size != nbytes:
+        plain = _plain(ref)
+        if not plain and (not ref.codec or ref.rawsize is UNSET):
+            raise self.fail(where, "a compressed array needs both 'codec' and 'rawsize'")
+        key, declared = ("size", ref.size) if plain else ("rawsize", ref.rawsize)
+        if declared != nbytes:
             raise self.fail(
                 where,
-                f"size {ref.size} does not equal prod(shape {brief(ref.shape)}) * itemsize "
+                f"{key} {declared} does not equal prod(shape {brief(ref.shape)}) * itemsize "
                 f"{dt.itemsize} = {nbytes}",
             )
+        stored = nbytes if plain else ref.size  # (a compressed array's frame, §6.2)
         blob = self.bytes()
         off = ref.npyoff
-        if off + nbytes > len(blob):
+        if off + stored > len(blob):
             raise self.fail(
                 where,
-                f"array bytes {off}..{off + nbytes} run past the end of {self.name} "
+                f"array bytes {off}..{off + stored} run past the end of {self.name} "
                 f"({len(blob)} bytes)",
             )
         self.arrays += 1
+        if stored:
+            self._starts.append(off)
+            self._ends.append(off + stored)
+        if not plain:
+            try:
+                raw = decompress(blob[off : off + stored], nbytes, ref.codec)  # type: ignore[arg-type]
+            except CodecError as exc:
+                raise self.fail(where, f"{exc} (in {self.name} at {off})") from None
+            return raw.view(dt).reshape(ref.shape)
         if empty:
             try:
                 arr = np.empty(ref.shape, dtype=dt)
@@ -253,37 +265,7 @@ class BatchBlob:
                 raise self.fail(where, f"no array of shape {brief(ref.shape)} can exist") from None
             arr.flags.writeable = False
             return arr
-        self._starts.append(off)
-        self._ends.append(off + nbytes)
         return np.ndarray(ref.shape, dt, blob, off)
-
-    def _decompressed(self, ref: ArrayRef, dt: np.dtype[Any], nbytes: int, where: str) -> Any:
-        """The array of a compressed reference (§6.2), decompressed, checked on the way."""
-        if not ref.codec or ref.rawsize is UNSET:
-            raise self.fail(where, "a compressed array needs both 'codec' and 'rawsize'")
-        if ref.rawsize != nbytes:
-            raise self.fail(
-                where,
-                f"rawsize {ref.rawsize} does not equal prod(shape {brief(ref.shape)}) * "
-                f"itemsize {dt.itemsize} = {nbytes}",
-            )
-        blob = self.bytes()
-        off, size = ref.npyoff, ref.size
-        if off + size > len(blob):
-            raise self.fail(
-                where,
-                f"compressed bytes {off}..{off + size} run past the end of {self.name} "
-                f"({len(blob)} bytes)",
-            )
-        try:
-            raw = decompress(blob[off : off + size], nbytes, ref.codec)
-        except CodecError as exc:
-            raise self.fail(where, f"{exc} (in {self.name} at {off})") from None
-        self.arrays += 1
-        if size:
-            self._starts.append(off)
-            self._ends.append(off + size)
-        return raw.view(dt).reshape(ref.shape)
 
     def arrays_of(
         self, refs: list[ArrayRef], where: Callable[[int], str], *, steps: bool = False

@@ -22,7 +22,6 @@ __all__ = [
     "CodecError",
     "Compressor",
     "decompress",
-    "describe_codec",
     "make_compressor",
 ]
 
@@ -98,11 +97,6 @@ def make_compressor(compression: str | None, level: int | None) -> Compressor | 
     return Compressor(level)
 
 
-def describe_codec(codec: str) -> str:
-    """How a reader names a codec it does not know, for messages."""
-    return f"unknown codec {codec[:40]!r} (this reader knows {', '.join(CODECS)})"
-
-
 def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
     """The ``rawsize`` bytes that ``frame`` holds, as a read-only ``uint8`` array.
 
@@ -117,7 +111,8 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
             zstd skippable frames, which large arrays let pass).
     """
     if codec not in CODECS:
-        raise CodecError(describe_codec(codec))
+        msg = f"unknown codec {codec[:40]!r} (this reader knows {', '.join(CODECS)})"
+        raise CodecError(msg)
     n = len(frame)
     if rawsize > MAX_RATIO * n:
         msg = f"rawsize {rawsize} is more than a {n}-byte zstd frame can hold"

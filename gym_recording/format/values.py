@@ -134,14 +134,11 @@ def value_cost(value: Any, _depth: int = 0) -> int:
     :func:`~gym_recording.format.wire.json_cost` finds in the file.
     """
     t = type(value)
-    if value is None or t in (bool, int, float):
-        return 64
+    cost = _SCALAR_COST.get(t)
+    if cost is not None:
+        return cost
     if t is str:
         return _str_cost(value)
-    if isinstance(value, np.generic) and blob_dtype(value.dtype) is not None:
-        # {"__type": "scalar", "dtype": ..., "value": ...}: its objects (a non-finite float
-        # and a complex value bring more), keys, separators and digits
-        return 2048 if value.dtype.kind == "c" else 1024
     if isinstance(value, np.ndarray):
         if blob_dtype(value.dtype) is not None:
             return 512 + value.nbytes
@@ -156,7 +153,9 @@ def value_cost(value: Any, _depth: int = 0) -> int:
     return 256 + (_str_cost(repr(value)) if _depth < MAX_NESTING else 0)
 
 
-#: The :func:`value_cost` of a Python or numpy scalar, by its type.
+#: The :func:`value_cost` of a Python or numpy scalar, by its type: a numpy one is
+#: {"__type": "scalar", "dtype": ..., "value": ...}, its objects (a non-finite float and a
+#: complex value bring more), keys, separators and digits.
 _SCALAR_COST: dict[type, int] = {
     np.dtype(n).type: 2048 if np.dtype(n).kind == "c" else 1024 for n in DTYPES
 }

@@ -243,9 +243,10 @@ class BatchWriter:
                 (manifest_fn, [encode_manifest(manifest)], False),
             ]
 
-        job = self._job = _WriteJob(self.storage, [], files) if deferred else None
-        if job is None:
-            job = self._job = _WriteJob(self.storage, files())
+        # (deferred: the files are made on the writer's thread, by files())
+        job = self._job = (
+            _WriteJob(self.storage, [], files) if deferred else _WriteJob(self.storage, files())
+        )
         self._unsynced = True
         self._objects += len(spans)
         self.batch_count += 1

@@ -321,26 +321,33 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("out", metavar="OUT")
     e.set_defaults(func=_cmd_export)
 
-    c = sub.add_parser(
-        "compress",
-        help="copy a recording with every array compressed (zstd)",
-        description="Copy DIR to OUT with every array compressed losslessly with zstd "
-        "(FORMAT.md 6.2); the copy needs gym-recording 2.1 or later to read.",
-    )
-    c.add_argument("directory", metavar="DIR")
-    c.add_argument("out", metavar="OUT")
-    c.add_argument("--level", type=int, default=None, help="zstd's level, 1-22 (default: 3)")
-    c.set_defaults(func=_cmd_recode, codec="zstd")
-
-    d = sub.add_parser(
-        "decompress",
-        help="copy a recording with every array raw",
-        description="Copy DIR to OUT with every array stored raw: a recording that every "
-        "reader reads, zero-copy.",
-    )
-    d.add_argument("directory", metavar="DIR")
-    d.add_argument("out", metavar="OUT")
-    d.set_defaults(func=_cmd_recode, codec=None)
+    for name, codec, what, description in (
+        (
+            "compress",
+            "zstd",
+            "compressed (zstd)",
+            "compressed losslessly with zstd (FORMAT.md 6.2); the copy needs gym-recording "
+            "2.1 or later to read.",
+        ),
+        (
+            "decompress",
+            None,
+            "raw",
+            "stored raw: a recording that every reader reads, zero-copy.",
+        ),
+    ):
+        c = sub.add_parser(
+            name,
+            help=f"copy a recording with every array {what}",
+            description=f"Copy DIR to OUT with every array {description}",
+        )
+        c.add_argument("directory", metavar="DIR")
+        c.add_argument("out", metavar="OUT")
+        if codec:
+            c.add_argument(
+                "--level", type=int, default=None, help="zstd's level, 1-22 (default: 3)"
+            )
+        c.set_defaults(func=_cmd_recode, codec=codec)
 
     m = sub.add_parser(
         "import-minari",

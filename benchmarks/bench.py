@@ -632,6 +632,77 @@ def vector_and_infos_report(
         )
 
 
+def _render_loop(env: Any, steps: int, render: bool) -> None:
+    """CartPole, alternating actions; ``render`` calls ``env.render()`` after each reset and
+    step, as a loop that records frames itself would. Includes ``close()``."""
+    env.reset(seed=0)
+    if render:
+        env.render()
+    for i in range(steps):
+        _, _, terminated, truncated, _ = env.step(i & 1)
+        if render:
+            env.render()
+        if terminated or truncated:
+            env.reset()
+            if render:
+                env.render()
+    env.close()
+
+
+def render_report(
+    scale: float, runs: int, tmp: str, emit: Any, results: dict[str, dict[str, float]]
+) -> None:
+    """Issue 20: CartPole recorded with ``record_render=True, compression="zstd"`` against a
+    loop that calls ``env.render()`` itself, interleaved; and the frames' bytes on disk."""
+    if importlib.util.find_spec("pygame") is None:
+        emit("(pygame is not installed: CartPole cannot render; skipped)")
+        return
+    steps = max(100, int(2_000 * scale))
+    bare, ours, ratio = [], [], []
+    disk = frames = 0
+    for _ in range(runs):
+        t = time.perf_counter()
+        _render_loop(gym.make("CartPole-v1", render_mode="rgb_array"), steps, True)
+        bare.append(time.perf_counter() - t)
+        d = tempfile.mkdtemp(dir=tmp)
+        env = TraceRecordingWrapper(
+            gym.make("CartPole-v1", render_mode="rgb_array"),
+            d,
+            record_render=True,
+            compression="zstd",
+        )
+        t = time.perf_counter()
+        _render_loop(env, steps, False)
+        ours.append(time.perf_counter() - t)
+        disk = _dir_bytes(d)
+        with gym_recording.load(d) as rec:
+            frames = sum(ep.render_frames.nbytes for ep in rec if ep.render_frames is not None)
+        ratio.append(frames / disk)
+        shutil.rmtree(d)
+    b, o = median(bare), median(ours)
+    each = [x / y for x, y in zip(bare, ours, strict=True)]
+    results["render"] = {"bare": b / o, "smaller": median(ratio)}
+    emit(
+        "| steps | render() loop steps/s | ours steps/s | ours / loop | each run "
+        "| frames raw MB | recording on disk MB | raw / disk |"
+    )
+    emit("|---|---|---|---|---|---|---|---|")
+    emit(
+        f"| {steps:,} | {steps / b:,.0f} | {steps / o:,.0f} | {b / o:.2f}x "
+        f"| {min(each):.2f}x-{max(each):.2f}x | {frames / 1e6:,.1f} | {disk / 1e6:,.3f} "
+        f"| {median(ratio):,.0f}x |"
+    )
+    emit()
+    emit("| target | measured | met |")
+    emit("|---|---|---|")
+    for label, what, want in [
+        ("ours >= 0.95x a loop calling env.render()", "bare", 0.95),
+        ("frames take >= 50x less disk than raw", "smaller", 50),
+    ]:
+        got = results["render"][what]
+        emit(f"| {label} | {got:,.2f}x | {'yes' if got >= want else 'NO'} |")
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -732,6 +803,11 @@ def main() -> None:
         help="only Pong raw and compressed, vector CartPole and MuJoCo with infos",
     )
     ap.add_argument(
+        "--issue20",
+        action="store_true",
+        help="only CartPole with record_render=True and compression, against render() itself",
+    )
+    ap.add_argument(
         "--child-rss", nargs=3, metavar=("KIND", "STEPS", "BATCH_BYTES"), help=argparse.SUPPRESS
     )
     ap.add_argument("--child-read", nargs=3, metavar=("KIND", "ARG", "TMP"), help=argparse.SUPPRESS)
@@ -772,9 +848,13 @@ def main() -> None:
         f"{EPISODE_STEPS}-step episodes."
     )
     emit()
-    if args.ablate or args.issue19:
+    if args.ablate or args.issue19 or args.issue20:
         if args.ablate:
             ablate(scale, runs, tmp, emit)
+        elif args.issue20:
+            emit('## Rendered frames: CartPole, `record_render=True, compression="zstd"`')
+            emit()
+            render_report(scale, runs, tmp, emit, {})
         else:
             only: dict[str, dict[str, float]] = {}
             emit("## Compression: real ALE/Pong-v5 RGB frames")
@@ -960,6 +1040,11 @@ def main() -> None:
     emit("## Vector envs and recorded infos (issue 19's targets: >= 0.95x bare each)")
     emit()
     vector_and_infos_report(scale, runs, tmp, emit, results)
+
+    emit()
+    emit('## Rendered frames: CartPole, `record_render=True, compression="zstd"` (issue 20)')
+    emit()
+    render_report(scale, runs, tmp, emit, results)
 
     emit()
     emit("## Memory (peak RSS, fresh process per row)")

@@ -16,7 +16,7 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_help_prints_usage_and_creates_nothing(tmp_path: Path) -> None:
-    for script in ("train_and_record.py", "playback.py"):
+    for script in ("train_and_record.py", "playback.py", "render_video.py"):
         got = _run(str(EXAMPLES / script), "--help", cwd=tmp_path)
         assert got.returncode == 0, got.stderr
         assert "usage:" in got.stdout
@@ -39,3 +39,11 @@ def test_playback_without_a_directory_says_what_it_needs(tmp_path: Path) -> None
     got = _run(str(EXAMPLES / "playback.py"), cwd=tmp_path)
     assert got.returncode == 2
     assert "directory" in got.stderr
+
+
+def test_render_video_records_frames_and_writes_videos(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    got = _run(str(EXAMPLES / "render_video.py"), str(traces), "--episodes", "2", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "x less)" in got.stdout
+    assert sorted(p.name for p in traces.glob("*.mp4")) == ["episode-0.mp4", "episode-1.mp4"]

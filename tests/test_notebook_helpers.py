@@ -395,10 +395,12 @@ def test_episode_plot_max_dims_and_dict_leaves(tmp_path: Path) -> None:
     ep = gym_recording.load(space_recording(tmp_path, "dict_nested"))[0]
     axes = ep.plot(max_dims=2)
     labels = [a.get_ylabel() for a in axes]
-    # rewards, actions, then the numeric non-image leaves (the uint8 frame is skipped)
+    # rewards, actions, then the numeric leaves: the 4x5x3 uint8 "frame" is too small to be
+    # a picture (Episode.frames' rule: sides of 16 pixels or more), so it is plotted too
     assert labels[:2] == ["reward", "action"]
     assert "obs.position" in labels and "obs.inner.count" in labels
-    assert "obs.inner.frame" not in labels
+    assert "obs.inner.frame" in labels
+    assert len(axes[labels.index("obs.inner.frame")].get_lines()) == 2  # max_dims=2
     position = axes[labels.index("obs.position")]
     assert len(position.get_lines()) == 2  # 3 components, max_dims=2
     _png(axes[0].figure)
@@ -425,24 +427,24 @@ def test_frames_of_image_observations(images: Path) -> None:
 
 def test_frames_grayscale_and_dict(tmp_path: Path) -> None:
     with gym_recording.TraceRecording(tmp_path / "g") as w:
-        w.add_reset(np.zeros((6, 5), np.uint8))
-        w.add_step(0, np.full((6, 5), 9, np.uint8), 0.0)
+        w.add_reset(np.zeros((20, 18), np.uint8))
+        w.add_step(0, np.full((20, 18), 9, np.uint8), 0.0)
     gray = gym_recording.load(tmp_path / "g")[0].frames()
-    assert gray.shape == (2, 6, 5, 1) and gray[1].max() == 9
+    assert gray.shape == (2, 20, 18, 1) and gray[1].max() == 9
 
     def obs(v: int) -> dict[str, Any]:
         return {
             "state": np.zeros(3, np.float32),
-            "frame": np.full((4, 4, 3), v, np.uint8),
-            "pixels": np.full((8, 8, 3), v + 1, np.uint8),
+            "frame": np.full((16, 16, 3), v, np.uint8),
+            "pixels": np.full((24, 24, 3), v + 1, np.uint8),
         }
 
     with gym_recording.TraceRecording(tmp_path / "d") as w:
         w.add_reset(obs(0))
         w.add_step(1, obs(10), 0.0)
     ep = gym_recording.load(tmp_path / "d")[0]
-    assert ep.frames().shape == (2, 8, 8, 3)  # "pixels" is preferred
-    assert ep.frames("frame").shape == (2, 4, 4, 3)
+    assert ep.frames().shape == (2, 24, 24, 3)  # "pixels" is preferred
+    assert ep.frames("frame").shape == (2, 16, 16, 3)
     with pytest.raises(NoFramesError, match="image keys"):
         ep.frames("state")
 

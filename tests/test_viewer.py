@@ -11,6 +11,7 @@ Needs the ``playwright`` Python package and Debian's ``chromium`` at /usr/bin/ch
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import math
@@ -142,11 +143,17 @@ class Viewer:
         got = self.page.eval_on_selector(
             selector,
             """c => {
-                const pixels = c.getContext('2d').getImageData(0, 0, c.width, c.height);
-                return {w: c.width, h: c.height, px: Array.from(pixels.data)};
+                const pixels = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                // (base64: a list of a million numbers crosses the protocol slowly)
+                let text = '';
+                for (let i = 0; i < pixels.length; i += 0x8000) {
+                    text += String.fromCharCode.apply(null, pixels.subarray(i, i + 0x8000));
+                }
+                return {w: c.width, h: c.height, px: btoa(text)};
             }""",
         )
-        return np.array(got["px"], dtype=np.uint8).reshape(got["h"], got["w"], 4)
+        pixels = np.frombuffer(base64.b64decode(got["px"]), dtype=np.uint8)
+        return pixels.reshape(got["h"], got["w"], 4)
 
     def components(self) -> dict[str, str]:
         """Each plotted component's value at the current step (data-value), by name."""
@@ -678,9 +685,9 @@ def all_dtypes_observations() -> dict[str, np.ndarray]:
         "c64": np.array([1 + 2j, -3.5 - 0.25j, 0, 1j], np.complex64),
         "c128": np.array([0.1 + 0.2j, -1j, 3, -np.inf], np.complex128),
         "grid": rng.normal(size=(4, 2, 3)).astype(np.float32),
-        "gray": rng.integers(0, 256, size=(4, 6, 5), dtype=np.uint8),
-        "mono": rng.integers(0, 256, size=(4, 5, 4, 1), dtype=np.uint8),
-        "rgba": rng.integers(0, 256, size=(4, 4, 6, 4), dtype=np.uint8),
+        "gray": rng.integers(0, 256, size=(4, 18, 16), dtype=np.uint8),
+        "mono": rng.integers(0, 256, size=(4, 17, 16, 1), dtype=np.uint8),
+        "rgba": rng.integers(0, 256, size=(4, 16, 18, 4), dtype=np.uint8),
     }
 
 
@@ -751,7 +758,7 @@ def test_all_dtypes_dicts_tuples_and_images_of_version_2(
         else:
             assert shown["action[0]"] == ""
         gray = viewer.frame("obs.gray", step)
-        assert gray.shape == (6, 5, 4)
+        assert gray.shape == (18, 16, 4)
         for channel in range(3):
             np.testing.assert_array_equal(gray[:, :, channel], obs["gray"][step])
         mono = viewer.frame("obs.mono", step)
@@ -999,9 +1006,9 @@ def test_image_env_recorded_by_the_library(
     directory = tmp_path / "rec"
     _record_pixels_env(
         directory,
-        (12, 16, 3),
+        (18, 24, 3),
         lambda env: {  # random RGB frames and a position
-            "pixels": env.np_random.integers(0, 256, (12, 16, 3), dtype=np.uint8),
+            "pixels": env.np_random.integers(0, 256, (18, 24, 3), dtype=np.uint8),
             "pos": env.np_random.uniform(-1, 1, 2).astype(np.float32),
         },
         length=9,
@@ -1057,3 +1064,75 @@ def test_compressed_recording_shows_the_recorded_pixels_and_values(
             assert_value(shown["obs.pos[0]"], float(ep.observations["pos"][step, 0]))
     assert not viewer.error_visible()
     viewer.screenshot(artifacts / "viewer-compressed.png")
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_rendered_frames_are_drawn_beside_the_plots(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, artifacts: Path, compression: str | None
+) -> None:
+    """record_render=True on real CartPole (FORMAT.md §4, render_frames): the page draws the
+    recorded frame of every step it is moved to, raw (split across batches) or compressed,
+    next to the observation plots, on the one step slider."""
+    pytest.importorskip("pygame")
+    import gymnasium
+
+    from gym_recording.wrappers import TraceRecordingWrapper
+
+    directory = tmp_path / "rec"
+    with TraceRecordingWrapper(
+        gymnasium.make("CartPole-v1", render_mode="rgb_array"),
+        directory,
+        record_render=True,
+        compression=compression,
+        batch_bytes=3_000_000,
+    ) as env:
+        env.action_space.seed(1)
+        for seed in (0, 1):
+            env.reset(seed=seed)
+            for _ in range(12):
+                if env.step(env.action_space.sample())[2]:
+                    break
+    viewer = open_viewer(directory)
+    episodes = _assert_page_matches_reader(viewer, directory)
+    for ep in episodes:
+        viewer.select(ep.index)
+        for step in (0, 1, ep.length // 2, ep.length):
+            viewer.set_step(step)
+            got = viewer.frame("render", step)
+            np.testing.assert_array_equal(got[:, :, :3], ep.render_frames[step])
+            assert int(got[:, :, 3].min()) == 255
+            assert viewer.components()["obs[0]"]  # the plots are there too
+    assert viewer.page.locator("[data-testid=frame-canvas][data-source=render]").count() == 1
+    assert not viewer.error_visible()
+    viewer.screenshot(artifacts / f"viewer-rendered-{compression or 'raw'}.png")
+
+
+def test_frame_stacks_are_shown_and_small_grids_are_not(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """A uint8[4, 24, 32] frame stack is drawn as the newest frame of each stack, grayscale;
+    a 7x7x3 grid (MiniGrid's symbolic observation) is not drawn as a picture (Episode.frames'
+    rule)."""
+    import gym_recording
+
+    directory = tmp_path / "rec"
+    rng = np.random.default_rng(3)
+    stacks = rng.integers(0, 256, (6, 4, 24, 32), dtype=np.uint8)
+    grids = rng.integers(0, 11, (6, 7, 7, 3), dtype=np.uint8)
+    with gym_recording.TraceRecording(directory) as rec:
+        rec.add_reset({"stack": stacks[0], "grid": grids[0]})
+        for t in range(1, 6):
+            rec.add_step(0, {"stack": stacks[t], "grid": grids[t]}, 1.0)
+    viewer = open_viewer(directory)
+    _assert_page_matches_reader(viewer, directory)
+    viewer.select(0)
+    for step in (0, 3, 5):
+        viewer.set_step(step)
+        got = viewer.frame("obs.stack", step)
+        for channel in range(3):
+            np.testing.assert_array_equal(got[:, :, channel], stacks[step, -1])
+    names = viewer.page.eval_on_selector_all(
+        "[data-testid=frame-canvas]", "els => els.map(e => e.dataset.name)"
+    )
+    assert names == ["obs.stack"]
+    assert not viewer.error_visible()

@@ -57,7 +57,8 @@ class Span:
     """A buffered episode object (an episode, or a part of one): its rows and its keys (§4).
 
     Its observations are rows ``obs_start:obs_stop`` of the batch's observations field, its
-    actions and rewards rows ``act_start:act_stop``.
+    actions and rewards rows ``act_start:act_stop``, its rendered frames (if any: ``frame_start``
+    is -1 for none) rows ``frame_start:frame_stop`` of the batch's frames.
     """
 
     obs_start: int
@@ -73,10 +74,17 @@ class Span:
     ended_at: float | None
     part: int = 0
     continues: bool = False
+    frame_start: int = -1
+    frame_stop: int = -1
 
 
 def lay_out_batch(
-    observations: Any, actions: Any, rewards: np.ndarray, spans: Sequence[Span], blob_name: str
+    observations: Any,
+    actions: Any,
+    rewards: np.ndarray,
+    spans: Sequence[Span],
+    blob_name: str,
+    frames: np.ndarray | None = None,
 ) -> tuple[Batch, BlobLayout]:
     """A batch's episode objects, and its blob laid out (not encoded yet: see :func:`finish_batch`).
 
@@ -86,9 +94,11 @@ def lay_out_batch(
         rewards: Its rewards, one per action row.
         spans: The episode objects, in order.
         blob_name: The blob's file name.
+        frames: The batch's rendered frames (``uint8[k, H, W, 3]``), if a span has any.
 
     The blob holds the actions' columns, then the observations', then the rewards (the
-    original writer's order, one column after the other where rows are 8-byte multiples).
+    original writer's order, one column after the other where rows are 8-byte multiples),
+    then each object's rendered frames.
     """
     layout = BlobLayout(blob_name)
     act = field_encoder(actions, layout)
@@ -114,6 +124,10 @@ def lay_out_batch(
                 columns,
             )
         )
+    if frames is not None:
+        for sp, obj in zip(spans, episodes, strict=True):
+            if sp.frame_start >= 0:
+                obj.render_frames = layout.add(frames[sp.frame_start : sp.frame_stop])
     return Batch(episodes), layout
 
 
@@ -230,9 +244,10 @@ def encode_batch(
     spans: Sequence[Span],
     blob_name: str,
     compressor: Compressor | None = None,
+    frames: np.ndarray | None = None,
 ) -> tuple[bytes, list[Any], int]:
     """Encode a batch: :func:`lay_out_batch`, then :func:`finish_batch`."""
-    batch, layout = lay_out_batch(observations, actions, rewards, spans, blob_name)
+    batch, layout = lay_out_batch(observations, actions, rewards, spans, blob_name, frames)
     return finish_batch(batch, layout, compressor)
 
 
@@ -243,7 +258,8 @@ class DecodedBatch:
     ``observations``/``actions`` are fields (arrays whose first axis is the step, dicts and
     tuples of them, or lists of per-step values); ``rewards`` float arrays; ``options`` and
     ``infos`` decoded values (``None`` where absent). ``part`` and ``continues`` say how the
-    objects join into episodes (see :func:`join_parts`).
+    objects join into episodes (see :func:`join_parts`). ``render_frames`` are
+    ``uint8[N + 1, H, W, 3]`` arrays, or ``None``.
     """
 
     observations: list[Any]
@@ -258,6 +274,7 @@ class DecodedBatch:
     ended_at: list[float | None]
     part: list[int]
     continues: list[bool]
+    render_frames: list[np.ndarray | None]
     #: Array references checked (for ``verify``'s counts).
     arrays: int = 0
 
@@ -382,6 +399,10 @@ def decode_batch(
             columns = objs[j].info_columns
             if columns is not None:
                 infos[j] = _with_columns(infos[j], columns, blob, steps[j], f"episodes[{j}]")
+    render_frames: list[np.ndarray | None] = [None] * n
+    for j, o in enumerate(objs):
+        if o.render_frames is not None:
+            render_frames[j] = _frames(o.render_frames, blob, steps[j], f"episodes[{j}]")
     continues = [o.continues for o in objs]
     part = [o.part for o in objs]
     want_continues = [False] * n
@@ -403,6 +424,7 @@ def decode_batch(
         [o.ended_at for o in objs],
         part,
         continues,
+        render_frames,
         blob.arrays,
     )
     total = sum(steps)
@@ -418,6 +440,20 @@ def decode_batch(
             )
             raise TraceFormatError(msg, path)
     return batch
+
+
+def _frames(ref: ArrayRef, blob: BatchBlob, steps: int, where: str) -> np.ndarray:
+    """An episode object's ``render_frames`` (§4, version 2.2), checked."""
+    arr = blob.array(ref, f"{where}.render_frames")
+    if arr.dtype != np.uint8 or arr.ndim != 4 or arr.shape[3] != 3 or len(arr) != steps + 1:
+        raise blob.fail(
+            f"{where}.render_frames",
+            f"expected uint8[N + 1 = {steps + 1}, H, W, 3] frames, got "
+            f"{arr.dtype}{list(arr.shape)}",
+        )
+    if not (arr.shape[1] and arr.shape[2]):
+        raise blob.fail(f"{where}.render_frames", f"frames of {list(arr.shape[1:3])} pixels")
+    return arr
 
 
 def _check_parts(
@@ -473,15 +509,20 @@ def join_parts(parts: Sequence[tuple[DecodedBatch, int]], path: str) -> DecodedB
     if numbers != list(range(numbers[0], numbers[0] + len(parts))) or numbers[0]:
         msg = f"the parts of an episode are numbered {brief(numbers)}, not 0, 1, 2, ..."
         raise TraceFormatError(msg, path)
-    infos = col("infos")
-    if len(parts) > 1 and any(i is None for i in infos) and any(i is not None for i in infos):
-        msg = f"the {len(parts)} parts of an episode do not join: infos are recorded in some only"
-        raise TraceFormatError(msg, path)
+    infos, frames = col("infos"), col("render_frames")
+    for what, got in (("infos", infos), ("render_frames", frames)):
+        if any(i is None for i in got) and any(i is not None for i in got):
+            msg = (
+                f"the {len(parts)} parts of an episode do not join: {what} are recorded in "
+                "some only"
+            )
+            raise TraceFormatError(msg, path)
     try:
         obs = join_fields(col("observations"), drop_first=True)
         acts = join_fields(col("actions"), drop_first=False)
         rews = join_fields(col("rewards"), drop_first=False)
         joined_infos = None if infos[0] is None else join_fields(infos, drop_first=True)
+        joined_frames = None if frames[0] is None else join_fields(frames, drop_first=True)
     except JoinError as exc:
         msg = f"the {len(parts)} parts of an episode do not join: {exc}"
         raise TraceFormatError(msg, path) from None
@@ -499,6 +540,7 @@ def join_parts(parts: Sequence[tuple[DecodedBatch, int]], path: str) -> DecodedB
         [last.ended_at[k]],
         [0],
         [False],
+        [joined_frames],
     )
 
 

@@ -57,6 +57,7 @@ class Manifest:
     versions: dict[str, Any] = field(default_factory=dict)
     record_infos: bool = False
     segment: int = 0
+    render_fps: float | None = None
 
     @property
     def legacy(self) -> bool:
@@ -160,6 +161,7 @@ def decode_manifest(data: bytes, name: str, path: str) -> Manifest:
         versions=m.versions,
         record_infos=m.record_infos,
         segment=m.segment,
+        render_fps=m.render_fps,
     )
 
 

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 FORMAT_NAME = "gym-recording"
-FORMAT_VERSION = "2.1"
+FORMAT_VERSION = "2.2"
 #: The newest major version this reader knows.
 KNOWN_MAJOR = 2
 
@@ -146,6 +146,7 @@ class EpisodeObject(Struct, omit_defaults=True, gc=False):
     part: NonNeg = 0
     continues: bool = False
     info_columns: InfoColumns | None = None
+    render_frames: ArrayRef | None = None
 
 
 class Batch(Struct, gc=False):
@@ -188,6 +189,7 @@ class ManifestDoc(Struct):
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     record_infos: bool = False
     segment: NonNeg = 0
+    render_fps: Annotated[float, Meta(gt=0, le=1e6)] | None = None
 
 
 _encoder = msgspec.json.Encoder()

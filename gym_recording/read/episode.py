@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from gym_recording.read import notebook, replay
+from gym_recording.read import notebook, replay, video
 
 __all__ = ["Episode"]
 
@@ -36,6 +37,10 @@ class Episode:
         env_id: The id of the environment its writer recorded, if known.
         env_spec: The spec of that environment as the writer recorded it (JSON), if known;
             :meth:`replay` makes the environment from it.
+        render_frames: With ``record_render``, what ``env.render()`` drew after the reset and
+            after each step: one ``uint8[length + 1, H, W, 3]`` array; otherwise ``None``.
+        render_fps: The frame rate the environment declares for its rendered frames
+            (``metadata["render_fps"]``), if recorded.
 
     Example:
         >>> import numpy as np
@@ -58,6 +63,8 @@ class Episode:
     ended_at: float | None = None
     env_id: str | None = None
     env_spec: Any = None
+    render_frames: np.ndarray | None = None
+    render_fps: float | None = None
 
     def __init__(
         self,
@@ -75,6 +82,8 @@ class Episode:
         ended_at: float | None = None,
         env_id: str | None = None,
         env_spec: Any = None,
+        render_frames: np.ndarray | None = None,
+        render_fps: float | None = None,
     ) -> None:
         # The dataclass's own __init__ sets each field through object.__setattr__ (it is
         # frozen): several times slower, which a reader making millions of episodes notices.
@@ -93,6 +102,8 @@ class Episode:
         d["ended_at"] = ended_at
         d["env_id"] = env_id
         d["env_spec"] = env_spec
+        d["render_frames"] = render_frames
+        d["render_fps"] = render_fps
 
     @property
     def length(self) -> int:
@@ -162,21 +173,34 @@ class Episode:
         return notebook.episode_plot(self, max_dims=max_dims)
 
     def frames(self, key: str | None = None) -> np.ndarray:
-        """The image observations as one uint8 array ``[length + 1, H, W, C]``.
+        """The episode as pictures: one uint8 array ``[length + 1, H, W, C]``.
 
-        Images are uint8 observations of shape ``[H, W, C]`` (C is 1, 3 or 4) or ``[H, W]``
-        (returned with ``C = 1``). For Dict/Tuple observations the image leaf is chosen by
-        ``key`` (``"pixels"``, or ``"1"`` for a tuple's second member), else one named pixels,
-        image, rgb, frame or render, else the first.
+        The rule, in order:
+
+        1. Rendered frames (:attr:`render_frames`, recorded with ``record_render=True``)
+           are the frames, unless ``key`` names an observation.
+        2. Else an image observation: uint8 of shape ``[H, W, C]`` per step (C is 1, 3 or 4)
+           or ``[H, W]`` (returned with ``C = 1``).
+        3. Or a frame stack: uint8 ``[k, H, W]`` per step (2 <= k <= 16, the stack first, as
+           Gymnasium's ``FrameStackObservation`` makes it), shown as grayscale frames of the
+           newest of each stack; ``[k, H, W, C]`` (C is 1 or 3) likewise in colour.
+        4. Anything else is not a picture: arrays of another dtype, and uint8 arrays with a
+           side of fewer than 16 pixels, such as MiniGrid's symbolic 7x7x3 grid (object,
+           colour and state indices, not colours).
+
+        For Dict/Tuple observations the image leaf is chosen by ``key`` (``"pixels"``, or
+        ``"1"`` for a tuple's second member), else one named pixels, image, rgb, frame or
+        render, else the first.
 
         Args:
             key: The dotted name of the image leaf of a Dict/Tuple observation.
 
         Returns:
-            The frames, reset observation first.
+            The frames, the reset's first.
 
         Raises:
-            NoFramesError: The observations hold no image (use :meth:`replay`).
+            NoFramesError: No rendered frames and no picture observations (use
+                :meth:`replay`).
 
         Example:
             >>> import numpy as np
@@ -185,6 +209,40 @@ class Episode:
             (3, 8, 8, 3)
         """
         return notebook.episode_frames(self, key)
+
+    def to_video(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fps: float | None = None,
+        key: str | None = None,
+        overwrite: bool = False,
+    ) -> str:
+        """Write the episode's :meth:`frames` as an H.264 MP4 video (needs the ``video`` extra).
+
+        The video has one frame per observation (``length + 1``) of the frames' size, at
+        ``fps``: by default the frame rate the environment declares (:attr:`render_fps`), else
+        30. It is written to a temporary file beside ``path``, then renamed.
+
+        Args:
+            path: The ``.mp4`` file to write.
+            fps: Frames per second.
+            key: The image leaf of a Dict/Tuple observation (see :meth:`frames`).
+            overwrite: Replace ``path`` if it exists.
+
+        Returns:
+            ``path``.
+
+        Raises:
+            NoFramesError: no rendered frames and no picture observations.
+            OutputExistsError: ``path`` exists and ``overwrite`` is false.
+            DependencyNotInstalled: PyAV is missing (``pip install "gym-recording[video]"``).
+
+        Example:
+            >>> rec[0].to_video("episode0.mp4")  # doctest: +SKIP
+        """
+        rate = fps if fps is not None else self.render_fps or video.DEFAULT_FPS
+        return video.write_video(self.frames(key), path, rate, overwrite=overwrite)
 
     def show(
         self,
@@ -197,8 +255,9 @@ class Episode:
     ) -> Any:
         """An inline animation of the episode's frames, with a step slider and play buttons.
 
-        Needs the ``notebook`` extra (matplotlib). The frames are :meth:`frames`; for
-        observations that are not images, ``replay=True`` renders them by :meth:`replay`.
+        Needs the ``notebook`` extra (matplotlib). The frames are :meth:`frames` (rendered
+        frames first); for an episode with neither rendered frames nor picture observations,
+        ``replay=True`` renders them by :meth:`replay`.
         The returned object displays itself in Jupyter (it has ``_repr_html_``) and can be
         saved as an HTML page with ``.save(path)``.
 

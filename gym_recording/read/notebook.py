@@ -57,13 +57,31 @@ def _numeric(leaf: Any) -> bool:
     return isinstance(leaf, np.ndarray) and leaf.dtype.kind in "biuf"
 
 
+#: The fewest pixels a side of a picture has: smaller uint8 arrays are symbolic grids.
+MIN_PICTURE_SIDE = 16
+#: The most frames a frame stack holds.
+MAX_STACK = 16
+
+
+def _picture_frames(leaf: Any) -> np.ndarray | None:
+    """A leaf's steps as frames ``[T, H, W, C]`` if they are pictures (see Episode.frames)."""
+    if not isinstance(leaf, np.ndarray) or leaf.dtype != np.uint8 or leaf.ndim < 3:
+        return None
+    shape = leaf.shape[1:]
+    if len(shape) == 3 and shape[2] not in (1, 3, 4) and 2 <= shape[0] <= MAX_STACK:
+        leaf, shape = leaf[:, -1, :, :, np.newaxis], (*shape[1:], 1)  # [k, H, W]: the newest
+    elif len(shape) == 4 and shape[3] in (1, 3) and 2 <= shape[0] <= MAX_STACK:
+        leaf, shape = leaf[:, -1], shape[1:]  # [k, H, W, C]
+    elif len(shape) == 2:
+        leaf, shape = leaf[..., np.newaxis], (*shape, 1)
+    if len(shape) != 3 or shape[2] not in (1, 3, 4) or min(shape[:2]) < MIN_PICTURE_SIDE:
+        return None
+    return leaf
+
+
 def _is_image(leaf: Any) -> bool:
-    """A uint8 leaf whose steps are ``[H, W]`` or ``[H, W, C]`` images (C in 1, 3, 4)."""
-    if not isinstance(leaf, np.ndarray) or leaf.dtype != np.uint8:
-        return False
-    if leaf.ndim == 3:
-        return leaf.shape[1] > 1 and leaf.shape[2] > 1
-    return leaf.ndim == 4 and leaf.shape[3] in (1, 3, 4) and leaf.shape[1] > 1
+    """Whether a leaf's steps are pictures: images or frame stacks (see Episode.frames)."""
+    return _picture_frames(leaf) is not None
 
 
 def _stack_list(leaf: Any) -> Any:
@@ -559,14 +577,16 @@ def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
 
 
 def _as_frames(leaf: np.ndarray) -> np.ndarray:
-    frames = np.asarray(leaf)
-    if frames.ndim == 3:
-        frames = frames[..., np.newaxis]
+    frames = _picture_frames(leaf)
+    if frames is None:  # pragma: no cover - candidates are pictures
+        raise NoFramesError("not pictures")
     return frames
 
 
 def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
     """See :meth:`gym_recording.Episode.frames`."""
+    if key is None and ep.render_frames is not None:
+        return ep.render_frames
     candidates: list[tuple[str | None, np.ndarray]] = []
     for name, raw in leaves(ep.observations, "obs"):
         leaf = _stack_list(raw)
@@ -575,8 +595,10 @@ def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
     if not candidates:
         what = _describe_field(ep.observations, "obs")
         msg = (
-            f"episode {ep.index} has no image observations (uint8 [H, W] or [H, W, C] per "
-            f"step); its observations are {what}. Render frames by replaying it through its "
+            f"episode {ep.index} has no rendered frames and no image observations (uint8 "
+            f"[H, W], [H, W, C] or a frame stack [k, H, W] per step, sides of at least "
+            f"{MIN_PICTURE_SIDE} pixels); its observations are {what}. Record frames with "
+            "record_render=True, or render them by replaying the episode through its "
             "environment: ep.replay().frames, or ep.show(replay=True)"
         )
         raise NoFramesError(msg)

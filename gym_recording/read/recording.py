@@ -246,6 +246,8 @@ class Recording(Sequence[Episode]):
                     batch.ended_at[first : first + k],
                     itertools.repeat(m.env_id, k),
                     itertools.repeat(m.env_spec, k),
+                    batch.render_frames[first : first + k],
+                    itertools.repeat(m.render_fps, k),
                 )
                 idx += k
                 if joined:
@@ -293,6 +295,8 @@ class Recording(Sequence[Episode]):
             batch.ended_at[j],
             m.env_id,
             m.env_spec,
+            batch.render_frames[j],
+            m.render_fps,
         )
 
     # ---------------------------------------------------------------- lifetime

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import struct
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -148,14 +149,18 @@ class RowLeaf:
 class FrameLeaf:
     """Large fixed-shape arrays (images): rows of one preallocated array, grown by doubling.
 
-    When a batch is written its buffer is handed to the write (:meth:`release`) and a fresh
-    one of the same size takes its place.
+    When a batch is written its buffer is handed to the write (:meth:`release`), and the one
+    handed to the write before, which is done by then, takes its place: the memory is reused,
+    not faulted in afresh for every batch (a cost of the order of the copy itself for large
+    rows).
     """
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
         self.dtype, self.shape = dtype, shape
         self.buf: np.ndarray = np.empty((_FIRST_ROWS, *shape), dtype=dtype)
         self.n = 0
+        self._spare: np.ndarray | None = None  # the buffer the last release handed out
+        self._faulting: threading.Thread | None = None  # (see reserve)
 
         def put(v: Any) -> bool:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
@@ -182,10 +187,27 @@ class FrameLeaf:
         self.n = n + k
         return True
 
-    def _grow(self) -> None:
-        new = np.empty((2 * len(self.buf), *self.shape), dtype=self.dtype)
+    def _grow(self, rows: int = 0) -> None:
+        new = np.empty((max(rows, 2 * len(self.buf)), *self.shape), dtype=self.dtype)
         new[: self.n] = self.buf[: self.n]
         self.buf = new
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows at once (a batch's, once its size is known).
+
+        The buffer the next release takes is made too, and its memory faulted in on a
+        thread (``fill`` releases the GIL) while this one fills: the stepping thread then
+        pays the first touch of one buffer, not of two.
+        """
+        if rows <= len(self.buf):
+            return
+        self._grow(rows)
+        spare = np.empty_like(self.buf)
+        self._faulting = threading.Thread(
+            target=spare.fill, args=(0,), name="gym-recording-prefault", daemon=True
+        )
+        self._faulting.start()
+        self._spare = spare
 
     def count(self) -> int:
         """How many steps it holds."""
@@ -200,12 +222,22 @@ class FrameLeaf:
         return self.buf[i].copy()
 
     def release(self, keep_from: int) -> None:
-        """Forget rows before ``keep_from``; the buffer goes to the write taking them."""
+        """Forget rows before ``keep_from``; the buffer goes to the write taking them.
+
+        The caller has waited for the write of the rows taken before the previous release:
+        that buffer is used again.
+        """
         k = self.n - keep_from
-        new = np.empty_like(self.buf)
+        if self._faulting is not None:
+            self._faulting.join()
+            self._faulting = None
+        spare = self._spare
+        new = spare if spare is not None and spare.shape == self.buf.shape else None
+        if new is None:
+            new = np.empty_like(self.buf)
         if k > 0:
             new[:k] = self.buf[keep_from : self.n]
-        self.buf, self.n = new, k
+        self._spare, self.buf, self.n = self.buf, new, k
 
     def truncate(self, rows: int) -> None:
         """Drop the steps after the first ``rows``."""
@@ -431,7 +463,11 @@ class Field:
         return self.root.get(i) if self.root is not None else None
 
     def release(self, keep_from: int) -> None:
-        """Drop the steps before ``keep_from`` (after they were handed to a write)."""
+        """Drop the steps before ``keep_from`` (after they were handed to a write).
+
+        What was taken before the previous release must not be used any more: its write
+        has been waited for (large rows' memory is reused).
+        """
         if self.root is not None:
             self.root.release(keep_from)
 

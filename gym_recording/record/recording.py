@@ -39,7 +39,7 @@ from gym_recording.format.spaces import space_to_json
 from gym_recording.format.values import snapshot_cost
 from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
 from gym_recording.record import steps as _steps
-from gym_recording.record.buffer import Field, Rewards
+from gym_recording.record.buffer import Field, FrameLeaf, Rewards
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
 from gym_recording.storage import Storage, open_storage
 
@@ -227,6 +227,14 @@ class TraceRecording:
             compressed recording needs gym-recording 2.1 or later to read. Batches then aim
             at ``batch_bytes`` on disk and hold at most 64 MiB of arrays before compression.
         compression_level: zstd's level, 1 (fastest) to 22 (smallest); default 3.
+        render_fps: The frame rate of the environment's rendered frames (its
+            ``metadata["render_fps"]``), stored in the manifest for players and videos of the
+            frames passed as ``render_frame``.
+
+    Rendered frames (``render_frame`` of :meth:`add_reset` and :meth:`add_step`, what
+    ``env.render()`` returned: ``uint8[H, W, 3]``) are stored per episode as one
+    ``uint8[N + 1, H, W, 3]`` array (FORMAT.md §4, ``render_frames``); an episode that starts
+    with one takes one at every step, all of one size.
 
     Example:
         >>> import tempfile, numpy as np, gym_recording
@@ -255,11 +263,19 @@ class TraceRecording:
         storage_options: dict[str, Any] | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        render_fps: float | None = None,
     ) -> None:
         if not isinstance(batch_bytes, int) or isinstance(batch_bytes, bool) or batch_bytes < 1:
             msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
             raise ValueError(msg)
         compressor = make_compressor(compression, compression_level)
+        if render_fps is not None and (
+            isinstance(render_fps, bool)
+            or not isinstance(render_fps, (int, float, np.integer, np.floating))
+            or not 0 < float(render_fps) <= 1e6
+        ):
+            msg = f"expected render_fps to be a positive number or None, got {render_fps!r}"
+            raise ValueError(msg)
         if metadata is not None and not isinstance(metadata, Mapping):
             msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
             raise TypeError(msg)
@@ -285,6 +301,7 @@ class TraceRecording:
             "versions": _library_versions(),
             "metadata": _plain_json(dict(metadata or {}), "metadata"),
             "record_infos": record_infos,
+            "render_fps": None if render_fps is None else float(render_fps),
         }
         self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes, compressor)
         #: ``"zstd"`` or ``None``: how arrays are stored.
@@ -296,6 +313,7 @@ class TraceRecording:
         self._obs = Field("observations")
         self._act = Field("actions")
         self._rew = Rewards()
+        self._frames: FrameLeaf | None = None  # rendered frames, one row per observation
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
         # What the buffered infos and options will take in their batch (value_cost), and
@@ -354,6 +372,7 @@ class TraceRecording:
         options: Any = None,
         info: Any = None,
         started_at: float | None = None,
+        render_frame: Any = None,
     ) -> None:
         """Start an episode with the observation ``reset`` returned (ending any open one).
 
@@ -365,6 +384,8 @@ class TraceRecording:
             started_at: When the episode started, in unix seconds (default: now); for
                 episodes recorded elsewhere, as :func:`~gym_recording.tools.minari.import_minari`
                 brings them.
+            render_frame: What ``env.render()`` returned after the reset (``uint8[H, W,
+                3]``): the episode then records a frame at every step.
 
         Raises:
             RecordingError: a value cannot be stored (the message says which); no episode
@@ -379,12 +400,23 @@ class TraceRecording:
             self.end_episode()
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
+        frame = None if render_frame is None else self._check_frame(render_frame, None)
         kept_options = None if options is None else self._snapshot(options, "the reset options")
         kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
+        if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
+            self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
+            self._frames = None
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
         self._store(self._obs, observation, rows, "the reset observation")
         self._resets += 1
+        frame_start = -1
+        if frame is not None:
+            if self._frames is None:
+                self._frames = FrameLeaf(frame.dtype, frame.shape)
+                self._sized = False  # (batches are sized with the frames)
+            frame_start = self._frames.n
+            self._frames.put(frame)
         self._open = OpenSpan(
             rows,
             0,
@@ -397,6 +429,7 @@ class TraceRecording:
             kept_info,
             _now() if started_at is None else float(started_at),
             None,
+            frame_start=frame_start,
         )
         if not self._sized:
             self._layout_known()
@@ -410,6 +443,7 @@ class TraceRecording:
         terminated: bool = False,
         truncated: bool = False,
         info: Any = None,
+        render_frame: Any = None,
     ) -> None:
         """Record one step: the action taken and what ``step`` returned.
 
@@ -420,6 +454,8 @@ class TraceRecording:
             terminated: Whether the episode terminated at this step.
             truncated: Whether the episode was truncated at this step.
             info: The step's info; kept only with ``record_infos=True``.
+            render_frame: What ``env.render()`` returned after the step: needed, and only
+                taken, when the episode's reset had one.
 
         Raises:
             RecordingError: no episode is open (call :meth:`add_reset` first), or a value
@@ -440,6 +476,8 @@ class TraceRecording:
         what = "the reward"
         try:  # (every check before anything is kept: a refused step leaves no trace)
             value = reward if type(reward) is float else reward_value(reward)
+            if ep.frame_start >= 0 or render_frame is not None:
+                render_frame = self._check_frame(render_frame, ep)
             kept_info = self._snapshot(info, "the step's info") if self.record_infos else None
             what = "the action"
             if not self._act.put(action):
@@ -455,6 +493,8 @@ class TraceRecording:
                 raise
             raise RecordingError(f"cannot record {what}: {exc}") from None
         rewards += _pack_reward(value)
+        if render_frame is not None:
+            self._frames.put(render_frame)  # type: ignore[union-attr]
         if terminated or truncated:
             self._flags(terminated, truncated)
         if self.record_infos:
@@ -478,7 +518,9 @@ class TraceRecording:
             RecordingError: as :meth:`add_step`, for the step that brings it.
         """
         k = len(rewards)
-        if self._open is None or self.record_infos or rewards.dtype.kind not in "biuf":
+        ep = self._open
+        one_by_one = ep is None or self.record_infos or ep.frame_start >= 0
+        if one_by_one or rewards.dtype.kind not in "biuf":
             for j in range(k):
                 self.add_step(actions[j], observations[j], rewards[j])
             return
@@ -500,6 +542,50 @@ class TraceRecording:
             j += 1
         if not self._sized:
             self._layout_known()
+
+    def _check_frame(self, frame: Any, ep: OpenSpan | None) -> np.ndarray:
+        """``frame`` if it is a frame the open episode ``ep`` (or a new one) can store.
+
+        Raises:
+            RecordingError: not a ``uint8[H, W, 3]`` array, or not of the episode's size.
+        """
+        if frame is None and ep is not None:
+            msg = (
+                "this episode records rendered frames (its reset had one), but the step has "
+                "none: pass render_frame to every add_step of the episode"
+            )
+            raise RecordingError(msg)
+        if ep is not None and ep.frame_start < 0:
+            msg = (
+                "a rendered frame in an episode whose reset had none: pass render_frame to "
+                "add_reset too, so that every observation has its frame"
+            )
+            raise RecordingError(msg)
+        if not (
+            isinstance(frame, np.ndarray)
+            and frame.dtype == np.uint8
+            and frame.ndim == 3
+            and frame.shape[2] == 3
+            and frame.shape[0]
+            and frame.shape[1]
+        ):
+            got = (
+                f"{frame.dtype}{list(frame.shape)}"
+                if isinstance(frame, np.ndarray)
+                else type(frame).__name__
+            )
+            msg = (
+                f"expected a rendered frame to be an RGB image, uint8[H, W, 3] (what render() "
+                f'returns for an env made with render_mode="rgb_array"), got {got}'
+            )
+            raise RecordingError(msg)
+        if ep is not None and self._frames is not None and frame.shape != self._frames.shape:
+            msg = (
+                f"expected a rendered frame of the episode's size {list(self._frames.shape)}, "
+                f"got {list(frame.shape)}; an episode's frames are one array"
+            )
+            raise RecordingError(msg)
+        return frame
 
     def _snapshot(self, value: Any, what: str) -> Any:
         """A storable copy of ``value``, counted towards the batch's values (FORMAT.md §9).
@@ -573,6 +659,8 @@ class TraceRecording:
         steps = len(self._rew.buf) >> 3
         ep.obs_stop = steps + self._resets
         ep.act_stop = steps
+        if ep.frame_start >= 0:
+            ep.frame_stop = self._frames.n  # type: ignore[union-attr]
         if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
             ep.terminated = ep.truncated = False
         if ep.part:  # seed, options and start time are the first part's
@@ -628,8 +716,12 @@ class TraceRecording:
             return
         self._sized = True
         row = self._obs.row_bytes() + self._act.row_bytes() + 8
+        if self._frames is not None:
+            row += self._frames.row_bytes()
         self._writer.size_for(row + 16, row)
         self._room = self._writer.target_steps
+        if self._frames is not None:  # (a batch's frames, and its episodes' first frames)
+            self._frames.reserve(self._writer.split_steps + 16)
         self._configure()
         self._sync_room()
 
@@ -640,17 +732,23 @@ class TraceRecording:
 
         Completed episodes are written if there are any (the open episode's steps move to the
         front of the buffer). An open episode alone is given more room, up to its split size,
-        then written as a part that continues in the next batch (FORMAT.md §4).
+        then written as a part that continues in the next batch (FORMAT.md §4). So is one
+        that records rendered frames, alone or not: moving its frames would copy megabytes,
+        and once it ends the batch is written whole.
         """
         ep = self._open
         if ep is None:  # pragma: no cover - add_step checks
             return
+        steps = len(self._rew)
+        if (
+            (not self._pending or ep.frame_start >= 0)
+            and steps < self._writer.split_steps
+            and self._value_cost <= self._value_budget
+        ):
+            self._room = self._writer.split_steps
+            self._sync_room()
+            return
         if not self._pending:
-            steps = len(self._rew)
-            if steps < self._writer.split_steps and self._value_cost <= self._value_budget:
-                self._room = self._writer.split_steps
-                self._sync_room()
-                return
             first = ep.part == 0
             self._pending.append(
                 Span(
@@ -667,11 +765,15 @@ class TraceRecording:
                     None,
                     ep.part,
                     True,
+                    ep.frame_start,
+                    self._frames.n if ep.frame_start >= 0 else -1,  # type: ignore[union-attr]
                 )
             )
-            # The next part starts at the last observation, which both parts hold.
+            # The next part starts at the last observation (and frame), which both parts hold.
             ep.obs_start = steps + self._resets - 1
             ep.act_start = steps
+            if ep.frame_start >= 0:
+                ep.frame_start = self._frames.n - 1  # type: ignore[union-attr]
             ep.part += 1
             if ep.infos is not None:
                 ep.infos = ep.infos[-1:]
@@ -686,6 +788,9 @@ class TraceRecording:
         obs = self._obs.take(0, last.obs_stop)
         act = self._act.take(0, last.act_stop)
         rewards = self._rew.take(last.act_stop)
+        frames_stop = max(sp.frame_stop for sp in pending)
+        store = self._frames
+        frames = store.take(0, frames_stop) if store is not None and frames_stop > 0 else None
         self._writer.wait()  # one batch in flight at a time keeps the write order
         # Keep only the open episode's rows (or nothing), at the front of the buffer.
         ep = self._open
@@ -694,16 +799,21 @@ class TraceRecording:
         self._obs.release(keep_obs)
         self._act.release(keep_act)
         self._rew.release(keep_act)
+        if store is not None:
+            rendered = ep is not None and ep.frame_start >= 0
+            store.release(ep.frame_start if rendered else store.n)  # type: ignore[union-attr]
         self._resets = 1 if ep is not None else 0
         if ep is not None:
             ep.obs_start = ep.act_start = 0
+            if ep.frame_start >= 0:
+                ep.frame_start = 0
             if ep.flagged_at >= 0:
                 ep.flagged_at -= keep_act
         self._pending = []
         self._value_cost = 0  # (the open episode's kept infos, if any, are not counted again)
         # Last, once the buffer's books are done: if the write is interrupted (Ctrl-C), it
         # stays in flight, and the next flush writes what it did not.
-        self._writer.submit(obs, act, rewards, pending)
+        self._writer.submit(obs, act, rewards, pending, frames)
         self._room = self._writer.target_steps
         self._sync_room()
 

@@ -190,9 +190,16 @@ class BatchWriter:
     # ------------------------------------------------------------------ writing
 
     def submit(
-        self, observations: Any, actions: Any, rewards: np.ndarray, spans: Sequence[Span]
+        self,
+        observations: Any,
+        actions: Any,
+        rewards: np.ndarray,
+        spans: Sequence[Span],
+        frames: np.ndarray | None = None,
     ) -> None:
         """Encode a batch and write it: here, or in the background when its write is costly.
+
+        ``frames`` are the rendered frames the spans' ``frame_start:frame_stop`` index.
 
         Waits for the previous batch's write first (one in flight keeps the order). A write
         that costs little next to the time the batch took to fill is done in this thread; a
@@ -213,7 +220,9 @@ class BatchWriter:
         # writer's thread; the others here (their encoding costs less than a thread).
         deferred = compressor is not None or any(sp.infos is not None for sp in spans)
         laid_out = (
-            None if deferred else lay_out_batch(observations, actions, rewards, spans, bin_fn)
+            None
+            if deferred
+            else lay_out_batch(observations, actions, rewards, spans, bin_fn, frames)
         )
         self.wait()
         if self._measured is not None:  # (the last deferred batch's sizes)
@@ -227,7 +236,9 @@ class BatchWriter:
             # batch JSON: that makes the blob's and its own rename durable before the
             # manifest names them. The manifest's rename is made durable by the next
             # batch's, or by save().
-            batch, layout = laid_out or lay_out_batch(observations, actions, rewards, spans, bin_fn)
+            batch, layout = laid_out or lay_out_batch(
+                observations, actions, rewards, spans, bin_fn, frames
+            )
             raw = layout.size
             json_bytes, chunks, blob_size = finish_batch(batch, layout, compressor)
             entry.bytes = blob_size + len(json_bytes)

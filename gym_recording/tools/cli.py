@@ -77,10 +77,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         _err(f"--episodes must be at least 1, got {args.episodes}")
         return EXIT_USAGE
+    kwargs: dict[str, Any] = {"max_episode_steps": args.max_steps} if args.max_steps else {}
+    if args.record_render:
+        kwargs["render_mode"] = "rgb_array"
     try:
-        base = gym.make(
-            args.env_id, **({"max_episode_steps": args.max_steps} if args.max_steps else {})
-        )
+        base = gym.make(args.env_id, **kwargs)
     except Exception as exc:  # unknown id, missing extra (box2d, atari...), bad kwargs
         _err(f"cannot make environment {args.env_id!r}: {exc}")
         return EXIT_USAGE
@@ -92,8 +93,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             metadata=metadata,
             compression=args.compression,
             compression_level=args.compression_level,
+            record_render=args.record_render,
         )
-    except ValueError as exc:  # a compression level out of range
+    except (ValueError, RecordingError) as exc:  # a level out of range; an env that cannot render
         _err(str(exc))
         return EXIT_USAGE
     steps = 0
@@ -120,6 +122,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
     print(f"  {cmd} verify {q}")
     print(f"  {cmd} view {q}          # in the browser")
     print(f"  {_python()} -c {_shell_word(snippet)}")
+    if args.record_render:
+        videos = shlex.quote(directory.rstrip("/") + "-videos")
+        print(f"  {cmd} export {q} --to mp4 {videos}   # one video per episode")
     return EXIT_OK
 
 
@@ -288,6 +293,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--compression-level", type=int, default=None, help="zstd's level, 1-22 (default: 3)"
     )
+    r.add_argument(
+        "--record-render",
+        action="store_true",
+        help="also record the env's rendered RGB frames (made with render_mode='rgb_array'); "
+        "best with --compression zstd",
+    )
     r.set_defaults(func=_cmd_record)
 
     i = sub.add_parser(
@@ -312,12 +323,13 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser(
         "export",
-        help="export a recording to parquet, minari or npz",
-        description="Export DIR. OUT is a file path for parquet and npz, and a "
-        "Minari dataset id (namespace/name-v0) for minari.",
+        help="export a recording to parquet, minari, npz or mp4 videos",
+        description="Export DIR. OUT is a file path for parquet and npz, a "
+        "Minari dataset id (namespace/name-v0) for minari, and a new directory for mp4 "
+        "(one video per episode, of its rendered frames or image observations).",
     )
     e.add_argument("directory", metavar="DIR")
-    e.add_argument("--to", required=True, choices=["parquet", "minari", "npz"])
+    e.add_argument("--to", required=True, choices=["parquet", "minari", "npz", "mp4"])
     e.add_argument("out", metavar="OUT")
     e.set_defaults(func=_cmd_export)
 

@@ -12,6 +12,8 @@
 - ``minari`` (the ``minari`` extra): a Minari dataset that ``minari.load_dataset`` reads with
   the same episodes (see :mod:`gym_recording.tools.minari`, which also has
   :func:`import_minari`, a local Minari dataset converted into a recording).
+- ``mp4`` (PyAV, the ``video`` extra): a directory of one H.264 video per episode, of its
+  :meth:`~gym_recording.Episode.frames` (see :func:`export_mp4`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,12 +33,14 @@ import numpy as np
 from gym_recording._errors import (
     ExportError,
     LossyExportWarning,
+    NoFramesError,
     OutputExistsError,
 )
 from gym_recording._optional import require
 from gym_recording.format.fields import leaves, slice_field
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
+from gym_recording.read.video import DEFAULT_FPS, write_video
 from gym_recording.tools._source import episodes, open_recording
 from gym_recording.tools.minari import export_minari, import_minari
 
@@ -48,7 +54,7 @@ __all__ = [
 ]
 
 #: The formats :func:`export` writes.
-FORMATS = ("parquet", "minari", "npz")
+FORMATS = ("parquet", "minari", "npz", "mp4")
 
 #: Parquet row groups are written when this many rows, or bytes, have accumulated.
 _ROW_GROUP_ROWS = 65_536
@@ -65,10 +71,11 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
 
     Args:
         directory: A recording directory.
-        to: ``"parquet"``, ``"npz"`` or ``"minari"``.
+        to: ``"parquet"``, ``"npz"``, ``"minari"`` or ``"mp4"``.
         out: A file path for parquet and npz (parent directories are created); a Minari
             dataset id such as ``"gym-recording/cartpole-random-v0"`` for minari, created under
-            Minari's datasets path (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``).
+            Minari's datasets path (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``);
+            a directory to create for mp4.
 
     Returns:
         Where the export went: the file written, or the Minari dataset's directory.
@@ -77,7 +84,8 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
         ExportError: ``to`` is not a known format, the directory holds no recording, or the
             data cannot be represented in the target format.
         OutputExistsError: ``out`` exists already.
-        DependencyNotInstalled: the format's extra (``parquet`` or ``minari``) is missing.
+        DependencyNotInstalled: the format's extra (``parquet``, ``minari`` or ``video``) is
+            missing.
         TraceFormatError: the recording is damaged.
 
     Example:
@@ -101,6 +109,8 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
         raise OutputExistsError(msg)
     if to == "parquet":
         return export_parquet(directory, out)
+    if to == "mp4":
+        return export_mp4(directory, out)
     return export_npz(directory, out)
 
 
@@ -242,8 +252,10 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                 writer.write_table(pa.concat_tables(pending).cast(schema))
             pending, pending_rows, pending_bytes = [], 0, 0
 
+        rendered = 0
         try:
             for ep in episodes(rec, "parquet"):
+                rendered += ep.render_frames is not None
                 table = _episode_table(pa, ep, shapes)
                 if ep.length == 0:
                     if empty is None:
@@ -284,6 +296,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
         finally:
             if writer is not None:
                 writer.close()
+        _frames_left_out(rendered, "parquet")
     return out
 
 
@@ -300,6 +313,16 @@ def _npz_leaves(f: Any, name: str) -> Iterator[tuple[str, np.ndarray]]:
             yield leaf_name, np.array([_json_text(v) for v in leaf], dtype=str)
 
 
+def _frames_left_out(episodes: int, what: str) -> None:
+    """Say that ``episodes`` episodes' rendered frames are not in the export (``what``)."""
+    if episodes:
+        msg = (
+            f"{what} leaves out the rendered frames of {episodes} episode"
+            f"{'s' if episodes > 1 else ''}; `export --to mp4` writes them as videos"
+        )
+        warnings.warn(msg, LossyExportWarning, stacklevel=4)
+
+
 def export_npz(directory: str | os.PathLike[str], out: str) -> str:
     """Write the recording as one NumPy ``.npz`` archive, loadable without pickle.
 
@@ -313,6 +336,10 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
       ``[E]`` int64.
     - ``terminated``, ``truncated`` ``[E]`` bool; ``seeds`` ``[E]`` int64 (``-1``: none).
     - ``metadata``: a JSON string (env id, spaces, the recording's metadata).
+    - ``render_frames``: with ``record_render``, every episode's rendered frames,
+      ``[sum(N_e + 1), H, W, 3]`` uint8, indexed as the observations are; where only some
+      episodes have frames, or of different sizes, they are left out with a
+      :class:`~gym_recording.LossyExportWarning`.
 
     Values that are not fixed-shape numbers (text) are stored as JSON strings. Episode ``e``::
 
@@ -330,7 +357,9 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
         parts: dict[str, list[np.ndarray]] = {}
         layout: list[str] | None = None
         lengths, terminated, truncated, seeds = [], [], [], []
+        frames: list[np.ndarray | None] = []
         for ep in episodes(rec, "npz"):
+            frames.append(ep.render_frames)
             leaves = list(_npz_leaves(ep.observations, "observations"))
             leaves += list(_npz_leaves(ep.actions, "actions"))
             names = [n for n, _ in leaves]
@@ -371,6 +400,70 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
         arrays["truncated"] = np.asarray(truncated, dtype=bool)
         arrays["seeds"] = np.asarray(seeds, dtype=np.int64)
         arrays["metadata"] = np.array(json.dumps(_description(rec), default=_jsonable))
+        shown = [f for f in frames if f is not None]
+        if shown and len(shown) == len(frames) and len({f.shape[1:] for f in shown}) == 1:
+            arrays["render_frames"] = np.concatenate(shown)
+        else:
+            _frames_left_out(
+                len(shown), "npz (frames of some episodes only, or of sizes that differ)"
+            )
         with _atomic_file(out) as tmp, open(tmp, "wb") as f:
             np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
+    return out
+
+
+def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
+    """Write one H.264 MP4 video per episode into the new directory ``out``.
+
+    Episode ``i`` becomes ``episode-<i:06d>.mp4``: its :meth:`~gym_recording.Episode.frames`
+    (rendered frames first, else picture observations), ``length + 1`` frames of their size,
+    at the frame rate its environment declares (``render_fps``; else 30). Episodes with no
+    pictures are left out, and a :class:`~gym_recording.LossyExportWarning` says how many.
+    The directory appears whole: it is written beside ``out`` and renamed.
+
+    Args:
+        directory: A recording directory.
+        out: The directory to create; must not exist.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        ExportError: no episode has pictures to show.
+        DependencyNotInstalled: PyAV is missing (the ``video`` extra).
+    """
+    out = os.path.abspath(out)
+    parent = os.path.dirname(out)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".gymrec-tmp-export-", dir=parent)
+    try:
+        with open_recording(directory) as rec:
+            written = skipped = 0
+            for ep in episodes(rec, "mp4"):
+                try:
+                    frames = ep.frames()
+                except NoFramesError:
+                    skipped += 1
+                    continue
+                name = os.path.join(tmp, f"episode-{ep.index:06d}.mp4")
+                write_video(frames, name, ep.render_fps or DEFAULT_FPS)
+                written += 1
+        if not written:
+            msg = (
+                f"no episode of {os.fspath(directory)} has pictures to put in a video: record "
+                "rendered frames with record_render=True (or image observations)"
+            )
+            raise ExportError(msg)
+        if skipped:
+            msg = (
+                f"{skipped} of {written + skipped} episodes have no rendered frames or picture "
+                "observations and have no video"
+            )
+            warnings.warn(msg, LossyExportWarning, stacklevel=3)
+        if os.path.lexists(out):
+            msg = f"{out} appeared while exporting; remove it or choose another path"
+            raise OutputExistsError(msg)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -339,6 +339,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         def buffers() -> Iterator[tuple[Episode, Any]]:
             for ep in episodes(rec, "minari"):
                 n = ep.length
+                if ep.render_frames is not None:
+                    lost.add("rendered frames (export them with --to mp4, or to npz)")
                 if not n and skip_empty:
                     lost.add("zero-step episodes (arrow storage needs a step for array actions)")
                     continue

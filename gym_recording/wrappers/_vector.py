@@ -37,7 +37,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import iterate
 
+from gym_recording._errors import RecordingError
 from gym_recording.record.recording import TraceRecording, env_spec_json
+from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 
 __all__ = ["TraceRecordingVectorWrapper"]
 
@@ -236,6 +238,15 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             thread; ``None`` (the default) writes raw arrays. See
             :class:`~gym_recording.TraceRecording`.
         compression_level: zstd's level, 1 to 22 (default 3).
+        record_render: Also record each sub-env's rendered frames (a vector env made with
+            ``render_mode="rgb_array"``, whose ``render()`` returns one frame per sub-env),
+            as :class:`~gym_recording.wrappers.TraceRecordingWrapper` does: True for every
+            recorded episode, or a callable taking a sub-env's episode index. Not under
+            ``SAME_STEP``, whose step resets a sub-env before its last frame can be drawn.
+
+    Raises:
+        RecordingError: ``record_render`` with a vector env that does not render RGB frames,
+            or under the ``SAME_STEP`` autoreset mode.
 
     Example:
         >>> import tempfile, gymnasium as gym, gym_recording
@@ -250,6 +261,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         [(1, 3), (2, 3)]
 
     Change log:
+        2.2.0: ``record_render``.
         2.1.0: ``compression``, ``compression_level``.
         2.0.0: added.
     """
@@ -266,6 +278,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         storage_options: dict[str, Any] | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        record_render: bool | RenderChoice = False,
     ) -> None:
         super().__init__(env)
         if episode_trigger is not None and not callable(episode_trigger):
@@ -277,6 +290,15 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         n = int(env.num_envs)
         #: The autoreset mode followed (read from the vector env's metadata).
         self.autoreset_mode = _autoreset_mode(env)
+        self._render_choice = render_choice(record_render, env, "a vector env")
+        if self._render_choice is not None and self.autoreset_mode == AutoresetMode.SAME_STEP:
+            msg = (
+                "record_render cannot record a vector env under the SAME_STEP autoreset mode: "
+                "its step resets a sub-env that ends an episode before render() can draw that "
+                "episode's last frame. Use NEXT_STEP (the default) or DISABLED"
+            )
+            raise RecordingError(msg)
+        fps = render_fps(env)
         if directory is None:
             directory = tempfile.mkdtemp(prefix="gym-recording-")
         specs = self._sub_specs(n)
@@ -302,6 +324,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         storage_options=storage_options,
                         compression=compression,
                         compression_level=compression_level,
+                        render_fps=fps,
                     )
                 )
         except BaseException:
@@ -315,10 +338,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         #: Per sub-env, the index of its current episode (``-1`` before its first reset).
         self.episode_ids: list[int] = [-1] * n
         self._active = [False] * n  # recording the sub-env's current episode
+        self._rendering = [False] * n  # recording its rendered frames
         self._pending_reset = [False] * n  # NEXT_STEP: the next step resets the sub-env
         self._closed = False
         # Steps not handed to the recordings yet, when the spaces batch into single arrays.
-        self._columns = None if record_infos else self._make_columns(n)
+        columns = not (record_infos or self._render_choice is not None)
+        self._columns = self._make_columns(n) if columns else None
         if self._columns is not None:
             _holding.add(self)
 
@@ -372,11 +397,24 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         seeds = _per_env_seeds(seed, n)
         targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
         all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
+        frames = self._frames() if self._render_choice is not None else None
         for i in targets:
             self._pending_reset[i] = False
             info = _sub_info(infos, i, n) if self.record_infos else None
-            self._start(i, all_obs[i], seeds[i], sub_options, info)
+            self._start(i, all_obs[i], seeds[i], sub_options, info, frames=frames)
         return obs, infos
+
+    def _frames(self) -> Any:
+        """Each sub-env's rendered frame (``render()`` of the vector env), checked for number."""
+        frames = self.env.render()
+        if not isinstance(frames, (tuple, list)) or len(frames) != self.num_envs:
+            got = f"{len(frames)} frames" if isinstance(frames, (tuple, list)) else repr(frames)
+            msg = (
+                f"expected the vector env's render() to return one frame per sub-env "
+                f"({self.num_envs}), got {str(got)[:80]}"
+            )
+            raise RecordingError(msg)
+        return check_frames(frames)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every sub-env and record each sub-env's step (or the start of its next episode)."""
@@ -404,14 +442,16 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
         mode = self.autoreset_mode
         keep_infos = self.record_infos
+        frames = None
+        if self._render_choice is not None and (any(self._rendering) or any(self._pending_reset)):
+            frames = self._frames()
         for i in range(n):
             rec = self.recordings[i]
             if self._pending_reset[i]:
                 # NEXT_STEP: this step reset sub-env i (its action was ignored).
                 self._pending_reset[i] = False
-                self._start(
-                    i, all_obs[i], None, None, _sub_info(infos, i, n) if keep_infos else None
-                )
+                info = _sub_info(infos, i, n) if keep_infos else None
+                self._start(i, all_obs[i], None, None, info, frames=frames)
                 continue
             terminated, truncated = bool(terminations[i]), bool(truncations[i])
             done = terminated or truncated
@@ -431,10 +471,17 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 continue
             if self._active[i]:
                 info = _sub_info(infos, i, n) if keep_infos else None
-                rec.add_step(all_acts[i], all_obs[i], rewards[i], terminated, truncated, info)
+                frame = frames[i] if self._rendering[i] and frames is not None else None
+                try:
+                    rec.add_step(
+                        all_acts[i], all_obs[i], rewards[i], terminated, truncated, info, frame
+                    )
+                except RecordingError:
+                    self._active[i] = self._rendering[i] = False  # (its episode was cut)
+                    raise
             if done:
                 rec.end_episode()
-                self._active[i] = False
+                self._active[i] = self._rendering[i] = False
                 if mode == AutoresetMode.NEXT_STEP:
                     self._pending_reset[i] = True
         return result
@@ -459,15 +506,27 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         options: Any,
         info: Any,
         started_at: float | None = None,
+        frames: Any = None,
     ) -> None:
-        """Begin sub-env ``i``'s next episode with its reset observation."""
+        """Begin sub-env ``i``'s next episode with its reset observation (and frame)."""
         rec = self.recordings[i]
         rec.end_episode(ended_at=started_at)
         self.episode_ids[i] += 1
-        trigger = self.episode_trigger
-        self._active[i] = trigger is None or bool(trigger(self.episode_ids[i]))
-        if self._active[i]:
-            rec.add_reset(obs, seed=seed, options=options, info=info, started_at=started_at)
+        trigger, choice = self.episode_trigger, self._render_choice
+        active = trigger is None or bool(trigger(self.episode_ids[i]))
+        rendering = active and choice is not None and bool(choice(self.episode_ids[i]))
+        self._active[i] = self._rendering[i] = False
+        if active:
+            frame = frames[i] if rendering and frames is not None else None
+            rec.add_reset(
+                obs,
+                seed=seed,
+                options=options,
+                info=info,
+                started_at=started_at,
+                render_frame=frame,
+            )
+        self._active[i], self._rendering[i] = active, rendering
 
     def _flush(self) -> None:
         """Hand the steps held in columns to each sub-env's recording, in order.
@@ -537,6 +596,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             _holding.discard(self)
             self._closed = True
             self._active = [False] * len(self._active)
+            self._rendering = [False] * len(self._rendering)
         try:
             # The sub-envs' writers close side by side: each writes and fsyncs its last
             # batch, and their fsyncs share the disk's journal commits.

@@ -1055,6 +1055,39 @@ def _(rec: Rec) -> None:
     ep(rec)["infos"][1] = {"x": 3}
 
 
+def render_frames(rec: Rec, frames: np.ndarray, j: int = 0) -> None:
+    """Episode object ``j`` of the first batch gets ``frames`` as its ``render_frames``."""
+    blob = bytearray(rec.raw[BIN0])
+    blob += b"\0" * (-len(blob) % 8)
+    ep(rec, j)["render_frames"] = ndarray_ref(BIN0, frames, len(blob))
+    rec.raw[BIN0] = bytes(blob + frames.tobytes())
+
+
+@case("render-frames-dtype", "rendered frames of float32, not uint8 (FORMAT.md §4, 2.2)")
+def _(rec: Rec) -> None:
+    render_frames(rec, np.zeros((3, 4, 5, 3), np.float32))
+
+
+@case("render-frames-short", "2 rendered frames for an episode object of 3 observations")
+def _(rec: Rec) -> None:
+    render_frames(rec, np.zeros((2, 4, 5, 3), np.uint8))
+
+
+@case("render-frames-rgba", "rendered frames of 4 channels, not RGB")
+def _(rec: Rec) -> None:
+    render_frames(rec, np.zeros((3, 4, 5, 4), np.uint8))
+
+
+@case("render-frames-no-pixels", "rendered frames of 0 x 5 pixels")
+def _(rec: Rec) -> None:
+    render_frames(rec, np.zeros((3, 0, 5, 3), np.uint8))
+
+
+@case("parts-render-one-part", "rendered frames in the first part of an episode only", split=True)
+def _(rec: Rec) -> None:
+    render_frames(rec, np.zeros((3, 4, 5, 3), np.uint8), 1)
+
+
 # ---- compressed arrays (FORMAT.md §6.2): frames that do not hold what the reference declares
 
 

@@ -22,6 +22,8 @@
   const MAX_RANGE = 32 * 1024 * 1024; // ... unless the merged range would exceed this
   const MAX_INFLIGHT = 6; // concurrent HTTP requests
   const FRAME_CACHE = 600; // decoded frames kept in memory
+  const MIN_PICTURE_SIDE = 16; // smaller uint8 arrays are grids, not pictures (Episode.frames)
+  const MAX_STACK = 16; // the most frames of a frame stack
   const ZSTD_CACHE = 4; // decompressed arrays of frames kept in memory
   const MAX_RATIO = 32768; // the most a zstd frame expands (FORMAT.md §6.2)
   const ITEMSIZE = {
@@ -843,6 +845,14 @@
       for (const info of obj.infos) checkValue(info, file, `${at}.infos`, 0, budget);
     }
     if (obj.info_columns !== undefined && obj.info_columns !== null) checkInfoColumns(obj, steps, fail);
+    const render = obj.render_frames === undefined || obj.render_frames === null ? null : obj.render_frames;
+    if (render !== null) {
+      const shape = isRef(render) ? render.shape : null;
+      if (!shape || render.dtype !== "uint8" || shape.length !== 4 || shape[3] !== 3 || shape[0] !== steps + 1) {
+        throw fail(`expected "render_frames" to be uint8[N + 1 = ${steps + 1}, H, W, 3] frames, got ${isRef(render) ? `${render.dtype}[${shape.join(", ")}]` : show(render)}`);
+      }
+      if (!shape[1] || !shape[2]) throw fail(`"render_frames" of ${shape[1]}×${shape[2]} pixels`);
+    }
     for (const key of ["started_at", "ended_at"]) {
       if (isObject(obj[key]) && obj[key].__type === "overflow") throw fail(`"${key}" is not a unix time`);
     }
@@ -852,7 +862,8 @@
       steps,
       observations,
       actions,
-      signature: `${signature(observations)}|${signature(actions)}`,
+      signature: `${signature(observations)}|${signature(actions)}|${render ? render.shape.slice(1).join("x") : ""}`,
+      render,
       rewardsNode: rewards,
       rewards: null,
       terminated: obj.terminated === true,
@@ -968,11 +979,29 @@
   // Tracks: what a field turns into on the page (series of numbers, frames, text, notes)
   // ---------------------------------------------------------------------------------------
 
-  function isImageShape(dtype, sub) {
-    if (dtype !== "uint8") return false;
-    const [h, w, c] = sub;
-    const okChannels = sub.length === 2 || (sub.length === 3 && (c === 1 || c === 3 || c === 4));
-    return okChannels && h >= 2 && w >= 2 && h * w >= 16;
+  /**
+   * Whether a uint8 array's steps are pictures, and which bytes of a step are shown (the rule
+   * of Episode.frames): images [H, W] or [H, W, C] (C 1, 3, 4), and frame stacks [k, H, W]
+   * or [k, H, W, C] (2 <= k <= 16, C 1 or 3), of which the newest is shown; sides of fewer
+   * than 16 pixels are symbolic grids (MiniGrid), not pictures. null if not pictures.
+   */
+  function pictureOf(dtype, sub) {
+    if (dtype !== "uint8") return null;
+    let dims = sub;
+    let skip = 0;
+    const isStack = (k) => k >= 2 && k <= MAX_STACK;
+    if (sub.length === 3 && ![1, 3, 4].includes(sub[2]) && isStack(sub[0])) {
+      dims = [sub[1], sub[2], 1];
+      skip = (sub[0] - 1) * sub[1] * sub[2];
+    } else if (sub.length === 4 && [1, 3].includes(sub[3]) && isStack(sub[0])) {
+      dims = sub.slice(1);
+      skip = (sub[0] - 1) * product(dims);
+    } else if (sub.length === 2) {
+      dims = [sub[0], sub[1], 1];
+    }
+    const [h, w, c] = dims;
+    if (dims.length !== 3 || ![1, 3, 4].includes(c) || Math.min(h, w) < MIN_PICTURE_SIDE) return null;
+    return { h, w, c, skip };
   }
 
   function componentLabels(name, sub, complex) {
@@ -1029,7 +1058,8 @@
 
   /** refs: one ref holding all steps (stacked=true) or one ref per step. */
   function planArray(name, dtype, sub, refs, stacked, plan) {
-    if (isImageShape(dtype, sub)) return { type: "image", name, dtype, sub, refs, stacked };
+    const picture = pictureOf(dtype, sub);
+    if (picture) return { type: "image", name, dtype, sub, refs, stacked, picture };
     const complex = dtype.startsWith("complex");
     const width = product(sub) * (complex ? 2 : 1);
     if (width > MAX_COMPONENTS) {
@@ -1092,18 +1122,19 @@
         out.push({ kind: "note", name: spec.name, text: spec.text });
         return out;
       case "image": {
-        const [h, w, c = 1] = spec.sub;
+        const { h, w, c, skip } = spec.picture;
+        const stepBytes = product(spec.sub);
         const frameBytes = h * w * c;
         const frames = [];
         for (let t = 0; t < steps; t++) {
           const ref = spec.stacked ? spec.refs[0] : spec.refs[t];
-          const at = spec.stacked ? t * frameBytes : 0;
+          const at = (spec.stacked ? t * stepBytes : 0) + skip;
           // A compressed array's frames are cut from it once it is decompressed (zref).
           frames.push(isCompressed(ref)
             ? { file: ref.npyfile, off: ref.npyoff, size: ref.size, zref: ref, at, len: frameBytes }
             : { file: ref.npyfile, off: ref.npyoff + at, size: frameBytes });
         }
-        out.push({ kind: "image", name: spec.name, h, w, c, frames });
+        out.push({ kind: "image", name: spec.name, h, w, c, stack: skip > 0 ? spec.sub[0] : 0, frames });
         return out;
       }
       case "series": {
@@ -1533,6 +1564,7 @@
       if (token !== state.detailToken) return;
       const observations = joinParts(ep.parts.map((p, k) => buildTracks(specs[k].obs, decoded, p.steps + 1, [])), ep.parts, true);
       const actions = joinParts(ep.parts.map((p, k) => buildTracks(specs[k].act, decoded, p.steps, [])), ep.parts, false);
+      const rendered = renderedTracks(ep);
       const rewards = new Float64Array(ep.length);
       let at = 0;
       for (const p of ep.parts) {
@@ -1542,7 +1574,7 @@
       const returns = new Float64Array(rewards.length);
       let sum = 0;
       rewards.forEach((r, i) => { sum += r; returns[i] = sum; });
-      state.detail = { episode: ep, signature: ep.signature, steps: ep.length, observations, actions, rewards, returns };
+      state.detail = { episode: ep, signature: ep.signature, steps: ep.length, observations, actions, rendered, rewards, returns };
       renderDetail();
       setStep(Math.min(step, ep.length));
       detail.dataset.status = "ready";
@@ -1554,6 +1586,22 @@
       detail.dataset.status = "error";
       if (!(err instanceof TraceFormatError)) console.error(err);
     }
+  }
+
+  /** The episode's rendered frames (FORMAT.md §4, version 2.2) as one image track, or none. */
+  function renderedTracks(ep) {
+    const with_ = ep.parts.filter((p) => p.render !== null).length;
+    if (with_ === 0) return [];
+    if (with_ !== ep.parts.length) {
+      throw new TraceFormatError(ep.parts[0].file, "the parts of the episode do not join: render_frames are recorded in some only");
+    }
+    const perPart = ep.parts.map((p) => {
+      const sub = p.render.shape.slice(1);
+      const spec = { type: "image", name: "render", dtype: "uint8", sub, refs: [p.render], stacked: true,
+        picture: { h: sub[0], w: sub[1], c: 3, skip: 0 } };
+      return buildTracks(spec, null, p.steps + 1, []);
+    });
+    return joinParts(perPart, ep.parts, true);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1766,12 +1814,15 @@
       height: track.h,
       "data-testid": "frame-canvas",
       "data-name": track.name,
-      "aria-label": `${track.name} frame`,
+      "data-source": track.rendered ? "render" : "observation",
+      "aria-label": `${track.rendered ? "rendered" : track.name} frame`,
     });
     canvas.style.width = `${track.w * scale}px`;
     const ctx = canvas.getContext("2d", { willReadFrequently: true });
     const image = ctx.createImageData(track.w, track.h);
-    const caption = el("figcaption", { text: `${track.name} · ${track.h}×${track.w}${track.c > 1 ? `×${track.c}` : ""} uint8${track.c === 4 ? " (alpha not shown)" : ""}` });
+    const what = track.name === "render" && track.rendered ? "rendered frame" : track.name;
+    const stack = track.stack ? ` (newest of a stack of ${track.stack})` : "";
+    const caption = el("figcaption", { text: `${what} · ${track.h}×${track.w}${track.c > 1 ? `×${track.c}` : ""} uint8${stack}${track.c === 4 ? " (alpha not shown)" : ""}` });
     const figure = el("figure", { className: "frame" }, caption, canvas);
     let wanted = -1;
     const draw = (t, pixels) => {
@@ -1854,20 +1905,22 @@
     });
     const player = el("div", { className: "player" }, play, slider, label, speed);
 
-    const images = d.observations.filter((t) => t.kind === "image");
-    const frames = el("div", { className: "frames" });
+    // Rendered frames first (what the episode looked like), then image observations.
+    const images = [...d.rendered.map((t) => ({ ...t, rendered: true })), ...d.observations.filter((t) => t.kind === "image")];
+    const frames = el("div", { className: "frames", "data-testid": "frames" });
     for (const track of images) frames.append(frameView(track));
 
     const xMax = Math.max(1, d.steps);
+    const plots = el("div", { className: "plots" },
+      el("h3", { text: "Reward and return" }),
+      rewardPlot(d),
+      trackSection("Observations", d.observations, xMax, "var(--obs)"),
+      trackSection("Actions", d.actions, xMax, "var(--action)"));
     const children = [
       el("h2", { text: `Episode ${ep.index}` }),
       facts,
       player,
-      images.length ? frames : null,
-      el("h3", { text: "Reward and return" }),
-      rewardPlot(d),
-      trackSection("Observations", d.observations, xMax, "var(--obs)"),
-      trackSection("Actions", d.actions, xMax, "var(--action)"),
+      images.length ? el("div", { className: "detail-body" }, frames, plots) : plots,
     ];
     detail.replaceChildren(...children.filter(Boolean));
     detail.dataset.episode = String(ep.index);

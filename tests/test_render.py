@@ -215,7 +215,8 @@ def test_readers_that_do_not_know_render_frames_still_read_the_episodes(tmp_path
     with TraceRecordingWrapper(_cartpole(), tmp_path, record_render=True) as env:
         actions = _run(env, [5], max_steps=8)
     (episodes,) = read_seed_format(tmp_path).values()
-    assert [ep["actions"].tolist() for ep in episodes] == actions
+    # (it sees the parts of an episode split across batches as episodes one after the other)
+    assert [a for ep in episodes for a in ep["actions"].tolist()] == actions[0]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -412,3 +413,71 @@ def test_compress_and_decompress_carry_the_frames(tmp_path: Path) -> None:
     with gym_recording.load(raw) as a, gym_recording.load(tmp_path / "back") as b:
         np.testing.assert_array_equal(a[0].render_frames, b[0].render_frames)
         assert a[0].render_fps == b[0].render_fps == 50.0
+
+
+def test_frames_keep_batches_at_their_size_among_episodes_without_frames(tmp_path: Path) -> None:
+    """Batches of episodes without frames size the next ones by their small steps; frames
+    still cut a batch at its size (1.25x batch_bytes of arrays, raw)."""
+    rec = TraceRecording(tmp_path, batch_bytes=20_000)
+    frame = np.zeros((16, 16, 3), np.uint8)
+
+    def episode(steps: int, frames: bool) -> None:
+        rec.add_reset(np.zeros(2, np.float32), render_frame=frame if frames else None)
+        for t in range(steps):
+            f = np.full((16, 16, 3), t % 251, np.uint8) if frames else None
+            rec.add_step(0, np.ones(2, np.float32), 1.0, render_frame=f)
+
+    episode(5, True)
+    for _ in range(40):
+        episode(30, False)
+    episode(3000, True)
+    rec.close()
+    blobs = [p.stat().st_size for p in tmp_path.glob("*.bin")]
+    assert max(blobs) <= 1.25 * 20_000 + 4 * 1024
+    with gym_recording.load(tmp_path) as r:
+        last = r[len(r) - 1]
+        assert last.length == 3000
+        assert last.render_frames[1:, 0, 0, 0].tolist() == [t % 251 for t in range(3000)]
+
+
+def test_frames_of_an_ndarray_subclass_are_stored_as_arrays(tmp_path: Path) -> None:
+    class Frame(np.ndarray):
+        pass
+
+    with TraceRecording(tmp_path) as rec:
+        rec.add_reset(np.zeros(1), render_frame=np.full((4, 5, 3), 1, np.uint8).view(Frame))
+        rec.add_step(0, np.ones(1), 0.0, render_frame=np.full((4, 5, 3), 2, np.uint8))
+        rec.add_step(0, np.ones(1), 0.0, render_frame=np.full((4, 5, 3), 3, np.uint8).view(Frame))
+    with gym_recording.load(tmp_path) as r:
+        assert type(r[0].render_frames) is np.ndarray
+        assert r[0].render_frames[:, 0, 0, 0].tolist() == [1, 2, 3]
+
+
+def test_vector_render_failure_cuts_the_rendered_episodes_and_recording_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A render() that raises in a vector step ends each rendered episode at its last
+    recorded step and is raised; the steps after it are recorded, frames aligned."""
+    failed: list[int] = []
+
+    def frame(t: int) -> np.ndarray:
+        if t == 2 and not failed:
+            failed.append(t)
+            raise RuntimeError("render failed")
+        return np.full((4, 5, 3), t, np.uint8)
+
+    envs = gym.vector.SyncVectorEnv([lambda: _Frames(frame), lambda: _Frames(frame)])
+    with TraceRecordingVectorWrapper(envs, tmp_path, record_render=True) as venv:
+        venv.reset(seed=0)
+        venv.step(np.array([0, 0]))
+        with pytest.raises(RuntimeError, match="render failed"):
+            venv.step(np.array([0, 0]))
+        for _ in range(8):
+            venv.step(np.array([0, 0]))
+    with gym_recording.load(tmp_path) as rec:
+        episodes = list(rec)
+    # cut at step 1; two whole episodes; two begun by the last step's autoreset
+    assert sorted(ep.length for ep in episodes) == [0, 0, 1, 1, 4, 4]
+    for ep in episodes:
+        assert ep.render_frames[:, 0, 0, 0].tolist() == list(range(ep.length + 1))
+        np.testing.assert_array_equal(ep.observations[1:, 0], np.arange(1, ep.length + 1))

@@ -57,8 +57,10 @@ def write_video(
     if not len(frames) or not (frames.shape[1] and frames.shape[2]):
         msg = f"cannot write a video of no frames or empty frames: {list(frames.shape)}"
         raise ExportError(msg)
-    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps < math.inf:
-        msg = f"expected fps to be a positive number, got {fps!r}"
+    number = not isinstance(fps, bool) and isinstance(fps, (int, float, np.integer, np.floating))
+    rate = Fraction(float(fps)).limit_denominator(1001) if number and 0 < fps < math.inf else None
+    if not rate:  # (None, or a rate of less than a frame in 1001 s)
+        msg = f"expected fps to be a positive number of at least 1/1001, got {fps!r}"
         raise ExportError(msg)
     if not overwrite and os.path.lexists(path):
         msg = f"{path} exists already; remove it, choose another path, or pass overwrite=True"
@@ -70,7 +72,6 @@ def write_video(
     fd, tmp = tempfile.mkstemp(prefix=".gymrec-tmp-video-", suffix=".mp4", dir=parent)
     os.close(fd)
     try:
-        rate = Fraction(fps).limit_denominator(1001)
         with av.open(tmp, mode="w", format="mp4") as container:
             stream = container.add_stream("libx264", rate=rate)
             stream.width, stream.height = w, h

@@ -34,6 +34,9 @@ __all__ = ["Field", "FrameLeaf", "ListLeaf", "RowLeaf", "Rewards"]
 
 logger = logging.getLogger(__name__)
 
+#: Whether a :class:`FrameLeaf` reuses the buffer of its batch before last (and faults in
+#: the next one on a thread); ``benchmarks/bench.py`` measures it off too.
+REUSE_BUFFERS = True
 #: Rows up to this many bytes go to a :class:`RowLeaf`; larger ones to a :class:`FrameLeaf`.
 SMALL_ROW_BYTES = 2048
 _FIRST_ROWS = 32
@@ -202,6 +205,8 @@ class FrameLeaf:
         if rows <= len(self.buf):
             return
         self._grow(rows)
+        if not REUSE_BUFFERS:
+            return
         spare = np.empty_like(self.buf)
         self._faulting = threading.Thread(
             target=spare.fill, args=(0,), name="gym-recording-prefault", daemon=True
@@ -231,7 +236,7 @@ class FrameLeaf:
         if self._faulting is not None:
             self._faulting.join()
             self._faulting = None
-        spare = self._spare
+        spare = self._spare if REUSE_BUFFERS else None
         new = spare if spare is not None and spare.shape == self.buf.shape else None
         if new is None:
             new = np.empty_like(self.buf)

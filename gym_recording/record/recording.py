@@ -314,6 +314,7 @@ class TraceRecording:
         self._act = Field("actions")
         self._rew = Rewards()
         self._frames: FrameLeaf | None = None  # rendered frames, one row per observation
+        self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
         # What the buffered infos and options will take in their batch (value_cost), and
@@ -401,11 +402,11 @@ class TraceRecording:
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
         frame = None if render_frame is None else self._check_frame(render_frame, None)
-        kept_options = None if options is None else self._snapshot(options, "the reset options")
-        kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
         if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
             self._frames = None
+        kept_options = None if options is None else self._snapshot(options, "the reset options")
+        kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
         self._store(self._obs, observation, rows, "the reset observation")
@@ -414,9 +415,12 @@ class TraceRecording:
         if frame is not None:
             if self._frames is None:
                 self._frames = FrameLeaf(frame.dtype, frame.shape)
+                self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
                 self._sized = False  # (batches are sized with the frames)
             frame_start = self._frames.n
             self._frames.put(frame)
+            if self._frames.n >= self._frame_rows and self._pending:
+                self._room = min(self._room, steps)  # (write the others at the next step)
         self._open = OpenSpan(
             rows,
             0,
@@ -494,7 +498,12 @@ class TraceRecording:
             raise RecordingError(f"cannot record {what}: {exc}") from None
         rewards += _pack_reward(value)
         if render_frame is not None:
-            self._frames.put(render_frame)  # type: ignore[union-attr]
+            frames: Any = self._frames
+            frames.put(render_frame)
+            if frames.n >= self._frame_rows and self._room > steps + 1:
+                # The frames fill a batch, whatever its steps: make room at the next step.
+                self._room = steps + 1
+                self._sync_room()
         if terminated or truncated:
             self._flags(terminated, truncated)
         if self.record_infos:
@@ -561,6 +570,8 @@ class TraceRecording:
                 "add_reset too, so that every observation has its frame"
             )
             raise RecordingError(msg)
+        if isinstance(frame, np.ndarray):
+            frame = np.asarray(frame)  # (a subclass: its data, as a plain array)
         if not (
             isinstance(frame, np.ndarray)
             and frame.dtype == np.uint8
@@ -721,7 +732,7 @@ class TraceRecording:
         self._writer.size_for(row + 16, row)
         self._room = self._writer.target_steps
         if self._frames is not None:  # (a batch's frames, and its episodes' first frames)
-            self._frames.reserve(self._writer.split_steps + 16)
+            self._frames.reserve(self._frame_rows + 1)
         self._configure()
         self._sync_room()
 
@@ -740,10 +751,12 @@ class TraceRecording:
         if ep is None:  # pragma: no cover - add_step checks
             return
         steps = len(self._rew)
+        rendered = ep.frame_start >= 0
         if (
-            (not self._pending or ep.frame_start >= 0)
+            (not self._pending or rendered)
             and steps < self._writer.split_steps
             and self._value_cost <= self._value_budget
+            and not (rendered and self._frames.n >= self._frame_rows)  # type: ignore[union-attr]
         ):
             self._room = self._writer.split_steps
             self._sync_room()

@@ -177,15 +177,32 @@ class BatchWriter:
         compression, batches also hold at most :data:`MAX_RAW_BATCH_BYTES` of arrays before
         compression (``raw_per_step`` a step; default ``bytes_per_step``).
         """
-        limit = self.batch_bytes
+        limit = self.array_limit
         if self.compressor is not None:
-            limit = max(limit, MAX_RAW_BATCH_BYTES)
             raw = bytes_per_step if raw_per_step is None else raw_per_step
             bytes_per_step = max(bytes_per_step, raw * self.batch_bytes / limit)
         target = int(self.batch_bytes / max(bytes_per_step, 1.0) + 1)
         self.target_steps = max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, target))
         split = int(1.25 * limit / max(row_bytes, 1.0))
         self.split_steps = max(self.target_steps, min(MAX_BATCH_STEPS, split), 1)
+
+    @property
+    def array_limit(self) -> int:
+        """The bytes of arrays a batch aims at.
+
+        ``batch_bytes``; with compression, :data:`MAX_RAW_BATCH_BYTES` before compression if
+        that is more.
+        """
+        if self.compressor is not None:
+            return max(self.batch_bytes, MAX_RAW_BATCH_BYTES)
+        return self.batch_bytes
+
+    def rows_within(self, row_bytes: int) -> int:
+        """How many rows of ``row_bytes`` a batch holds before an episode is split (1.25x).
+
+        At least 2: a part of an episode holds a step, and the row before it.
+        """
+        return max(2, min(MAX_BATCH_STEPS, int(1.25 * self.array_limit / max(row_bytes, 1))))
 
     # ------------------------------------------------------------------ writing
 

@@ -397,11 +397,18 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         seeds = _per_env_seeds(seed, n)
         targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
         all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
-        frames = self._frames() if self._render_choice is not None else None
+        frames, failure = None, None
+        if self._render_choice is not None:
+            try:
+                frames = self._frames()
+            except Exception as exc:  # (the episodes start without frames; then it is raised)
+                failure = exc
         for i in targets:
             self._pending_reset[i] = False
             info = _sub_info(infos, i, n) if self.record_infos else None
             self._start(i, all_obs[i], seeds[i], sub_options, info, frames=frames)
+        if failure is not None:
+            raise failure
         return obs, infos
 
     def _frames(self) -> Any:
@@ -442,9 +449,19 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
         mode = self.autoreset_mode
         keep_infos = self.record_infos
-        frames = None
+        frames, failure = None, None
         if self._render_choice is not None and (any(self._rendering) or any(self._pending_reset)):
-            frames = self._frames()
+            try:
+                frames = self._frames()
+            except Exception as exc:
+                # render() failed: each rendered episode ends at its last recorded step (as
+                # the single-env wrapper's), the others go on; then the error is raised.
+                failure = exc
+                for i in range(n):
+                    if self._rendering[i]:
+                        self.recordings[i].end_episode()
+                        self._active[i] = self._rendering[i] = False
+        errors: list[RecordingError] = []  # (every sub-env's step is handled first)
         for i in range(n):
             rec = self.recordings[i]
             if self._pending_reset[i]:
@@ -476,14 +493,18 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                     rec.add_step(
                         all_acts[i], all_obs[i], rewards[i], terminated, truncated, info, frame
                     )
-                except RecordingError:
+                except RecordingError as exc:
                     self._active[i] = self._rendering[i] = False  # (its episode was cut)
-                    raise
+                    errors.append(exc)
             if done:
                 rec.end_episode()
                 self._active[i] = self._rendering[i] = False
                 if mode == AutoresetMode.NEXT_STEP:
                     self._pending_reset[i] = True
+        if failure is not None:
+            raise failure
+        if errors:
+            raise errors[0]
         return result
 
     def _final_obs(self, infos: Mapping[str, Any], i: int) -> Any:
@@ -514,7 +535,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self.episode_ids[i] += 1
         trigger, choice = self.episode_trigger, self._render_choice
         active = trigger is None or bool(trigger(self.episode_ids[i]))
-        rendering = active and choice is not None and bool(choice(self.episode_ids[i]))
+        rendering = (
+            active
+            and frames is not None
+            and choice is not None
+            and bool(choice(self.episode_ids[i]))
+        )
         self._active[i] = self._rendering[i] = False
         if active:
             frame = frames[i] if rendering and frames is not None else None

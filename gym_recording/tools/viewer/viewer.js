@@ -1342,7 +1342,7 @@
               setError(where, `${obj.file}: expected part ${prev.part + 1} of an episode at its start, found part ${obj.part}`);
             }
             if (obj.signature !== current.parts[0].signature) {
-              setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (observations or actions of another structure)`);
+              setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (observations, actions or rendered frames of another structure)`);
               current.broken = true;
             } else if (obj.hasInfos !== current.parts[0].hasInfos) {
               setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (infos are recorded in some parts only)`);

@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.values import snapshot, value_cost
 
-__all__ = ["Field", "FrameLeaf", "ListLeaf", "RowLeaf", "Rewards"]
+__all__ = ["Field", "FrameLeaf", "ListLeaf", "RowLeaf", "Rewards", "reward_value", "rgb_frame"]
 
 logger = logging.getLogger(__name__)
 
@@ -251,6 +252,45 @@ class FrameLeaf:
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.dtype.itemsize * math.prod(self.shape)
+
+
+def rgb_frame(frame: Any, shape: tuple[int, ...] | None) -> np.ndarray:
+    """``frame`` as a rendered frame to store: a plain ``uint8[H, W, 3]`` array.
+
+    Args:
+        frame: What ``env.render()`` returned.
+        shape: The shape the episode's frames have, if it has some.
+
+    Raises:
+        RecordingError: not an RGB ``uint8[H, W, 3]`` array, or not of ``shape``.
+    """
+    if isinstance(frame, np.ndarray):
+        frame = np.asarray(frame)  # (a subclass: its data, as a plain array)
+    if not (
+        isinstance(frame, np.ndarray)
+        and frame.dtype == np.uint8
+        and frame.ndim == 3
+        and frame.shape[2] == 3
+        and frame.shape[0]
+        and frame.shape[1]
+    ):
+        got = (
+            f"{frame.dtype}{list(frame.shape)}"
+            if isinstance(frame, np.ndarray)
+            else type(frame).__name__
+        )
+        msg = (
+            f"expected a rendered frame to be an RGB image, uint8[H, W, 3] (what render() "
+            f'returns for an env made with render_mode="rgb_array"), got {got}'
+        )
+        raise RecordingError(msg)
+    if shape is not None and frame.shape != shape:
+        msg = (
+            f"expected a rendered frame of the episode's size {list(shape)}, got "
+            f"{list(frame.shape)}; an episode's frames are one array"
+        )
+        raise RecordingError(msg)
+    return frame
 
 
 class ListLeaf:
@@ -484,6 +524,31 @@ class Field:
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.root.row_bytes() if self.root is not None else 0
+
+
+def reward_value(reward: Any) -> float:
+    """A step's reward as the float64 that is stored.
+
+    A reward is a real number: a Python ``int``, ``float`` or ``bool`` (stored as 1.0 or
+    0.0), a numpy integer, float or bool scalar, or a 0-d array of one.
+
+    Raises:
+        RecordingError: anything else: ``None``, a string (``"1.5"`` is not converted), a
+            complex number, or an array with one or more dimensions (a vector reward).
+    """
+    if type(reward) is float:
+        return reward
+    if isinstance(reward, (int, float, np.integer, np.floating, np.bool_)):
+        return float(reward)
+    if isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "biuf":
+        return float(reward)
+    shape = f" of shape {reward.shape}" if isinstance(reward, np.ndarray) else ""
+    msg = (
+        f"expected the reward to be a real number (int, float or a numpy scalar), got "
+        f"{type(reward).__name__}{shape} {str(reward)[:40]}; gym-recording stores one float "
+        "per step (record a vector reward in the info, with record_infos=True)"
+    )
+    raise RecordingError(msg)
 
 
 class Rewards:

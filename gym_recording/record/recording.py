@@ -11,15 +11,11 @@ a wrapper's steps reach the buffer through a step recorder (:mod:`~gym_recording
 from __future__ import annotations
 
 import atexit
-import datetime
 import itertools
-import json
 import logging
 import os
-import platform
 import secrets
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -31,19 +27,17 @@ import msgspec
 import numpy as np
 
 from gym_recording._errors import RecordingClosedError, RecordingError
-from gym_recording._version import __version__
 from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
 from gym_recording.format.limits import MAX_VALUE_COST
-from gym_recording.format.spaces import space_to_json
 from gym_recording.format.values import snapshot_cost
-from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
 from gym_recording.record import steps as _steps
-from gym_recording.record.buffer import Field, FrameLeaf, Rewards
+from gym_recording.record.buffer import Field, FrameLeaf, Rewards, reward_value, rgb_frame
+from gym_recording.record.head import manifest_head
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
 from gym_recording.storage import Storage, open_storage
 
-__all__ = ["TraceRecording", "env_spec_json", "reward_value"]
+__all__ = ["TraceRecording"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,87 +101,6 @@ _pack_reward = struct.Struct("<d").pack  # (a reward's bytes, as Rewards holds t
 def _now() -> float:
     """The wall-clock time in unix seconds, to the microsecond."""
     return time.time_ns() // 1000 / 1e6
-
-
-def _plain_json(obj: Any, what: str) -> Any:
-    """``obj`` as plain JSON (numpy scalars and arrays become numbers and lists).
-
-    Raises:
-        RecordingError: ``obj`` holds something JSON cannot represent (objects, NaN, ...).
-    """
-
-    def default(o: Any) -> Any:
-        if isinstance(o, (np.generic, np.ndarray)):
-            return o.tolist()
-        if isinstance(o, tuple):
-            return list(o)
-        raise TypeError(f"{type(o).__name__} is not JSON-serialisable")
-
-    try:
-        return json.loads(json.dumps(obj, allow_nan=False, default=default))
-    except (TypeError, ValueError) as exc:
-        msg = f"expected {what} to be plain JSON (dicts, lists, numbers, strings), but {exc}"
-        raise RecordingError(msg) from exc
-
-
-def _library_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {
-        "gym_recording": __version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
-    for mod in ("gymnasium", "gym"):
-        m = sys.modules.get(mod)
-        versions[mod] = getattr(m, "__version__", None) if m is not None else None
-    return versions
-
-
-def env_spec_json(spec: Any) -> Any:
-    """An env spec (``env.spec``) as JSON for the manifest.
-
-    A spec whose kwargs do not serialise (callables, objects) gives a summary instead.
-    """
-    if spec is None:
-        return None
-    to_json = getattr(spec, "to_json", None)
-    if callable(to_json):
-        try:
-            return json.loads(to_json())
-        except Exception:  # kwargs that do not serialise (callables, objects)
-            pass
-    summary: dict[str, Any] = {}
-    for key in ("id", "entry_point", "max_episode_steps", "reward_threshold", "nondeterministic"):
-        val = getattr(spec, key, None)
-        summary[key] = val if isinstance(val, (str, int, float, bool, type(None))) else repr(val)
-    kwargs = getattr(spec, "kwargs", None)
-    if isinstance(kwargs, Mapping):
-        summary["kwargs"] = {str(k): repr(v) for k, v in kwargs.items()}
-    return summary
-
-
-def reward_value(reward: Any) -> float:
-    """A step's reward as the float64 that is stored.
-
-    A reward is a real number: a Python ``int``, ``float`` or ``bool`` (stored as 1.0 or
-    0.0), a numpy integer, float or bool scalar, or a 0-d array of one.
-
-    Raises:
-        RecordingError: anything else: ``None``, a string (``"1.5"`` is not converted), a
-            complex number, or an array with one or more dimensions (a vector reward).
-    """
-    if type(reward) is float:
-        return reward
-    if isinstance(reward, (int, float, np.integer, np.floating, np.bool_)):
-        return float(reward)
-    if isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "biuf":
-        return float(reward)
-    shape = f" of shape {reward.shape}" if isinstance(reward, np.ndarray) else ""
-    msg = (
-        f"expected the reward to be a real number (int, float or a numpy scalar), got "
-        f"{type(reward).__name__}{shape} {str(reward)[:40]}; gym-recording stores one float "
-        "per step (record a vector reward in the info, with record_infos=True)"
-    )
-    raise RecordingError(msg)
 
 
 class TraceRecording:
@@ -269,13 +182,6 @@ class TraceRecording:
             msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
             raise ValueError(msg)
         compressor = make_compressor(compression, compression_level)
-        if render_fps is not None and (
-            isinstance(render_fps, bool)
-            or not isinstance(render_fps, (int, float, np.integer, np.floating))
-            or not 0 < float(render_fps) <= 1e6
-        ):
-            msg = f"expected render_fps to be a positive number or None, got {render_fps!r}"
-            raise ValueError(msg)
         if metadata is not None and not isinstance(metadata, Mapping):
             msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
             raise TypeError(msg)
@@ -289,20 +195,16 @@ class TraceRecording:
         self.batch_bytes = batch_bytes
         self.record_infos = record_infos
         self.closed = False
-        head = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "writer": self.writer_id,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "env_id": env_id,
-            "env_spec": _plain_json(env_spec, "env_spec") if env_spec is not None else None,
-            "observation_space": space_to_json(observation_space),
-            "action_space": space_to_json(action_space),
-            "versions": _library_versions(),
-            "metadata": _plain_json(dict(metadata or {}), "metadata"),
-            "record_infos": record_infos,
-            "render_fps": None if render_fps is None else float(render_fps),
-        }
+        head = manifest_head(
+            self.writer_id,
+            env_id=env_id,
+            env_spec=env_spec,
+            observation_space=observation_space,
+            action_space=action_space,
+            metadata=metadata,
+            record_infos=record_infos,
+            render_fps=render_fps,
+        )
         self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes, compressor)
         #: ``"zstd"`` or ``None``: how arrays are stored.
         self.compression = compression
@@ -454,7 +356,8 @@ class TraceRecording:
         Args:
             action: The action passed to ``step``.
             observation: The observation ``step`` returned.
-            reward: The reward ``step`` returned: a real number (see :func:`reward_value`).
+            reward: The reward ``step`` returned: a real number (see
+                :func:`~gym_recording.record.buffer.reward_value`).
             terminated: Whether the episode terminated at this step.
             truncated: Whether the episode was truncated at this step.
             info: The step's info; kept only with ``record_infos=True``.
@@ -553,10 +456,11 @@ class TraceRecording:
             self._layout_known()
 
     def _check_frame(self, frame: Any, ep: OpenSpan | None) -> np.ndarray:
-        """``frame`` if it is a frame the open episode ``ep`` (or a new one) can store.
+        """``frame`` if the open episode ``ep`` (or a new one, ``None``) can store it.
 
         Raises:
-            RecordingError: not a ``uint8[H, W, 3]`` array, or not of the episode's size.
+            RecordingError: the episode's reset had a frame and the step none, or the other
+                way round, or :func:`~gym_recording.record.buffer.rgb_frame` refuses it.
         """
         if frame is None and ep is not None:
             msg = (
@@ -570,33 +474,8 @@ class TraceRecording:
                 "add_reset too, so that every observation has its frame"
             )
             raise RecordingError(msg)
-        if isinstance(frame, np.ndarray):
-            frame = np.asarray(frame)  # (a subclass: its data, as a plain array)
-        if not (
-            isinstance(frame, np.ndarray)
-            and frame.dtype == np.uint8
-            and frame.ndim == 3
-            and frame.shape[2] == 3
-            and frame.shape[0]
-            and frame.shape[1]
-        ):
-            got = (
-                f"{frame.dtype}{list(frame.shape)}"
-                if isinstance(frame, np.ndarray)
-                else type(frame).__name__
-            )
-            msg = (
-                f"expected a rendered frame to be an RGB image, uint8[H, W, 3] (what render() "
-                f'returns for an env made with render_mode="rgb_array"), got {got}'
-            )
-            raise RecordingError(msg)
-        if ep is not None and self._frames is not None and frame.shape != self._frames.shape:
-            msg = (
-                f"expected a rendered frame of the episode's size {list(self._frames.shape)}, "
-                f"got {list(frame.shape)}; an episode's frames are one array"
-            )
-            raise RecordingError(msg)
-        return frame
+        store = self._frames
+        return rgb_frame(frame, store.shape if ep is not None and store is not None else None)
 
     def _snapshot(self, value: Any, what: str) -> Any:
         """A storable copy of ``value``, counted towards the batch's values (FORMAT.md §9).

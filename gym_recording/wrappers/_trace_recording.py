@@ -10,7 +10,8 @@ from typing import Any, Literal, NoReturn, SupportsFloat, TypeVar
 import gymnasium
 
 from gym_recording._errors import RecordingError
-from gym_recording.record.recording import TraceRecording, env_spec_json
+from gym_recording.record.head import env_spec_json
+from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 
 __all__ = ["TraceRecordingWrapper"]

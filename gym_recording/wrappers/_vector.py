@@ -38,7 +38,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import iterate
 
 from gym_recording._errors import RecordingError
-from gym_recording.record.recording import TraceRecording, env_spec_json
+from gym_recording.record.head import env_spec_json
+from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 
 __all__ = ["TraceRecordingVectorWrapper"]

@@ -1,0 +1,120 @@
+"""What a writer's manifest says besides its batches (FORMAT.md §3).
+
+The env's id, spec and spaces, the library versions, the user's metadata and the frame rate
+of rendered frames.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from gym_recording._errors import RecordingError
+from gym_recording._version import __version__
+from gym_recording.format.spaces import space_to_json
+from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
+
+__all__ = ["env_spec_json", "library_versions", "manifest_head", "plain_json"]
+
+
+def plain_json(obj: Any, what: str) -> Any:
+    """``obj`` as plain JSON (numpy scalars and arrays become numbers and lists).
+
+    Raises:
+        RecordingError: ``obj`` holds something JSON cannot represent (objects, NaN, ...).
+    """
+
+    def default(o: Any) -> Any:
+        if isinstance(o, (np.generic, np.ndarray)):
+            return o.tolist()
+        if isinstance(o, tuple):
+            return list(o)
+        raise TypeError(f"{type(o).__name__} is not JSON-serialisable")
+
+    try:
+        return json.loads(json.dumps(obj, allow_nan=False, default=default))
+    except (TypeError, ValueError) as exc:
+        msg = f"expected {what} to be plain JSON (dicts, lists, numbers, strings), but {exc}"
+        raise RecordingError(msg) from exc
+
+
+def library_versions() -> dict[str, str | None]:
+    """The versions of gym-recording, NumPy, Python, and Gymnasium or Gym where imported."""
+    versions: dict[str, str | None] = {
+        "gym_recording": __version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+    for mod in ("gymnasium", "gym"):
+        m = sys.modules.get(mod)
+        versions[mod] = getattr(m, "__version__", None) if m is not None else None
+    return versions
+
+
+def env_spec_json(spec: Any) -> Any:
+    """An env spec (``env.spec``) as JSON for the manifest.
+
+    A spec whose kwargs do not serialise (callables, objects) gives a summary instead.
+    """
+    if spec is None:
+        return None
+    to_json = getattr(spec, "to_json", None)
+    if callable(to_json):
+        try:
+            return json.loads(to_json())
+        except Exception:  # kwargs that do not serialise (callables, objects)
+            pass
+    summary: dict[str, Any] = {}
+    for key in ("id", "entry_point", "max_episode_steps", "reward_threshold", "nondeterministic"):
+        val = getattr(spec, key, None)
+        summary[key] = val if isinstance(val, (str, int, float, bool, type(None))) else repr(val)
+    kwargs = getattr(spec, "kwargs", None)
+    if isinstance(kwargs, Mapping):
+        summary["kwargs"] = {str(k): repr(v) for k, v in kwargs.items()}
+    return summary
+
+
+def manifest_head(
+    writer_id: str,
+    *,
+    env_id: str | None,
+    env_spec: Any,
+    observation_space: Any,
+    action_space: Any,
+    metadata: Mapping[str, Any] | None,
+    record_infos: bool,
+    render_fps: float | None,
+) -> dict[str, Any]:
+    """A writer's manifest keys other than ``batches`` and ``segment``, checked.
+
+    Raises:
+        RecordingError: ``env_spec`` or ``metadata`` is not plain JSON.
+        ValueError: ``render_fps`` is not a positive number (or ``None``).
+    """
+    if render_fps is not None and (
+        isinstance(render_fps, bool)
+        or not isinstance(render_fps, (int, float, np.integer, np.floating))
+        or not 0 < float(render_fps) <= 1e6
+    ):
+        msg = f"expected render_fps to be a positive number or None, got {render_fps!r}"
+        raise ValueError(msg)
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "writer": writer_id,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "env_id": env_id,
+        "env_spec": plain_json(env_spec, "env_spec") if env_spec is not None else None,
+        "observation_space": space_to_json(observation_space),
+        "action_space": space_to_json(action_space),
+        "versions": library_versions(),
+        "metadata": plain_json(dict(metadata or {}), "metadata"),
+        "record_infos": record_infos,
+        "render_fps": None if render_fps is None else float(render_fps),
+    }

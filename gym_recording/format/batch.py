@@ -46,6 +46,7 @@ __all__ = [
     "decode_batch",
     "encode_batch",
     "finish_batch",
+    "frame_problem",
     "join_parts",
     "lay_out_batch",
     "recode_batch",
@@ -442,17 +443,28 @@ def decode_batch(
     return batch
 
 
+def frame_problem(dtype: np.dtype[Any], shape: tuple[int, ...]) -> str | None:
+    """Why a rendered frame of ``dtype`` and ``shape`` cannot be in ``render_frames``, or None.
+
+    FORMAT.md §4 (version 2.2): an RGB ``uint8[H, W, 3]`` frame, H and W at least 1.
+    """
+    if dtype != np.uint8 or len(shape) != 3 or shape[2] != 3:
+        return f"expected RGB frames, uint8[H, W, 3], got {dtype}{list(shape)}"
+    if not (shape[0] and shape[1]):
+        return f"frames of {list(shape[:2])} pixels"
+    return None
+
+
 def _frames(ref: ArrayRef, blob: BatchBlob, steps: int, where: str) -> np.ndarray:
-    """An episode object's ``render_frames`` (§4, version 2.2), checked."""
+    """An episode object's ``render_frames``, checked."""
     arr = blob.array(ref, f"{where}.render_frames")
-    if arr.dtype != np.uint8 or arr.ndim != 4 or arr.shape[3] != 3 or len(arr) != steps + 1:
-        raise blob.fail(
-            f"{where}.render_frames",
-            f"expected uint8[N + 1 = {steps + 1}, H, W, 3] frames, got "
-            f"{arr.dtype}{list(arr.shape)}",
-        )
-    if not (arr.shape[1] and arr.shape[2]):
-        raise blob.fail(f"{where}.render_frames", f"frames of {list(arr.shape[1:3])} pixels")
+    problem: str | None
+    if not arr.ndim or len(arr) != steps + 1:
+        problem = f"expected N + 1 = {steps + 1} frames, got {arr.dtype}{list(arr.shape)}"
+    else:
+        problem = frame_problem(arr.dtype, arr.shape[1:])
+    if problem is not None:
+        raise blob.fail(f"{where}.render_frames", problem)
     return arr
 
 

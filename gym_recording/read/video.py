@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import tempfile
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from gym_recording._errors import ExportError, OutputExistsError
+from gym_recording._errors import ExportError
 from gym_recording._optional import require
+from gym_recording.storage.local import atomic_output
 
 __all__ = ["DEFAULT_FPS", "write_video"]
 
@@ -62,32 +61,20 @@ def write_video(
     if not rate:  # (None, or a rate of less than a frame in 1001 s)
         msg = f"expected fps to be a positive number of at least 1/1001, got {fps!r}"
         raise ExportError(msg)
-    if not overwrite and os.path.lexists(path):
-        msg = f"{path} exists already; remove it, choose another path, or pass overwrite=True"
-        raise OutputExistsError(msg)
     frames = _rgb(frames)
     h, w = frames.shape[1:3]
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".gymrec-tmp-video-", suffix=".mp4", dir=parent)
-    os.close(fd)
-    try:
-        with av.open(tmp, mode="w", format="mp4") as container:
-            stream = container.add_stream("libx264", rate=rate)
-            stream.width, stream.height = w, h
-            stream.pix_fmt = "yuv420p" if h % 2 == 0 and w % 2 == 0 else "yuv444p"
-            stream.options = {"crf": "18", "preset": "veryfast"}
-            for t, frame in enumerate(frames):
-                vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
-                vf.pts = t
-                vf.time_base = 1 / rate
-                container.mux(stream.encode(vf))
-            container.mux(stream.encode(None))
-        if not overwrite and os.path.lexists(path):
-            msg = f"{path} appeared while the video was written; remove it or choose another"
-            raise OutputExistsError(msg)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    with (
+        atomic_output(path, overwrite=overwrite, suffix=".mp4") as tmp,
+        av.open(tmp, mode="w", format="mp4") as container,
+    ):
+        stream = container.add_stream("libx264", rate=rate)
+        stream.width, stream.height = w, h
+        stream.pix_fmt = "yuv420p" if h % 2 == 0 and w % 2 == 0 else "yuv444p"
+        stream.options = {"crf": "18", "preset": "veryfast"}
+        for t, frame in enumerate(frames):
+            vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+            vf.pts = t
+            vf.time_base = 1 / rate
+            container.mux(stream.encode(vf))
+        container.mux(stream.encode(None))
     return path

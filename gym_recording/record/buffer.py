@@ -28,6 +28,7 @@ import numpy as np
 
 from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
+from gym_recording.format.batch import frame_problem
 from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.values import snapshot, value_cost
 
@@ -264,26 +265,18 @@ def rgb_frame(frame: Any, shape: tuple[int, ...] | None) -> np.ndarray:
     Raises:
         RecordingError: not an RGB ``uint8[H, W, 3]`` array, or not of ``shape``.
     """
-    if isinstance(frame, np.ndarray):
-        frame = np.asarray(frame)  # (a subclass: its data, as a plain array)
-    if not (
-        isinstance(frame, np.ndarray)
-        and frame.dtype == np.uint8
-        and frame.ndim == 3
-        and frame.shape[2] == 3
-        and frame.shape[0]
-        and frame.shape[1]
-    ):
-        got = (
-            f"{frame.dtype}{list(frame.shape)}"
-            if isinstance(frame, np.ndarray)
-            else type(frame).__name__
-        )
+    problem = (
+        frame_problem(frame.dtype, frame.shape)
+        if isinstance(frame, np.ndarray)
+        else f"expected RGB frames, uint8[H, W, 3], got {type(frame).__name__}"
+    )
+    if problem is not None:
         msg = (
-            f"expected a rendered frame to be an RGB image, uint8[H, W, 3] (what render() "
-            f'returns for an env made with render_mode="rgb_array"), got {got}'
+            f"cannot record the rendered frame: {problem} (what render() returns for an env "
+            'made with render_mode="rgb_array")'
         )
         raise RecordingError(msg)
+    frame = np.asarray(frame)  # (a subclass: its data, as a plain array)
     if shape is not None and frame.shape != shape:
         msg = (
             f"expected a rendered frame of the episode's size {list(shape)}, got "

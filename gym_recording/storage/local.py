@@ -14,17 +14,18 @@ import mmap
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 from atomicwrites import AtomicWriter
 
 from gym_recording._accel import speedups
-from gym_recording._errors import RecordingError, TraceFormatError
+from gym_recording._errors import OutputExistsError, RecordingError, TraceFormatError
 from gym_recording.format.names import TEMP_PREFIX, is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, PendingWrite, ThreadedWrite
 
-__all__ = ["LocalStorage"]
+__all__ = ["LocalStorage", "atomic_output"]
 
 # The permission bits a normal ``open()`` would give a new file (mkstemp uses 0600).
 _UMASK = os.umask(0)
@@ -64,6 +65,37 @@ class _Writer(AtomicWriter):
             except OSError as exc:
                 exc.filename2 = os.path.basename(self._path)
                 raise
+
+
+@contextlib.contextmanager
+def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Iterator[str]:
+    """A temporary path beside ``out``, renamed to ``out`` once the block succeeds.
+
+    The path (``.gymrec-tmp-*``) is removed if the block fails: an export or a video
+    appears whole or not at all.
+
+    Raises:
+        OutputExistsError: ``out`` exists (before or when the block ends), unless
+            ``overwrite``.
+    """
+
+    def refuse(when: str) -> None:
+        if not overwrite and os.path.lexists(out):
+            msg = f"{out} exists already{when}; remove it or choose another path"
+            raise OutputExistsError(msg)
+
+    refuse("")
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=parent)
+    os.close(fd)
+    try:
+        yield tmp
+        refuse(" (it appeared while it was written)")
+        os.replace(tmp, out)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def _sync_directory(directory: str) -> None:

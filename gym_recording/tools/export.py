@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from gym_recording.format.fields import leaves, slice_field
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
+from gym_recording.storage.local import atomic_output
 from gym_recording.tools._source import episodes, open_recording
 from gym_recording.tools.minari import export_minari, import_minari
 
@@ -104,7 +104,7 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
     out = os.fspath(out)
     if to == "minari":
         return export_minari(directory, out)
-    if os.path.lexists(out):
+    if os.path.lexists(out):  # (before the recording is read)
         msg = f"{out} exists already; remove it or choose another path"
         raise OutputExistsError(msg)
     if to == "parquet":
@@ -112,24 +112,6 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
     if to == "mp4":
         return export_mp4(directory, out)
     return export_npz(directory, out)
-
-
-@contextlib.contextmanager
-def _atomic_file(out: str) -> Iterator[str]:
-    """A temporary path beside ``out``, renamed to ``out`` on success and removed otherwise."""
-    parent = os.path.dirname(os.path.abspath(out))
-    os.makedirs(parent, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".gymrec-tmp-export-", dir=parent)
-    os.close(fd)
-    try:
-        yield tmp
-        if os.path.lexists(out):
-            msg = f"{out} appeared while exporting; remove it or choose another path"
-            raise OutputExistsError(msg)
-        os.replace(tmp, out)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def _jsonable(value: Any) -> Any:
@@ -231,7 +213,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
     """
     pa = require("pyarrow", "parquet", "export --to parquet")
     pq = require("pyarrow.parquet", "parquet", "export --to parquet")
-    with open_recording(directory) as rec, _atomic_file(out) as tmp:
+    with open_recording(directory) as rec, atomic_output(out) as tmp:
         description = _description(rec)
         shapes: dict[str, Any] = {}
         writer = None
@@ -407,7 +389,7 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             _frames_left_out(
                 len(shown), "npz (frames of some episodes only, or of sizes that differ)"
             )
-        with _atomic_file(out) as tmp, open(tmp, "wb") as f:
+        with atomic_output(out) as tmp, open(tmp, "wb") as f:
             np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
     return out
 

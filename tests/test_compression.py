@@ -318,3 +318,24 @@ def test_record_command_compresses(tmp_path, capsys):
     assert cli([*args[:-1], str(tmp_path / "bad"), "--compression", "zstd",
                 "--compression-level", "40"]) == 2  # fmt: skip
     assert "from 1 to 22" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("n", [0, 1, 100, 3_000_000])
+def test_frames_made_piece_by_piece_declare_their_size(n: int) -> None:
+    """The codec's FrameStream (record/frames.py compresses rendered frames with it, piece
+    by piece, so its frames are never in a file the public API hands over whole) writes
+    the content size into the header, as FORMAT.md §6.2 requires; damaged, it is refused."""
+    from gym_recording.format.codec import CodecError, FrameStream, decompress
+
+    data = np.random.default_rng(n).integers(0, 3, n, dtype=np.uint8).tobytes()
+    stream = FrameStream(3)
+    for _ in range(2):  # (one stream makes frame after frame)
+        stream.start()
+        for i in range(0, n, 999_983):
+            stream.add(data[i : i + 999_983])
+        frame = stream.finish()
+        assert decompress(frame, n, "zstd").tobytes() == data
+    with pytest.raises(CodecError):
+        decompress(frame[:-1], n, "zstd")
+    with pytest.raises(CodecError):
+        decompress(frame, n + 1, "zstd")

@@ -440,6 +440,49 @@ def test_frames_keep_batches_at_their_size_among_episodes_without_frames(tmp_pat
         assert last.render_frames[1:, 0, 0, 0].tolist() == [t % 251 for t in range(3000)]
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_compressed_frames_are_the_same_streamed_or_compressed_with_their_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """A compressed recording compresses its frames on a thread as they come, or (the plain
+    path, record/frames.py's STREAM off: the reason this test reaches into the record
+    layer) with the rest of their batch: the same episodes either way, across an episode
+    cut into parts (more frames than a batch holds), episodes without frames, a frame of
+    one observation only, and a new frame size."""
+    from gym_recording.record import frames as frame_stores
+
+    monkeypatch.setattr(frame_stores, "STREAM", stream)
+    big, small = (64, 64, 3), (8, 8, 3)  # (a compressed batch holds 6,826 frames of 12 KiB)
+
+    def frame(t: int, shape: tuple[int, ...]) -> np.ndarray:
+        f = np.zeros(shape, np.uint8)
+        f[0, 0, 0], f[-1, -1, 2] = t % 251, t // 251
+        return f
+
+    plan = [(3, big), (0, big), (2, None), (7_000, big), (1, None), (5, small), (4, big)]
+    rec = TraceRecording(tmp_path, compression="zstd")
+    for steps, shape in plan:
+        rec.add_reset(np.zeros(1), render_frame=None if shape is None else frame(0, shape))
+        for t in range(1, steps + 1):
+            f = None if shape is None else frame(t, shape)
+            rec.add_step(0, np.full(1, t), 0.0, render_frame=f)
+    rec.close()
+    objects = [
+        e for p in tmp_path.glob("*.ep*.json") for e in json.loads(p.read_text())["episodes"]
+    ]
+    assert max(e.get("part", 0) for e in objects) >= 1  # the long episode is in parts
+    assert all(e["render_frames"]["codec"] == "zstd" for e in objects if "render_frames" in e)
+    with gym_recording.load(tmp_path) as r:
+        assert [ep.length for ep in r] == [steps for steps, _ in plan]
+        for ep, (steps, shape) in zip(r, plan, strict=True):
+            if shape is None:
+                assert ep.render_frames is None
+                continue
+            want = np.stack([frame(t, shape) for t in range(steps + 1)])
+            np.testing.assert_array_equal(ep.render_frames, want)
+    assert gym_recording.verify(tmp_path).ok
+
+
 def test_frames_of_an_ndarray_subclass_are_stored_as_arrays(tmp_path: Path) -> None:
     class Frame(np.ndarray):
         pass

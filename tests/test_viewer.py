@@ -1062,6 +1062,8 @@ def test_compressed_recording_shows_the_recorded_pixels_and_values(
             np.testing.assert_array_equal(got[:, :, :3], ep.observations["pixels"][step])
             shown = viewer.components()
             assert_value(shown["obs.pos[0]"], float(ep.observations["pos"][step, 0]))
+        # (no rendered frames: the player's default speed, whatever the env's render_fps)
+        assert viewer.page.locator("[data-testid=fps]").input_value() == "15"
     assert not viewer.error_visible()
     viewer.screenshot(artifacts / "viewer-compressed.png")
 
@@ -1103,6 +1105,13 @@ def test_rendered_frames_are_drawn_beside_the_plots(
             assert int(got[:, :, 3].min()) == 255
             assert viewer.components()["obs[0]"]  # the plots are there too
     assert viewer.page.locator("[data-testid=frame-canvas][data-source=render]").count() == 1
+    # The player runs at CartPole's metadata["render_fps"] (the manifest's render_fps) until
+    # the reader picks a speed, which then holds for the other episodes.
+    speed = viewer.page.locator("[data-testid=fps]")
+    assert float(speed.input_value()) == env.metadata["render_fps"] == 50
+    speed.select_option("10")
+    viewer.select(episodes[0].index)
+    assert viewer.page.locator("[data-testid=fps]").input_value() == "10"
     assert not viewer.error_visible()
     viewer.screenshot(artifacts / f"viewer-rendered-{compression or 'raw'}.png")
 

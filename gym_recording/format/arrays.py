@@ -22,7 +22,7 @@ from gym_recording.format.codec import CodecError, Compressor, decompress
 from gym_recording.format.limits import INTP_MAX
 from gym_recording.format.wire import DTYPES, ArrayRef
 
-__all__ = ["DTYPE", "BatchBlob", "BlobLayout", "blob_dtype", "brief"]
+__all__ = ["DTYPE", "BatchBlob", "BlobLayout", "Precompressed", "blob_dtype", "brief"]
 
 #: The little-endian dtype of each allowed dtype name.
 DTYPE: dict[str, np.dtype[Any]] = {n: np.dtype(n).newbyteorder("<") for n in DTYPES}
@@ -65,6 +65,21 @@ def brief(x: Any) -> str:
     return type(x).__name__
 
 
+class Precompressed:
+    """An array already compressed (one zstd frame of its bytes, §6.2), to lay out as it is.
+
+    Args:
+        shape: The array's shape.
+        dtype: Its blob dtype (a :data:`DTYPES` name).
+        frame: Returns the frame once it is made (it may wait for it), declaring
+            ``prod(shape) * itemsize`` bytes.
+    """
+
+    def __init__(self, shape: tuple[int, ...], dtype: str, frame: Callable[[], bytes]) -> None:
+        self.shape, self.dtype, self.frame = shape, dtype, frame
+        self.nbytes = DTYPE[dtype].itemsize * math.prod(shape)
+
+
 class BlobLayout:
     """Lays a batch's arrays out in its blob, each at an 8-byte-aligned offset, without copies.
 
@@ -87,6 +102,8 @@ class BlobLayout:
         self.size = 0
         # Each reference handed out, and the array it stands for.
         self._refs: list[tuple[ArrayRef, Any]] = []
+        #: The raw bytes of the arrays to lay out :class:`Precompressed` (not in :attr:`size`).
+        self.precompressed = 0
 
     def _append(self, arr: np.ndarray) -> int:
         pad = -self.size % 8
@@ -99,8 +116,17 @@ class BlobLayout:
             self.size += arr.nbytes
         return offset
 
-    def add(self, arr: np.ndarray) -> ArrayRef:
-        """Append ``arr`` (of a :func:`blob_dtype`) and return its reference."""
+    def add(self, arr: np.ndarray | Precompressed) -> ArrayRef:
+        """Append ``arr`` (of a :func:`blob_dtype`) and return its reference.
+
+        A :class:`Precompressed` array is laid out by :meth:`compress`, which a layout that
+        holds one needs.
+        """
+        if isinstance(arr, Precompressed):
+            ref = ArrayRef(list(arr.shape), arr.dtype, self.name, 0, 0)  # (set by compress)
+            self._refs.append((ref, arr))
+            self.precompressed += arr.nbytes
+            return ref
         name = blob_dtype(arr.dtype)
         if name is None:
             msg = f"arrays of dtype {arr.dtype} have no blob form"
@@ -148,11 +174,17 @@ class BlobLayout:
 
         Every reference handed out is updated in place: its frame's offset and size, its
         codec and raw size. An array that would not shrink (by more than the ~32 bytes its
-        reference gains) is kept raw, and so is one of 64 bytes or fewer. Run it before the
-        references are encoded (on a writer thread: the compressor releases the GIL).
+        reference gains) is kept raw, and so is one of 64 bytes or fewer; a
+        :class:`Precompressed` one is laid out as it is. Run it before the references are
+        encoded (on a writer thread: the compressor releases the GIL).
         """
-        self.chunks, self.size = [], 0
+        self.chunks, self.size, self.precompressed = [], 0, 0
         for ref, arr in self._refs:
+            if isinstance(arr, Precompressed):
+                frame = arr.frame()
+                ref.codec, ref.rawsize, ref.size = compressor.codec, arr.nbytes, len(frame)
+                ref.npyoff = self._append(np.frombuffer(frame, np.uint8))
+                continue
             raw = arr.reshape(-1).view(np.uint8)
             frame = compressor.compress(raw) if raw.nbytes > 64 else b""
             if frame and len(frame) + 32 < raw.nbytes:  # (the two keys it adds take ~32 bytes)

@@ -85,7 +85,7 @@ def lay_out_batch(
     rewards: np.ndarray,
     spans: Sequence[Span],
     blob_name: str,
-    frames: np.ndarray | None = None,
+    frames: Any = None,
 ) -> tuple[Batch, BlobLayout]:
     """A batch's episode objects, and its blob laid out (not encoded yet: see :func:`finish_batch`).
 
@@ -95,7 +95,9 @@ def lay_out_batch(
         rewards: Its rewards, one per action row.
         spans: The episode objects, in order.
         blob_name: The blob's file name.
-        frames: The batch's rendered frames (``uint8[k, H, W, 3]``), if a span has any.
+        frames: The batch's rendered frames (``uint8[k, H, W, 3]``), if a span has any; or
+            what slices into :class:`~gym_recording.format.arrays.Precompressed` arrays
+            (frames compressed as they were recorded).
 
     The blob holds the actions' columns, then the observations', then the rewards (the
     original writer's order, one column after the other where rows are 8-byte multiples),

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_RATIO",
     "CodecError",
     "Compressor",
+    "FrameStream",
     "decompress",
     "make_compressor",
 ]
@@ -72,6 +73,69 @@ class Compressor:
         so that a damaged frame is refused.
         """
         return self._cctx.compress(data)
+
+    def stream(self) -> FrameStream:
+        """Frames compressed piece by piece at this level (see :class:`FrameStream`).
+
+        For one thread: a compressor's context may not be shared.
+        """
+        return FrameStream(self.level)
+
+
+class FrameStream:
+    """zstd frames compressed piece by piece, each one's size known only at its end.
+
+    zstd writes a frame's content size into its header only when it is known before the
+    first byte, and FORMAT.md §6.2 requires it there: :meth:`finish` writes it into the
+    header then (RFC 8878 §3.1.1.1: the Frame_Content_Size field, 8 bytes, after the
+    Window_Descriptor), which leaves the blocks and the checksum as they are.
+
+    Args:
+        level: zstd's level, as for :class:`Compressor`.
+
+    Example:
+        >>> s = FrameStream(3)
+        >>> s.start(); s.add(bytes(70_000)); s.add(bytes(30_000))
+        >>> decompress(s.finish(), 100_000, "zstd").tobytes() == bytes(100_000)
+        True
+    """
+
+    def __init__(self, level: int = 3) -> None:
+        self._cctx = zstandard.ZstdCompressor(
+            level=level, write_content_size=True, write_checksum=True
+        )
+        self._obj: Any = None
+        self._pieces: list[bytes] = []
+        #: The bytes of the frame begun so far.
+        self.rawsize = 0
+
+    def start(self) -> None:
+        """Begin a frame (the one begun before, if not finished, is dropped)."""
+        self._obj, self._pieces, self.rawsize = self._cctx.compressobj(), [], 0
+
+    def add(self, data: Any) -> None:
+        """Compress ``data`` (a bytes-like object) as the frame's next bytes."""
+        self._pieces.append(self._obj.compress(data))
+        self.rawsize += memoryview(data).nbytes
+
+    def finish(self) -> bytes:
+        """The frame, declaring its content size.
+
+        Raises:
+            CodecError: zstd made a header this does not know (it would be refused).
+        """
+        self._pieces.append(self._obj.flush())
+        frame = b"".join(self._pieces)
+        self._obj, self._pieces = None, []
+        fhd = frame[4]
+        # (no size field, no single segment, no dictionary: the header of a stream's frame)
+        if len(frame) > 6 and not fhd & 0xE3:
+            n = self.rawsize.to_bytes(8, "little")
+            frame = b"".join((frame[:4], bytes((fhd | 0xC0,)), frame[5:6], n, frame[6:]))
+        if zstandard.frame_content_size(frame) != self.rawsize:
+            msg = f"zstd wrote a frame header this cannot complete ({frame[:6].hex()})"
+            raise CodecError(msg)
+        return frame
 
 
 def make_compressor(compression: str | None, level: int | None) -> Compressor | None:
@@ -129,6 +193,17 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
     dctx = getattr(_local, "dctx", None)
     if dctx is None:
         dctx = _local.dctx = zstandard.ZstdDecompressor()
+    if not rawsize:  # (zstd returns nothing for a frame declaring nothing, whole or not)
+        obj = dctx.decompressobj()
+        try:
+            data = obj.decompress(frame)
+        except zstandard.ZstdError as exc:
+            msg = f"the zstd frame does not decompress: {exc}"
+            raise CodecError(msg) from None
+        if data or not obj.eof or obj.unused_data:
+            msg = f"expected a whole zstd frame of no bytes, got {n} bytes that are not one"
+            raise CodecError(msg)
+        return np.frombuffer(b"", np.uint8)
     if rawsize < _LARGE:
         try:
             data = dctx.decompress(frame, max_output_size=rawsize, allow_extra_data=False)

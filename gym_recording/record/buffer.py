@@ -250,6 +250,12 @@ class FrameLeaf:
         """Drop the steps after the first ``rows``."""
         self.n = min(self.n, rows)
 
+    def begin_part(self, at: int) -> None:
+        """Nothing to do: the spans' rows say where a part of the frames begins."""
+
+    def close(self) -> None:
+        """Nothing to do: no thread to stop."""
+
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.dtype.itemsize * math.prod(self.shape)

@@ -33,6 +33,7 @@ from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.values import snapshot_cost
 from gym_recording.record import steps as _steps
 from gym_recording.record.buffer import Field, FrameLeaf, Rewards, reward_value, rgb_frame
+from gym_recording.record.frames import StreamedFrames, frame_store
 from gym_recording.record.head import manifest_head
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
 from gym_recording.storage import Storage, open_storage
@@ -215,7 +216,7 @@ class TraceRecording:
         self._obs = Field("observations")
         self._act = Field("actions")
         self._rew = Rewards()
-        self._frames: FrameLeaf | None = None  # rendered frames, one row per observation
+        self._frames: FrameLeaf | StreamedFrames | None = None  # one frame per observation
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
@@ -306,6 +307,7 @@ class TraceRecording:
         frame = None if render_frame is None else self._check_frame(render_frame, None)
         if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
+            self._frames.close()
             self._frames = None
         kept_options = None if options is None else self._snapshot(options, "the reset options")
         kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
@@ -316,10 +318,11 @@ class TraceRecording:
         frame_start = -1
         if frame is not None:
             if self._frames is None:
-                self._frames = FrameLeaf(frame.dtype, frame.shape)
+                self._frames = frame_store(frame.dtype, frame.shape, self._writer.compressor)
                 self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
                 self._sized = False  # (batches are sized with the frames)
             frame_start = self._frames.n
+            self._frames.begin_part(frame_start)
             self._frames.put(frame)
             if self._frames.n >= self._frame_rows and self._pending:
                 self._room = min(self._room, steps)  # (write the others at the next step)
@@ -666,6 +669,7 @@ class TraceRecording:
             ep.act_start = steps
             if ep.frame_start >= 0:
                 ep.frame_start = self._frames.n - 1  # type: ignore[union-attr]
+                self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
             ep.part += 1
             if ep.infos is not None:
                 ep.infos = ep.infos[-1:]
@@ -751,6 +755,8 @@ class TraceRecording:
         finally:
             self.closed = True
             self._sync_room()
+            if self._frames is not None:
+                self._frames.close()
             with _open_lock:
                 _open_recordings.pop(id(self), None)
         logger.info("Wrote traces to %s", self.directory)

@@ -212,11 +212,13 @@ class BatchWriter:
         actions: Any,
         rewards: np.ndarray,
         spans: Sequence[Span],
-        frames: np.ndarray | None = None,
+        frames: Any = None,
     ) -> None:
         """Encode a batch and write it: here, or in the background when its write is costly.
 
-        ``frames`` are the rendered frames the spans' ``frame_start:frame_stop`` index.
+        ``frames`` are the rendered frames the spans' ``frame_start:frame_stop`` index (an
+        array, or a compressed recording's :class:`~gym_recording.record.frames.StreamedFrames`
+        taken).
 
         Waits for the previous batch's write first (one in flight keeps the order). A write
         that costs little next to the time the batch took to fill is done in this thread; a
@@ -256,7 +258,7 @@ class BatchWriter:
             batch, layout = laid_out or lay_out_batch(
                 observations, actions, rewards, spans, bin_fn, frames
             )
-            raw = layout.size
+            raw = layout.size + layout.precompressed
             json_bytes, chunks, blob_size = finish_batch(batch, layout, compressor)
             entry.bytes = blob_size + len(json_bytes)
             if steps:

@@ -1174,6 +1174,20 @@ def _(rec: Rec) -> None:
     zstd_ref(rec, frame=zstandard.ZstdCompressor(level=3).compress(data)[:-4])
 
 
+@case("zstd-empty-truncated", "a zero-step episode's rewards: an empty array's frame, cut short")
+def _(rec: Rec) -> None:
+    import zstandard
+
+    blob = Blob(BIN0)
+    blob.data = bytearray(rec.raw[BIN0])
+    empty = _episode(blob, 0, 0)
+    blob.data += b"\0" * (-len(blob.data) % 8)
+    frame = zstandard.ZstdCompressor(level=3).compress(b"")[:-1]
+    empty["rewards"].update(codec="zstd", rawsize=0, npyoff=len(blob.data), size=len(frame))
+    rec.raw[BIN0] = bytes(blob.data + frame)
+    rec.json[BATCH0]["episodes"][0] = empty
+
+
 @case("zstd-corrupt", "the frame's compressed bytes are overwritten")
 def _(rec: Rec) -> None:
     import zstandard

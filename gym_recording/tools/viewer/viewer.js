@@ -631,6 +631,23 @@
     return n === 2 ? size + 256 : size;
   }
 
+  /** The length of the zstd frame `b` starts with, from its header and block headers (RFC 8878 §3.1.1), or null if it is cut short. */
+  function zstdFrameLength(b) {
+    const fhd = b[4];
+    const single = (fhd >> 5) & 1;
+    const fcsFlag = fhd >> 6;
+    let at = 5 + (single ? 0 : 1) + [0, 1, 2, 4][fhd & 3] + (fcsFlag === 0 ? single : [0, 2, 4, 8][fcsFlag]);
+    for (;;) {
+      if (at + 3 > b.length) return null;
+      const header = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16);
+      const type = (header >> 1) & 3;
+      at += 3 + (type === 1 ? 1 : header >>> 3);
+      if (header & 1) break;
+    }
+    at += fhd & 4 ? 4 : 0;
+    return at <= b.length ? at : null;
+  }
+
   /**
    * The raw bytes of a validated ref whose stored bytes are at `offset` of `buffer`: those
    * bytes, or a compressed array's frame decompressed (fzstd, vendored), checked against its
@@ -644,6 +661,10 @@
     if (declared !== ref.rawsize) {
       const what = declared === null ? "is not a zstd frame" : declared < 0 ? "declares no content size" : `declares ${declared} bytes`;
       throw new TraceFormatError(ref.npyfile, `${at}: the frame ${what}, expected rawsize ${ref.rawsize}`);
+    }
+    // (zstd decoders return nothing for a frame declaring nothing, whole or not: its length says)
+    if (ref.rawsize === 0 && zstdFrameLength(frame) !== frame.length) {
+      throw new TraceFormatError(ref.npyfile, `${at}: expected a whole zstd frame of no bytes, got ${frame.length} bytes that are not one`);
     }
     const out = new Uint8Array(ref.rawsize);
     let got;
@@ -694,7 +715,7 @@
       throw new TraceFormatError(name, `format_version ${show(version)} is not a version like "2.0"`);
     }
     if (Number(version.split(".")[0]) > 2) {
-      throw new TraceFormatError(name, `format_version ${version} is newer than this viewer knows (2.1)`);
+      throw new TraceFormatError(name, `format_version ${version} is newer than this viewer knows (2.2)`);
     }
     if (!Array.isArray(doc.batches)) throw new TraceFormatError(name, 'has no "batches" list');
     const seen = new Set();
@@ -741,12 +762,15 @@
       };
     });
     const id = MANIFEST_RE.exec(name)[1];
+    const fps = doc.render_fps instanceof Number ? doc.render_fps.valueOf() : doc.render_fps; // (50.0: see revive)
     return {
       batches,
       created: typeof doc.created === "string" ? doc.created : "",
       writer: typeof doc.writer === "string" && WRITER_ID_RE.test(doc.writer) ? doc.writer : id,
       segment: isCount(doc.segment) ? doc.segment : 0,
       envId: typeof doc.env_id === "string" ? doc.env_id : null,
+      // FORMAT.md §3 (2.2): the env's frame rate, the player's default speed for rendered frames.
+      renderFps: typeof fps === "number" && fps > 0 && fps <= 1e6 ? fps : null,
       version,
     };
   }
@@ -965,7 +989,8 @@
         ? "its last episode continues in the next batch, but the manifest does not say so"
         : "the manifest says this batch continues an episode, but its last episode does not");
     }
-    const rewardRefs = objects.filter((o) => isRef(o.rewardsNode) && o.steps > 0).map((o) => o.rewardsNode);
+    // (a compressed empty array is read too: its frame is checked like every other)
+    const rewardRefs = objects.filter((o) => isRef(o.rewardsNode) && (o.steps > 0 || isCompressed(o.rewardsNode))).map((o) => o.rewardsNode);
     const decoded = await fetchRefs(rewardRefs);
     for (const o of objects) {
       if (o.steps === 0) o.rewards = new Float64Array(0);
@@ -1228,6 +1253,7 @@
     playing: false,
     timer: null,
     fps: 15,
+    fpsChosen: false, // the reader picked a speed: it holds for every episode
     polls: 0,
     unfinished: [], // step counts of episodes still being recorded (not listed)
     refused: new Map(), // trace-named entries the server refuses to serve -> why
@@ -1354,7 +1380,7 @@
               setError(where, `${obj.file}: episodes[${obj.position - entry.first}] is part ${obj.part} of an episode, but no part precedes it`);
             }
             current = {
-              writer: writer.manifest.writer, writerName: writer.name, writerOrder, envId: writer.manifest.envId,
+              writer: writer.manifest.writer, writerName: writer.name, writerOrder, envId: writer.manifest.envId, renderFps: writer.manifest.renderFps,
               version: writer.manifest.version, position: obj.position, parts: [obj], broken: false,
             };
             episodes.push(current);
@@ -1897,10 +1923,15 @@
       setStep(Number(slider.value));
     });
     const label = el("span", { className: "step-label", id: "step-label" });
-    const speed = el("select", { id: "fps", "aria-label": "frames per second" });
-    for (const fps of [2, 5, 10, 15, 30, 60]) speed.append(el("option", { value: fps, text: `${fps} fps`, selected: fps === state.fps }));
+    // Rendered frames play at the env's own rate (its metadata["render_fps"]) until a speed is picked.
+    if (!state.fpsChosen) state.fps = d.rendered.length && ep.renderFps ? ep.renderFps : 15;
+    const speed = el("select", { id: "fps", "data-testid": "fps", "aria-label": "frames per second" });
+    const rates = [2, 5, 10, 15, 30, 60];
+    if (!rates.includes(state.fps)) rates.push(state.fps);
+    for (const fps of rates.sort((a, b) => a - b)) speed.append(el("option", { value: fps, text: `${fmt(fps)} fps`, selected: fps === state.fps }));
     speed.addEventListener("change", () => {
       state.fps = Number(speed.value);
+      state.fpsChosen = true;
       if (state.playing) { pause(); togglePlay(); }
     });
     const player = el("div", { className: "player" }, play, slider, label, speed);

@@ -339,3 +339,20 @@ def test_frames_made_piece_by_piece_declare_their_size(n: int) -> None:
         decompress(frame[:-1], n, "zstd")
     with pytest.raises(CodecError):
         decompress(frame, n + 1, "zstd")
+
+
+def test_frames_made_piece_by_piece_at_the_highest_levels_keep_level_19s_window() -> None:
+    """Not knowing a frame's size, zstd would give levels 20-22 a 128 MiB window (and ~700 MB
+    of tables a stream, one stream per rendering writer): FrameStream keeps level 19's."""
+    import zstandard
+
+    from gym_recording.format.codec import FrameStream, decompress
+
+    data = np.random.default_rng(0).integers(0, 3, 300_000, dtype=np.uint8).tobytes()
+    for level in (19, 22):
+        stream = FrameStream(level)
+        stream.start()
+        stream.add(data)
+        frame = stream.finish()
+        assert zstandard.get_frame_parameters(frame).window_size <= 8 * 1024 * 1024
+        assert decompress(frame, len(data), "zstd").tobytes() == data

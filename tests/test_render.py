@@ -524,3 +524,50 @@ def test_vector_render_failure_cuts_the_rendered_episodes_and_recording_goes_on(
     for ep in episodes:
         assert ep.render_frames[:, 0, 0, 0].tolist() == list(range(ep.length + 1))
         np.testing.assert_array_equal(ep.observations[1:, 0], np.arange(1, ep.length + 1))
+
+
+def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands where the stepping thread waits: for the frames' compressing thread, a
+    ring of frames behind. The step being recorded is then not recorded (not recorded
+    without its frame), and what was recorded reads back. (The codec's FrameStream is
+    made to stall: the reason this test reaches into the format layer.)"""
+    import _thread
+    import threading
+    import time
+
+    from gym_recording.format import codec
+
+    go = threading.Event()
+    add = codec.FrameStream.add
+
+    def stalled(self: Any, data: Any) -> None:
+        go.wait()
+        add(self, data)
+
+    monkeypatch.setattr(codec.FrameStream, "add", stalled)
+    rec = TraceRecording(tmp_path, compression="zstd")
+    frame = np.zeros((64, 64, 3), np.uint8)
+
+    def interrupt_once_blocked() -> None:
+        seen = -1
+        while rec.steps != seen:  # (until the steps stop: the stepping thread waits)
+            seen = rec.steps
+            time.sleep(0.3)
+        _thread.interrupt_main()
+        go.set()
+
+    threading.Thread(target=interrupt_once_blocked, daemon=True).start()
+    rec.add_reset(np.zeros(1), render_frame=frame)
+    with pytest.raises(KeyboardInterrupt):
+        for t in range(1, 1000):
+            frame[0, 0, 0] = t
+            rec.add_step(0, np.full(1, float(t)), 0.0, render_frame=frame)
+    rec.close()
+    assert gym_recording.verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        (ep,) = list(r)
+        assert 0 < ep.length < 999
+        assert ep.render_frames[:, 0, 0, 0].tolist() == list(range(ep.length + 1))
+        assert ep.observations[:, 0].tolist() == list(range(ep.length + 1))

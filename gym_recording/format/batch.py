@@ -130,6 +130,12 @@ def lay_out_batch(
     if frames is not None:
         for sp, obj in zip(spans, episodes, strict=True):
             if sp.frame_start >= 0:
+                if sp.frame_stop - sp.frame_start != sp.obs_stop - sp.obs_start:  # (§4: N + 1)
+                    msg = (
+                        f"an episode object of {sp.obs_stop - sp.obs_start} observations has "
+                        f"{sp.frame_stop - sp.frame_start} rendered frames"
+                    )
+                    raise ValueError(msg)
                 obj.render_frames = layout.add(frames[sp.frame_start : sp.frame_stop])
     return Batch(episodes), layout
 

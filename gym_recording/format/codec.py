@@ -34,6 +34,8 @@ MAX_RATIO = 32768
 
 #: The highest zstd level.
 MAX_LEVEL = 22
+#: A :class:`FrameStream` of a higher level uses this level's window and tables (see there).
+STREAM_LEVEL_TABLES = 19
 
 #: Arrays of at least this many bytes are decompressed into NumPy's memory (see decompress).
 _LARGE = 4 * 1024 * 1024
@@ -101,9 +103,19 @@ class FrameStream:
     """
 
     def __init__(self, level: int = 3) -> None:
-        self._cctx = zstandard.ZstdCompressor(
-            level=level, write_content_size=True, write_checksum=True
+        # Not knowing a frame's size, zstd would size its tables for the level's whole
+        # window (levels 20-22: 128 MiB, ~700 MB a stream): they are kept to level 19's.
+        own = zstandard.ZstdCompressionParameters.from_level(level)
+        cap = zstandard.ZstdCompressionParameters.from_level(min(level, STREAM_LEVEL_TABLES))
+        params = zstandard.ZstdCompressionParameters.from_level(
+            level,
+            window_log=min(own.window_log, cap.window_log),
+            hash_log=min(own.hash_log, cap.hash_log),
+            chain_log=min(own.chain_log, cap.chain_log),
+            write_checksum=1,
+            write_content_size=1,
         )
+        self._cctx = zstandard.ZstdCompressor(compression_params=params)
         self._obj: Any = None
         self._pieces: list[bytes] = []
         #: The bytes of the frame begun so far.

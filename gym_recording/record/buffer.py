@@ -253,6 +253,9 @@ class FrameLeaf:
     def begin_part(self, at: int) -> None:
         """Nothing to do: the spans' rows say where a part of the frames begins."""
 
+    def claim(self) -> None:
+        """Nothing to do: :attr:`put` makes its room without waiting."""
+
     def close(self) -> None:
         """Nothing to do: no thread to stop."""
 

@@ -111,18 +111,30 @@ class StreamedFrames:
             target=self._run, args=(compressor,), name="gym-recording-frames", daemon=True
         )
         self._thread.start()
+        self._claimed = -1  # a free slot taken for the next frame (see claim)
         ring, free, todo = self._ring, self._free, self._todo
 
         def put(v: Any) -> bool:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
-                slot = free.get()
+                slot = self._claimed if self._claimed >= 0 else free.get()
+                self._claimed = slot  # (kept for the next frame should this one not get in)
                 ring[slot] = v
                 todo.put(slot)
+                self._claimed = -1
                 self.n += 1
                 return True
             return False
 
         self.put = put
+
+    def claim(self) -> None:
+        """Wait for a free slot for the next frame, before the step it belongs to is stored.
+
+        The wait (the thread a ring of frames behind) is where an interrupt lands: there it
+        leaves the step unrecorded, not recorded without its frame.
+        """
+        if self._claimed < 0:
+            self._claimed = self._free.get()
 
     def begin_part(self, at: int) -> None:
         """Say that a part of the frames begins at row ``at``.

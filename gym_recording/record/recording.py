@@ -311,20 +311,23 @@ class TraceRecording:
             self._frames = None
         kept_options = None if options is None else self._snapshot(options, "the reset options")
         kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
+        if frame is not None:
+            if self._frames is None:
+                self._frames = frame_store(frame.dtype, frame.shape, self._writer.compressor)
+                self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
+                self._sized = False  # (batches are sized with the frames)
+            self._frames.claim()  # (before the observation is stored)
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
         self._store(self._obs, observation, rows, "the reset observation")
         self._resets += 1
         frame_start = -1
         if frame is not None:
-            if self._frames is None:
-                self._frames = frame_store(frame.dtype, frame.shape, self._writer.compressor)
-                self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
-                self._sized = False  # (batches are sized with the frames)
-            frame_start = self._frames.n
-            self._frames.begin_part(frame_start)
-            self._frames.put(frame)
-            if self._frames.n >= self._frame_rows and self._pending:
+            store: Any = self._frames
+            frame_start = store.n
+            store.begin_part(frame_start)
+            store.put(frame)
+            if store.n >= self._frame_rows and self._pending:
                 self._room = min(self._room, steps)  # (write the others at the next step)
         self._open = OpenSpan(
             rows,
@@ -388,6 +391,7 @@ class TraceRecording:
             value = reward if type(reward) is float else reward_value(reward)
             if ep.frame_start >= 0 or render_frame is not None:
                 render_frame = self._check_frame(render_frame, ep)
+                self._frames.claim()  # type: ignore[union-attr]
             kept_info = self._snapshot(info, "the step's info") if self.record_infos else None
             what = "the action"
             if not self._act.put(action):

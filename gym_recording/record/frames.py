@@ -2,11 +2,10 @@
 
 A raw recording keeps its frames in a :class:`~gym_recording.record.buffer.FrameLeaf` (a
 batch's frames in one array) until the batch is written. A compressed one needs no such
-array: each frame is copied into a small ring of slots, and a thread compresses it from
-there into the zstd frame of its episode's part (FORMAT.md §6.2: one frame per array),
-while the next is rendered. The ring stays in the processor's caches, where a batch's
-array (up to its 64 MiB) would not: the stepping thread's copy costs a cached copy, and the
-frames never go through memory raw.
+array: each frame is copied into a small ring of slots (about 8 MiB), and a thread
+compresses it from there into the zstd frame of its episode's part (FORMAT.md §6.2: one
+frame per array), while the next is rendered. A writer then holds a ring, not two batches
+of frames (80 MiB each).
 
 The recording tells the stream where its parts begin (:meth:`StreamedFrames.begin_part`)
 and where batches end (:meth:`StreamedFrames.release`); the spans of a batch index its
@@ -49,8 +48,8 @@ def frame_store(
 class _Part:
     """The zstd frame of one part's rendered frames, once the thread has made it."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
-        self.shape, self.dtype = shape, dtype
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
         self.rows = 0  # (the thread's count of the frames it compressed)
         self.done = threading.Event()
         self.frame = b""
@@ -101,8 +100,8 @@ class StreamedFrames:
         nbytes = dtype.itemsize * math.prod(shape)
         slots = max(3, min(16, RING_BYTES // max(nbytes, 1)))
         self._ring = np.empty((slots, *shape), dtype)
-        # (last in, first out: the slot the thread has just read, warm in the caches, is the
-        # next one filled)
+        # (last in, first out: the slot the thread has just read is the next one filled, warm
+        # in a cache the two cores share, where they share one)
         self._free: queue.LifoQueue[int] = queue.LifoQueue()
         for i in range(slots):
             self._free.put(i)
@@ -112,15 +111,15 @@ class StreamedFrames:
         )
         self._thread.start()
         self._claimed = -1  # a free slot taken for the next frame (see claim)
-        ring, free, todo = self._ring, self._free, self._todo
+        ring, todo = self._ring, self._todo
 
         def put(v: Any) -> bool:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
-                slot = self._claimed if self._claimed >= 0 else free.get()
-                self._claimed = slot  # (kept for the next frame should this one not get in)
-                ring[slot] = v
-                todo.put(slot)
+                self.claim()  # (the recording claimed it already: see claim)
+                slot = self._claimed
+                ring[slot] = v  # (interrupted here, the slot stays claimed for the next)
                 self._claimed = -1
+                todo.put(slot)
                 self.n += 1
                 return True
             return False
@@ -142,7 +141,7 @@ class StreamedFrames:
         That is the next frame put (``n``: a reset's), or the last one (``n - 1``: an
         episode cut into parts), which the part before ends with too.
         """
-        part = _Part(self.shape, self._blob_dtype)
+        part = _Part(self._blob_dtype)
         self._parts[self._offset + at] = part
         self._todo.put((part, at < self.n))
 

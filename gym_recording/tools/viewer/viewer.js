@@ -762,7 +762,6 @@
       };
     });
     const id = MANIFEST_RE.exec(name)[1];
-    const fps = doc.render_fps instanceof Number ? doc.render_fps.valueOf() : doc.render_fps; // (50.0: see revive)
     return {
       batches,
       created: typeof doc.created === "string" ? doc.created : "",
@@ -770,7 +769,7 @@
       segment: isCount(doc.segment) ? doc.segment : 0,
       envId: typeof doc.env_id === "string" ? doc.env_id : null,
       // FORMAT.md §3 (2.2): the env's frame rate, the player's default speed for rendered frames.
-      renderFps: typeof fps === "number" && fps > 0 && fps <= 1e6 ? fps : null,
+      renderFps: isNumber(doc.render_fps) && doc.render_fps > 0 && doc.render_fps <= 1e6 ? Number(doc.render_fps) : null,
       version,
     };
   }

@@ -48,9 +48,9 @@ from gymnasium import spaces
 
 import gym_recording
 from gym_recording.format.arrays import BatchBlob
-from gym_recording.record import buffer, writer
 from gym_recording.record import frames as frames_store
 from gym_recording.record import steps as step_path
+from gym_recording.record import writer
 from gym_recording.storage.local import LocalStorage
 from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
@@ -198,13 +198,6 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
             "ALE/Breakout-v5 frames",
             "synthetic f64[17], act f32[6]",
         ],
-        [],
-    ),
-    "frame buffer reuse": (
-        "a FrameLeaf (rows of 2 KiB or more: images, raw rendered frames) takes back the "
-        "buffer its batch before last was written from (else a fresh one for every batch)",
-        [(buffer, "REUSE_BUFFERS", False)],
-        ["synthetic u8[210,160,3] frames", "ALE/Breakout-v5 frames"],
         [],
     ),
     "background writes": (

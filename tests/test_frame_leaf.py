@@ -1,12 +1,8 @@
-"""The frame leaf's buffers: each handed to the write of its batch at a release, and written
-to again only after that write is done (the write reads it while the env steps on).
-
-A recording waits for its previous batch's write before it releases rows again
-(``TraceRecording._submit_batch``), so the buffer a release reuses is the one the release
-before handed out, never the one the write in flight reads.
+"""The frame leaf's buffers: each handed to the write of its batch at a release, and never
+written to again (the write reads it while the env steps on).
 
 (A private module: the buffer's hand-over is not visible through the public API, and a write
-that read a reused buffer would record the wrong frames only under a race.)"""
+that read a buffer written to again would record the wrong frames only under a race.)"""
 
 from __future__ import annotations
 
@@ -39,24 +35,3 @@ def test_the_buffer_of_the_write_in_flight_is_never_written_again() -> None:
     _fill(leaf, 10, 30)  # more rows than the first buffer ever held
     assert bytes(in_flight) == _frames(0, 10)
     assert [int(leaf.get(i)[0, 0, 0]) for i in range(3)] == [10, 11, 12]
-
-
-def test_a_release_reuses_the_buffer_whose_write_was_waited_for() -> None:
-    """The second release takes back the first one's buffer (its write is done by then), and
-    leaves the second's, which its write is reading, alone."""
-    leaf = FrameLeaf(np.dtype(np.uint8), (8, 16, 3))
-    first = leaf.buf
-    _fill(leaf, 0, 10)
-    leaf.take(0, 10)
-    leaf.release(10)
-    second = leaf.buf
-    _fill(leaf, 10, 10)
-    in_flight = memoryview(leaf.take(0, 8))
-    leaf.release(8)  # two rows kept (an open episode's) go to the front of the reused buffer
-    assert leaf.buf is first
-    _fill(leaf, 20, 20)
-    assert bytes(in_flight) == _frames(10, 18)
-    assert [int(leaf.get(i)[0, 0, 0]) for i in range(4)] == [18, 19, 20, 21]
-    leaf.take(0, 22)
-    leaf.release(22)
-    assert leaf.buf is second

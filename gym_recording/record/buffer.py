@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import struct
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,9 +35,6 @@ __all__ = ["Field", "FrameLeaf", "ListLeaf", "RowLeaf", "Rewards", "reward_value
 
 logger = logging.getLogger(__name__)
 
-#: Whether a :class:`FrameLeaf` reuses the buffer of its batch before last (and faults in
-#: the next one on a thread); ``benchmarks/bench.py`` measures it off too.
-REUSE_BUFFERS = True
 #: Rows up to this many bytes go to a :class:`RowLeaf`; larger ones to a :class:`FrameLeaf`.
 SMALL_ROW_BYTES = 2048
 _FIRST_ROWS = 32
@@ -154,18 +150,14 @@ class RowLeaf:
 class FrameLeaf:
     """Large fixed-shape arrays (images): rows of one preallocated array, grown by doubling.
 
-    When a batch is written its buffer is handed to the write (:meth:`release`), and the one
-    handed to the write before, which is done by then, takes its place: the memory is reused,
-    not faulted in afresh for every batch (a cost of the order of the copy itself for large
-    rows).
+    When a batch is written its buffer is handed to the write (:meth:`release`), and a new
+    one takes its place: the write reads the old one while the env steps on.
     """
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
         self.dtype, self.shape = dtype, shape
         self.buf: np.ndarray = np.empty((_FIRST_ROWS, *shape), dtype=dtype)
         self.n = 0
-        self._spare: np.ndarray | None = None  # the buffer the last release handed out
-        self._faulting: threading.Thread | None = None  # (see reserve)
 
         def put(v: Any) -> bool:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
@@ -198,23 +190,9 @@ class FrameLeaf:
         self.buf = new
 
     def reserve(self, rows: int) -> None:
-        """Make room for ``rows`` rows at once (a batch's, once its size is known).
-
-        The buffer the next release takes is made too, and its memory faulted in on a
-        thread (``fill`` releases the GIL) while this one fills: the stepping thread then
-        pays the first touch of one buffer, not of two.
-        """
-        if rows <= len(self.buf):
-            return
-        self._grow(rows)
-        if not REUSE_BUFFERS:
-            return
-        spare = np.empty_like(self.buf)
-        self._faulting = threading.Thread(
-            target=spare.fill, args=(0,), name="gym-recording-prefault", daemon=True
-        )
-        self._faulting.start()
-        self._spare = spare
+        """Make room for ``rows`` rows at once (a batch's, once its size is known)."""
+        if rows > len(self.buf):
+            self._grow(rows)
 
     def count(self) -> int:
         """How many steps it holds."""
@@ -229,22 +207,12 @@ class FrameLeaf:
         return self.buf[i].copy()
 
     def release(self, keep_from: int) -> None:
-        """Forget rows before ``keep_from``; the buffer goes to the write taking them.
-
-        The caller has waited for the write of the rows taken before the previous release:
-        that buffer is used again.
-        """
+        """Forget rows before ``keep_from``; the buffer goes to the write taking them."""
         k = self.n - keep_from
-        if self._faulting is not None:
-            self._faulting.join()
-            self._faulting = None
-        spare = self._spare if REUSE_BUFFERS else None
-        new = spare if spare is not None and spare.shape == self.buf.shape else None
-        if new is None:
-            new = np.empty_like(self.buf)
+        new = np.empty_like(self.buf)
         if k > 0:
             new[:k] = self.buf[keep_from : self.n]
-        self._spare, self.buf, self.n = self.buf, new, k
+        self.buf, self.n = new, k
 
     def truncate(self, rows: int) -> None:
         """Drop the steps after the first ``rows``."""
@@ -510,11 +478,7 @@ class Field:
         return self.root.get(i) if self.root is not None else None
 
     def release(self, keep_from: int) -> None:
-        """Drop the steps before ``keep_from`` (after they were handed to a write).
-
-        What was taken before the previous release must not be used any more: its write
-        has been waited for (large rows' memory is reused).
-        """
+        """Drop the steps before ``keep_from`` (after they were handed to a write)."""
         if self.root is not None:
             self.root.release(keep_from)
 

@@ -43,13 +43,9 @@ def _batch() -> bytes:
             (i + 1) * (STEPS + 1),
             i * STEPS,
             (i + 1) * STEPS,
-            True,
-            False,
+            {"terminated": True, "started_at": 1.7e9 + i, "ended_at": 1.7e9 + i + 0.5},
             None,
             None,
-            None,
-            1.7e9 + i,
-            1.7e9 + i + 0.5,
         )
         for i in range(EPISODES)
     ]

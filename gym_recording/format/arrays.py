@@ -10,6 +10,7 @@ blob, no byte shared with another array of the batch), then handed out as a read
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,9 @@ _BLOB_NAMES: dict[np.dtype[Any], str] = {
 def _plain(ref: ArrayRef) -> bool:
     """Whether ``ref`` is not a compressed reference (names neither a codec nor a raw size)."""
     return ref.codec is UNSET and ref.rawsize is UNSET
+
+
+_codec, _rawsize = operator.attrgetter("codec"), operator.attrgetter("rawsize")
 
 
 def blob_dtype(dtype: np.dtype[Any]) -> str | None:
@@ -308,7 +312,13 @@ class BatchBlob:
         array is refused. Each reference is checked as :meth:`array` checks it.
         """
         c = self._views_c
-        if c is not None and refs and all(map(_plain, refs)):
+        n = len(refs)
+        if (
+            c is not None
+            and n
+            and list(map(_codec, refs)).count(UNSET) == n
+            and list(map(_rawsize, refs)).count(UNSET) == n  # (none compressed: see _plain)
+        ):
             got = c(refs, self.bytes(), self.name, DTYPE, 1 if steps else 0)
             if got is not None:  # (else a reference breaks a rule: found and named below)
                 views, spans = got

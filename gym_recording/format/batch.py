@@ -30,6 +30,7 @@ from gym_recording.format.limits import MAX_INFO_CELLS
 from gym_recording.format.values import decode_value, encode_value
 from gym_recording.format.wire import (
     DTYPES,
+    EPISODE_KEYS,
     ArrayRef,
     Batch,
     BatchEntry,
@@ -59,20 +60,18 @@ class Span:
 
     Its observations are rows ``obs_start:obs_stop`` of the batch's observations field, its
     actions and rewards rows ``act_start:act_stop``, its rendered frames (if any: ``frame_start``
-    is -1 for none) rows ``frame_start:frame_stop`` of the batch's frames.
+    is -1 for none) rows ``frame_start:frame_stop`` of the batch's frames. ``keys`` holds the
+    keys of :class:`~gym_recording.format.wire.EpisodeKeys` it stores (the rest take their
+    defaults).
     """
 
     obs_start: int
     obs_stop: int
     act_start: int
     act_stop: int
-    terminated: bool
-    truncated: bool
-    seed: int | None
+    keys: dict[str, Any]
     options: Any
     infos: list[Any] | None
-    started_at: float | None
-    ended_at: float | None
     part: int = 0
     continues: bool = False
     frame_start: int = -1
@@ -115,16 +114,12 @@ def lay_out_batch(
                 obs(sp.obs_start, sp.obs_stop),
                 act(sp.act_start, sp.act_stop),
                 rew(sp.act_start, sp.act_stop),
-                sp.terminated,
-                sp.truncated,
-                sp.seed,
-                None if sp.options is None else encode_value(sp.options, layout),
-                None if infos is None else [encode_value(i, layout) for i in infos],
-                sp.started_at,
-                sp.ended_at,
-                sp.part,
-                sp.continues,
-                columns,
+                options=None if sp.options is None else encode_value(sp.options, layout),
+                infos=None if infos is None else [encode_value(i, layout) for i in infos],
+                part=sp.part,
+                continues=sp.continues,
+                info_columns=columns,
+                **sp.keys,
             )
         )
     if frames is not None:
@@ -265,7 +260,8 @@ class DecodedBatch:
     """A batch's episode objects, decoded: one list per key, one item per object.
 
     ``observations``/``actions`` are fields (arrays whose first axis is the step, dicts and
-    tuples of them, or lists of per-step values); ``rewards`` float arrays; ``options`` and
+    tuples of them, or lists of per-step values); ``rewards`` float arrays; ``keys`` the
+    values of :class:`~gym_recording.format.wire.EpisodeKeys`' keys; ``options`` and
     ``infos`` decoded values (``None`` where absent). ``part`` and ``continues`` say how the
     objects join into episodes (see :func:`join_parts`). ``render_frames`` are
     ``uint8[N + 1, H, W, 3]`` arrays, or ``None``.
@@ -274,13 +270,9 @@ class DecodedBatch:
     observations: list[Any]
     actions: list[Any]
     rewards: list[np.ndarray]
-    terminated: list[bool]
-    truncated: list[bool]
-    seed: list[int | None]
+    keys: list[dict[str, Any]]
     options: list[Any]
     infos: list[list[Any] | None]
-    started_at: list[float | None]
-    ended_at: list[float | None]
     part: list[int]
     continues: list[bool]
     render_frames: list[np.ndarray | None]
@@ -424,13 +416,9 @@ def decode_batch(
         observations,
         actions,
         rewards,
-        [o.terminated for o in objs],
-        [o.truncated for o in objs],
-        [o.seed for o in objs],
+        [{k: getattr(o, k) for k in EPISODE_KEYS} for o in objs],
         options,
         infos,
-        [o.started_at for o in objs],
-        [o.ended_at for o in objs],
         part,
         continues,
         render_frames,
@@ -547,17 +535,15 @@ def join_parts(parts: Sequence[tuple[DecodedBatch, int]], path: str) -> DecodedB
         msg = f"the {len(parts)} parts of an episode do not join: {exc}"
         raise TraceFormatError(msg, path) from None
     (first, i), (last, k) = parts[0], parts[-1]
+    ends = {"first": first.keys[i], "last": last.keys[k]}
+    keys = {key: ends[end][key] for key, end in EPISODE_KEYS.items()}
     return DecodedBatch(
         [obs],
         [acts],
         [rews],
-        [last.terminated[k]],
-        [last.truncated[k]],
-        [first.seed[i]],
+        [keys],
         [first.options[i]],
         [joined_infos],
-        [first.started_at[i]],
-        [last.ended_at[k]],
         [0],
         [False],
         [joined_frames],

@@ -19,6 +19,7 @@ of the whole heap while a recording is written or read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Annotated, Any, Literal, TypeVar, Union
@@ -36,7 +37,9 @@ __all__ = [
     "ArrayRef",
     "Batch",
     "BatchEntry",
+    "EPISODE_KEYS",
     "DictField",
+    "EpisodeKeys",
     "EpisodeObject",
     "Field",
     "InfoColumn",
@@ -48,6 +51,7 @@ __all__ = [
     "encode",
     "json_cost",
     "manifest_version",
+    "part_keys",
 ]
 
 FORMAT_NAME = "gym-recording"
@@ -147,6 +151,43 @@ class EpisodeObject(Struct, omit_defaults=True, gc=False):
     continues: bool = False
     info_columns: InfoColumns | None = None
     render_frames: ArrayRef | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False, init=False, kw_only=True)
+class EpisodeKeys:
+    """An episode's keys that hold one JSON value each (§4), as a reader hands them out.
+
+    This is the one place such a key is declared for readers: :class:`EpisodeObject` above
+    holds it in the file, and ``Episode`` (which derives from this class) hands it out. The
+    metadata of each says which part of an episode split across batches gives its value
+    (§4): the ``"first"`` or the ``"last"``.
+
+    Attributes:
+        terminated: Whether the last step terminated the episode.
+        truncated: Whether the last step truncated it (both false if cut by reset or close).
+        seed: The seed passed to ``reset``, or ``None``.
+        started_at: Unix time of the reset, if recorded.
+        ended_at: Unix time the episode ended, if recorded.
+    """
+
+    terminated: bool = dataclasses.field(default=False, metadata={"part": "last"})
+    truncated: bool = dataclasses.field(default=False, metadata={"part": "last"})
+    seed: int | None = dataclasses.field(default=None, metadata={"part": "first"})
+    started_at: float | None = dataclasses.field(default=None, metadata={"part": "first"})
+    ended_at: float | None = dataclasses.field(default=None, metadata={"part": "last"})
+
+
+#: The keys of :class:`EpisodeKeys`, each with the part that gives its value (§4).
+EPISODE_KEYS: dict[str, str] = {f.name: f.metadata["part"] for f in dataclasses.fields(EpisodeKeys)}
+
+
+def part_keys(keys: dict[str, Any], *, first: bool, last: bool) -> dict[str, Any]:
+    """Which of an episode's ``keys`` a part of it stores when it is split across batches (§4).
+
+    The first part holds the keys whose value is the first part's, the last part the keys
+    whose value is the last's, and a part between them neither.
+    """
+    return {k: v for k, v in keys.items() if (first if EPISODE_KEYS[k] == "first" else last)}
 
 
 class Batch(Struct, gc=False):

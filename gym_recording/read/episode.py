@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from gym_recording.format.wire import EPISODE_KEYS, EpisodeKeys
 from gym_recording.read import notebook, replay, video
 
 __all__ = ["Episode"]
 
+_KEYS = frozenset(EPISODE_KEYS)
+
 
 @dataclass(frozen=True, eq=False, init=False)
-class Episode:
+class Episode(EpisodeKeys):
     """One recorded episode of ``length`` steps.
+
+    Besides the attributes below, an episode has the per-episode keys of the format
+    (``terminated``, ``truncated``, ``seed``, the times, ...), each described in
+    :class:`~gym_recording.format.wire.EpisodeKeys`, and given to the constructor by name.
 
     Attributes:
         observations: The ``length + 1`` observations (reset first). A Box space gives one
@@ -24,16 +32,11 @@ class Episode:
             dict/tuple of such arrays; other values (Text, variable shapes) a list.
         actions: The ``length`` actions, stored the same way.
         rewards: The ``length`` rewards, a float array.
-        terminated: Whether the last step terminated the episode.
-        truncated: Whether the last step truncated it (both false if cut by reset or close).
-        seed: The seed passed to ``reset``, or ``None``.
         options: The options passed to ``reset``, or ``None``.
         infos: With ``record_infos=True``, the reset info then each step's info
             (``length + 1`` dicts); otherwise ``None``.
         index: The episode's position in the recording.
         writer: The id of the writer that recorded it.
-        started_at: Unix time of the reset, if recorded.
-        ended_at: Unix time the episode ended, if recorded.
         env_id: The id of the environment its writer recorded, if known.
         env_spec: The spec of that environment as the writer recorded it (JSON), if known;
             :meth:`replay` makes the environment from it.
@@ -44,23 +47,18 @@ class Episode:
 
     Example:
         >>> import numpy as np
-        >>> ep = Episode(np.zeros((3, 2)), np.array([0, 1]), np.array([1.0, 0.5]))
-        >>> ep.length, ep.total_reward
-        (2, 1.5)
+        >>> ep = Episode(np.zeros((3, 2)), np.array([0, 1]), np.array([1.0, 0.5]), seed=7)
+        >>> ep.length, ep.total_reward, ep.seed, ep.terminated
+        (2, 1.5, 7, False)
     """
 
     observations: Any
     actions: Any
     rewards: np.ndarray
-    terminated: bool = False
-    truncated: bool = False
-    seed: int | None = None
     options: Any = None
     infos: list[Any] | None = None
     index: int = 0
     writer: str = ""
-    started_at: float | None = None
-    ended_at: float | None = None
     env_id: str | None = None
     env_spec: Any = None
     render_frames: np.ndarray | None = None
@@ -71,35 +69,65 @@ class Episode:
         observations: Any,
         actions: Any,
         rewards: np.ndarray,
-        terminated: bool = False,
-        truncated: bool = False,
-        seed: int | None = None,
+        keys: Mapping[str, Any] | None = None,
         options: Any = None,
         infos: list[Any] | None = None,
         index: int = 0,
         writer: str = "",
-        started_at: float | None = None,
-        ended_at: float | None = None,
         env_id: str | None = None,
         env_spec: Any = None,
         render_frames: np.ndarray | None = None,
         render_fps: float | None = None,
+        **named_keys: Any,
     ) -> None:
+        """Make an episode.
+
+        Each argument but the keys sets the attribute of its name (see the class).
+
+        Args:
+            observations: The observations.
+            actions: The actions.
+            rewards: The rewards.
+            keys: Values of the per-episode keys (:class:`~gym_recording.format.wire.EpisodeKeys`)
+                by name; a key not given takes its default.
+            options: The reset's options.
+            infos: The infos.
+            index: The position in a recording.
+            writer: The writer's id.
+            env_id: The environment's id.
+            env_spec: The environment's spec.
+            render_frames: The rendered frames.
+            render_fps: Their frame rate.
+            named_keys: Per-episode keys as keyword arguments (``terminated=True``).
+
+        Raises:
+            TypeError: a key the format does not have, or ``keys`` not a mapping (the fourth
+                argument was ``terminated`` up to gym-recording 2.2: give it by name).
+        """
         # The dataclass's own __init__ sets each field through object.__setattr__ (it is
         # frozen): several times slower, which a reader making millions of episodes notices.
         d = self.__dict__
+        if named_keys:
+            keys = {**(keys or {}), **named_keys}
+        if keys:
+            if type(keys) is not dict and not isinstance(keys, Mapping):
+                msg = (
+                    f"expected keys to be a mapping of per-episode keys, got {keys!r:.40}; "
+                    "give terminated, seed, ... by name"
+                )
+                raise TypeError(msg)
+            if not _KEYS.issuperset(keys):
+                unknown = sorted(set(keys) - _KEYS)
+                msg = f"expected per-episode keys among {list(EPISODE_KEYS)}, got {unknown}"
+                raise TypeError(msg)
+            d.update(keys)
         d["observations"] = observations
         d["actions"] = actions
         d["rewards"] = rewards
-        d["terminated"] = terminated
-        d["truncated"] = truncated
-        d["seed"] = seed
         d["options"] = options
         d["infos"] = infos
         d["index"] = index
         d["writer"] = writer
-        d["started_at"] = started_at
-        d["ended_at"] = ended_at
         d["env_id"] = env_id
         d["env_spec"] = env_spec
         d["render_frames"] = render_frames

@@ -31,6 +31,7 @@ from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
 from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.values import snapshot_cost
+from gym_recording.format.wire import part_keys
 from gym_recording.record import steps as _steps
 from gym_recording.record.buffer import Field, FrameLeaf, Rewards, reward_value, rgb_frame
 from gym_recording.record.frames import StreamedFrames, frame_store
@@ -329,19 +330,11 @@ class TraceRecording:
             store.put(frame)
             if store.n >= self._frame_rows and self._pending:
                 self._room = min(self._room, steps)  # (write the others at the next step)
+        keys = {"started_at": _now() if started_at is None else float(started_at)}
+        if seed is not None:
+            keys["seed"] = int(seed)
         self._open = OpenSpan(
-            rows,
-            0,
-            steps,
-            0,
-            False,
-            False,
-            None if seed is None else int(seed),
-            kept_options,
-            kept_info,
-            _now() if started_at is None else float(started_at),
-            None,
-            frame_start=frame_start,
+            rows, 0, steps, 0, keys, kept_options, kept_info, frame_start=frame_start
         )
         if not self._sized:
             self._layout_known()
@@ -537,7 +530,7 @@ class TraceRecording:
     def _flags(self, terminated: Any, truncated: Any) -> None:
         """The step just stored set a flag: the episode may end here."""
         ep: Any = self._open
-        ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+        ep.keys["terminated"], ep.keys["truncated"] = bool(terminated), bool(truncated)
         ep.flagged_at = len(self._rew)
 
     def end_episode(self, *, ended_at: float | None = None) -> None:
@@ -559,10 +552,12 @@ class TraceRecording:
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
         if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
-            ep.terminated = ep.truncated = False
-        if ep.part:  # seed, options and start time are the first part's
-            ep.seed = ep.options = ep.started_at = None
-        ep.ended_at = _now() if ended_at is None else float(ended_at)
+            ep.keys.pop("terminated", None)
+            ep.keys.pop("truncated", None)
+        ep.keys["ended_at"] = _now() if ended_at is None else float(ended_at)
+        if ep.part:  # options, and keys such as the seed, are the first part's
+            ep.options = None
+            ep.keys = part_keys(ep.keys, first=False, last=True)
         self._pending.append(ep)
         self.episode_count += 1
         self._sync_room()
@@ -655,13 +650,9 @@ class TraceRecording:
                     steps + self._resets,
                     ep.act_start,
                     steps,
-                    False,
-                    False,
-                    ep.seed if first else None,
+                    part_keys(ep.keys, first=first, last=False),
                     ep.options if first else None,
                     list(ep.infos) if ep.infos is not None else None,
-                    ep.started_at if first else None,
-                    None,
                     ep.part,
                     True,
                     ep.frame_start,

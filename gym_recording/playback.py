@@ -6,18 +6,13 @@ Kept for code written against the original gym-recording; new code should use
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
 
 from gym_recording.format.manifest import Manifest
-from gym_recording.format.wire import EpisodeKeys
 from gym_recording.read.recording import load, read_batch, read_manifests
 from gym_recording.storage import Storage, open_storage
-
-#: What an episode object's keys are when it omits them (FORMAT.md §4).
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(EpisodeKeys)}
 
 __all__ = ["TraceRecordingReader", "scan_recorded_traces"]
 
@@ -106,9 +101,7 @@ class TraceRecordingReader:
         m, i = self._where[fn]
         b = read_batch(self._storage, self.directory, m, i)
         keys = ["observations", "actions", "rewards", "options", "infos", "part", "continues"]
-        return [
-            {**{k: getattr(b, k)[j] for k in keys}, **_DEFAULTS, **b.keys[j]} for j in range(len(b))
-        ]
+        return [{**{k: getattr(b, k)[j] for k in keys}, **b.keys[j]} for j in range(len(b))]
 
     def close(self) -> None:
         """Nothing to release: arrays keep their files mapped for as long as they live."""

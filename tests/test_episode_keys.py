@@ -49,8 +49,13 @@ def test_episode_takes_keys_by_name_or_as_a_mapping_and_refuses_unknown_ones():
         Episode(obs, act, rew, colour="red")
     with pytest.raises(TypeError, match="colour"):
         Episode(obs, act, rew, {"colour": "red"})
+    for once_terminated in (True, False, 0):  # (the fourth argument before 2.3)
+        with pytest.raises(TypeError, match="by name"):
+            Episode(obs, act, rew, once_terminated, True)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="by name"):
-        Episode(obs, act, rew, True)  # type: ignore[arg-type]  # (once ``terminated``)
+        Episode(obs, act, rew, True, seed=1)  # type: ignore[arg-type]
+    for ep in (a, Episode(obs, act, rew), Episode(obs, act, rew, {"seed": 9})):
+        assert set(EPISODE_KEYS) <= vars(ep).keys()  # (every key in the instance's dict)
 
 
 @pytest.mark.parametrize("batch_bytes", [5_000_000, 300])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from gym_recording.read import notebook, replay, video
 __all__ = ["Episode"]
 
 _KEYS = frozenset(EPISODE_KEYS)
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(EpisodeKeys)}
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -44,6 +46,11 @@ class Episode(EpisodeKeys):
             after each step: one ``uint8[length + 1, H, W, 3]`` array; otherwise ``None``.
         render_fps: The frame rate the environment declares for its rendered frames
             (``metadata["render_fps"]``), if recorded.
+
+    Change log:
+        2.3.0: the per-episode keys come from ``EpisodeKeys``: the fourth argument is
+        ``keys`` (a mapping; ``terminated`` and the others are given by name), and they
+        come first in ``dataclasses.fields``, not in ``__match_args__``.
 
     Example:
         >>> import numpy as np
@@ -102,25 +109,32 @@ class Episode(EpisodeKeys):
 
         Raises:
             TypeError: a key the format does not have, or ``keys`` not a mapping (the fourth
-                argument was ``terminated`` up to gym-recording 2.2: give it by name).
+                argument was ``terminated`` before gym-recording 2.3: give it by name).
         """
         # The dataclass's own __init__ sets each field through object.__setattr__ (it is
         # frozen): several times slower, which a reader making millions of episodes notices.
         d = self.__dict__
-        if named_keys:
-            keys = {**(keys or {}), **named_keys}
-        if keys:
+        if keys is not None:
             if type(keys) is not dict and not isinstance(keys, Mapping):
                 msg = (
                     f"expected keys to be a mapping of per-episode keys, got {keys!r:.40}; "
                     "give terminated, seed, ... by name"
                 )
                 raise TypeError(msg)
+            if named_keys:
+                keys = {**keys, **named_keys}
+        elif named_keys:
+            keys = named_keys
+        if keys:
             if not _KEYS.issuperset(keys):
                 unknown = sorted(set(keys) - _KEYS)
                 msg = f"expected per-episode keys among {list(EPISODE_KEYS)}, got {unknown}"
                 raise TypeError(msg)
+            if len(keys) != len(_KEYS):  # (every key in the instance's dict, as vars() shows)
+                d.update(_DEFAULTS)
             d.update(keys)
+        else:
+            d.update(_DEFAULTS)
         d["observations"] = observations
         d["actions"] = actions
         d["rewards"] = rewards

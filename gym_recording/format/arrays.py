@@ -36,12 +36,16 @@ _BLOB_NAMES: dict[np.dtype[Any], str] = {
 }
 
 
-def _plain(ref: ArrayRef) -> bool:
-    """Whether ``ref`` is not a compressed reference (names neither a codec nor a raw size)."""
-    return ref.codec is UNSET and ref.rawsize is UNSET
-
-
 _codec, _rawsize = operator.attrgetter("codec"), operator.attrgetter("rawsize")
+
+
+def _all_plain(refs: list[ArrayRef]) -> bool:
+    """Whether no reference of ``refs`` is compressed (§6.2: names a codec or a raw size).
+
+    Counted in C, for a batch's column of references at once.
+    """
+    n = len(refs)
+    return list(map(_codec, refs)).count(UNSET) == n and list(map(_rawsize, refs)).count(UNSET) == n
 
 
 def blob_dtype(dtype: np.dtype[Any]) -> str | None:
@@ -265,7 +269,7 @@ class BatchBlob:
         if nonzero > INTP_MAX:
             raise self.fail(where, f"shape {brief(ref.shape)} of {ref.dtype} is over 2**63 bytes")
         nbytes = 0 if empty else nonzero
-        plain = _plain(ref)
+        plain = _all_plain([ref])
         if not plain and (not ref.codec or ref.rawsize is UNSET):
             raise self.fail(where, "a compressed array needs both 'codec' and 'rawsize'")
         key, declared = ("size", ref.size) if plain else ("rawsize", ref.rawsize)
@@ -312,13 +316,7 @@ class BatchBlob:
         array is refused. Each reference is checked as :meth:`array` checks it.
         """
         c = self._views_c
-        n = len(refs)
-        if (
-            c is not None
-            and n
-            and list(map(_codec, refs)).count(UNSET) == n
-            and list(map(_rawsize, refs)).count(UNSET) == n  # (none compressed: see _plain)
-        ):
+        if c is not None and refs and _all_plain(refs):
             got = c(refs, self.bytes(), self.name, DTYPE, 1 if steps else 0)
             if got is not None:  # (else a reference breaks a rule: found and named below)
                 views, spans = got

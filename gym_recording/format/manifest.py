@@ -8,8 +8,7 @@ the writer's side.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import msgspec
@@ -17,7 +16,7 @@ import msgspec
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.arrays import brief
 from gym_recording.format.limits import MAX_JSON_DEPTH
-from gym_recording.format.names import batch_names, manifest_prefix, writer_prefix
+from gym_recording.format.names import batch_names, is_writer_id, manifest_writer, writer_prefix
 from gym_recording.format.wire import (
     BatchEntry,
     LegacyManifestDoc,
@@ -29,8 +28,6 @@ from gym_recording.format.wire import (
 
 __all__ = ["Manifest", "decode_manifest", "encode_manifest"]
 
-_WRITER_ID = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
-
 
 @dataclass(frozen=True)
 class Manifest:
@@ -41,6 +38,9 @@ class Manifest:
         writer: The writer id (without a segment's suffix).
         version: The format version (``"1"`` for the original gym-recording's).
         batches: Its batch entries, in order.
+
+    Each attribute after ``batches`` is the version 2 manifest key of its name (§3), with
+    that key's default (what a version 1 manifest has).
     """
 
     name: str
@@ -95,10 +95,11 @@ def decode_manifest(data: bytes, name: str, path: str) -> Manifest:
     Raises:
         TraceFormatError: the manifest breaks the format; the message names the file.
     """
-    prefix = manifest_prefix(name)
-    if prefix is None:
+    writer_id = manifest_writer(name)
+    if writer_id is None:
         msg = "expected a manifest named openaigym.trace.<writer-id>.manifest.json"
         raise TraceFormatError(msg, path)
+    prefix = writer_prefix(writer_id)
     doc: Any
     try:
         doc = decode(data, Any, path)
@@ -142,27 +143,14 @@ def decode_manifest(data: bytes, name: str, path: str) -> Manifest:
             raise TraceFormatError(msg, path)
         after_continues = b.continues
     if isinstance(m, LegacyManifestDoc):
-        return Manifest(name, prefix, prefix[len(writer_prefix("")) :], version, entries)
-    writer = m.writer
-    if not (isinstance(writer, str) and _WRITER_ID.fullmatch(writer)):
-        writer = prefix[len(writer_prefix("")) :]
-    return Manifest(
-        name=name,
-        prefix=prefix,
-        writer=writer,
-        version=version,
-        batches=entries,
-        created=m.created,
-        env_id=m.env_id,
-        env_spec=m.env_spec,
-        observation_space=m.observation_space,
-        action_space=m.action_space,
-        metadata=m.metadata,
-        versions=m.versions,
-        record_infos=m.record_infos,
-        segment=m.segment,
-        render_fps=m.render_fps,
-    )
+        return Manifest(name, prefix, writer_id, version, entries)
+    writer = m.writer if is_writer_id(m.writer) else writer_id
+    return Manifest(name, prefix, writer, version, entries, **{k: getattr(m, k) for k in _KEPT})
+
+
+#: The keys of a version 2 manifest that :class:`Manifest` holds as they are: its attributes
+#: after ``name``, ``prefix``, ``writer``, ``version`` and ``batches``.
+_KEPT = [f.name for f in fields(Manifest)][5:]
 
 
 def encode_manifest(doc: ManifestDoc) -> bytes:

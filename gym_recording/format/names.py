@@ -33,8 +33,9 @@ __all__ = [
     "is_plain_name",
     "is_temp_name",
     "is_trace_name",
+    "is_writer_id",
     "manifest_name",
-    "manifest_prefix",
+    "manifest_writer",
     "segment_id",
     "writer_prefix",
     "write_rank",
@@ -46,6 +47,7 @@ TRACE_PREFIX = "openaigym.trace."
 TEMP_PREFIX = ".gymrec-tmp-"
 
 _WRITER_ID = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
+_WRITER_ID_RE = re.compile(_WRITER_ID)
 _MANIFEST = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.manifest\.json$")
 _BATCH = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.ep\d{{9,}}\.(json|bin)$")
 _PLAIN = re.compile(r"^[^/\\\x00]+$")
@@ -80,6 +82,11 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TEMP_PREFIX)
 
 
+def is_writer_id(writer_id: object) -> TypeGuard[str]:
+    """Whether ``writer_id`` is a valid writer id: dot-separated runs of ``[A-Za-z0-9_-]``."""
+    return isinstance(writer_id, str) and _WRITER_ID_RE.fullmatch(writer_id) is not None
+
+
 def writer_prefix(writer_id: str) -> str:
     """The prefix of the files of the writer (or segment) ``writer_id``."""
     return f"{TRACE_PREFIX}{writer_id}"
@@ -95,10 +102,10 @@ def manifest_name(prefix: str) -> str:
     return f"{prefix}.manifest.json"
 
 
-def manifest_prefix(name: str) -> str | None:
-    """The file prefix of the writer whose manifest is ``name``, or ``None`` if not a manifest."""
+def manifest_writer(name: str) -> str | None:
+    """The writer (or segment) id whose manifest is ``name``, or ``None`` if not a manifest."""
     m = _MANIFEST.match(name)
-    return None if m is None else writer_prefix(m.group(1))
+    return None if m is None else m.group(1)
 
 
 def batch_names(prefix: str, first: int) -> tuple[str, str]:

@@ -230,6 +230,8 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
     if _depth > MAX_NESTING:
         msg = f"value nests deeper than {MAX_NESTING} levels"
         raise ValueError(msg)
+    if t is dict and not value:  # (an info whose every key went to its info_columns)
+        return {}
     if t is dict and "__type" not in value and all(type(k) is str for k in value):
         return {k: encode_value(v, layout, _depth + 1) for k, v in value.items()}
     if isinstance(value, np.generic):

@@ -186,10 +186,7 @@ def _info_columns(
         columns[key] = InfoColumn(kind, layout.add(col))  # type: ignore[arg-type]
     if not columns:
         return infos, None
-    if len(columns) == len(order):
-        rest: list[Any] = [{} for _ in steps]
-    else:
-        rest = [{k: v for k, v in i.items() if k not in columns} for i in steps]
+    rest = [{k: v for k, v in i.items() if k not in columns} for i in steps]
     return [infos[0], *rest], InfoColumns(order, columns)
 
 

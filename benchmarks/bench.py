@@ -150,7 +150,19 @@ PONG: dict[str, Any] = {
 #: Workloads of the ablation only: real envs where a piece may matter more than on the
 #: synthetic ones (a slow step leaves room to overlap a batch's write with stepping).
 ABLATION_WORKLOADS: dict[str, dict[str, Any]] = {
-    "ALE/Breakout-v5 frames": {"make": _atari, "action": lambda env: 1, "steps": 3_000},
+    "ALE/Breakout-v5 frames": {
+        "make": _atari,
+        "action": lambda env: 1,
+        "steps": 3_000,
+        "needs": "ale_py",
+    },
+    "HalfCheetah-v5, record_infos=True": {
+        "make": lambda: gym.make("HalfCheetah-v5"),
+        "action": lambda env: np.zeros(6, np.float32),
+        "steps": 20_000,
+        "needs": "mujoco",
+        "record_infos": True,
+    },
 }
 
 
@@ -180,6 +192,7 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
             "synthetic f64[17], act f32[6]",
             "synthetic u8[210,160,3] frames",
             "ALE/Breakout-v5 frames",
+            "HalfCheetah-v5, record_infos=True",
         ],
         [],
     ),
@@ -259,7 +272,9 @@ def run_ours(
     the directory's name is returned (as bytes) instead, and the recording kept."""
     d = tempfile.mkdtemp(dir=tmp)
     with switched_off(off or []):
-        env = TraceRecordingWrapper(spec["make"](), d, compression=compression)
+        env = TraceRecordingWrapper(
+            spec["make"](), d, compression=compression, record_infos=spec.get("record_infos", False)
+        )
         t = time.perf_counter()
         drive(env, spec["action"](env), steps, spec.get("alternate", False))
         env.close()
@@ -762,10 +777,11 @@ def ablate(scale: float, runs: int, tmp: str, emit: Any) -> None:
     for name, (_, _, writes, reads) in PIECES.items():
         for wname in writes:
             spec = {**WORKLOADS, **ABLATION_WORKLOADS}[wname]
-            if wname in ABLATION_WORKLOADS and importlib.util.find_spec("ale_py") is None:
+            needs = spec.get("needs")
+            if needs is not None and importlib.util.find_spec(needs) is None:
                 emit(
                     f"| {name} | write {wname} | - | - | - | - | - | - | not measured: "
-                    "`pip install ale-py` |"
+                    f"`pip install {needs.replace('_', '-')}` |"
                 )
                 continue
             n = max(200, int(spec["steps"] * scale))

@@ -1,17 +1,16 @@
 /*
  * gym_recording._speedups: the accelerated pieces of gym-recording, each a drop-in for Python
- * code that stays the reference, imported only by gym_recording/_accel.py. Nothing here reads
- * a Python object's layout beyond the public C API of CPython and NumPy.
- * tests/test_accelerated.py runs each and the Python code over the same corpus.
- *
+ * code that stays the reference, imported only by gym_recording/_accel.py and run beside that
+ * code over one corpus by tests/test_accelerated.py. Nothing here reads a Python object's
+ * layout beyond the public C API of CPython and NumPy.
  * 1. StepRecorder(slow, on_flags, rewards), for gym_recording.record.steps.PlainStepRecorder:
  *    a wrapper's step calls recorder.record(action, result). When result is a gymnasium
  *    5-tuple whose observation and action fit the leaves configure() named (rows of one
  *    dtype and shape in a bytearray: a C-contiguous ndarray of exactly that dtype and shape;
  *    for a scalar leaf a numpy scalar of that dtype, or a Python int when it holds int64),
- *    whose reward is a float, and while the buffer has room, it appends the step's bytes
- *    itself (calling on_flags(terminated, truncated) if either is set). Every other step goes
- *    to slow(action, result) before anything is stored.
+ *    whose reward is a float, and while the buffer has room, it hands the info to keep_info
+ *    (if configured) and appends the step's bytes itself, calling on_flags(terminated,
+ *    truncated) if either is set. Every other step goes to slow(action, result).
  * 2. start_write(directory, files, mode), for LocalStorage's Python group write
  *    (gym_recording/storage/local.py): the same files, renames and fsyncs in the same order,
  *    on a thread that never takes the GIL.
@@ -53,7 +52,8 @@ typedef struct {
     PyObject_HEAD
     PyObject *slow;
     PyObject *on_flags;
-    PyObject *rewards; /* bytearray of float64 */
+    PyObject *keep_info; /* called with the step's info before it is stored; or NULL */
+    PyObject *rewards;   /* bytearray of float64 */
     Py_ssize_t room;   /* steps the buffer may hold; -1 while no episode is recorded */
     int fast;          /* both leaves are configured */
     Leaf obs;
@@ -168,6 +168,13 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     if (o_src == NULL) {
         goto slow;
     }
+    if (self->keep_info != NULL) {
+        PyObject *kept = PyObject_CallOneArg(self->keep_info, PyTuple_GET_ITEM(result, 4));
+        Py_XDECREF(kept);
+        if (kept == NULL || !self->fast) { /* (keep_info must leave the leaves as they are) */
+            return kept ? PyErr_Format(PyExc_RuntimeError, "keep_info configured record()") : NULL;
+        }
+    }
     double r = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(result, 1));
     if (append(self->act.buf, a_src, self->act.nbytes) < 0 ||
         append(self->obs.buf, o_src, self->obs.nbytes) < 0 ||
@@ -179,10 +186,7 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     if (terminated != Py_False || truncated != Py_False) {
         int t = PyObject_IsTrue(terminated);
         int u = t < 0 ? -1 : PyObject_IsTrue(truncated);
-        if (u < 0) {
-            return NULL;
-        }
-        if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) {
+        if (u < 0 || ((t || u) && call2(self->on_flags, terminated, truncated) < 0)) {
             return NULL;
         }
     }
@@ -232,27 +236,29 @@ leaf_set(Leaf *s, PyObject *layout, const char *what)
     s->ndim = ndim;
     s->nbytes = nbytes;
     s->int_ok = int_ok;
-    Py_INCREF(buf);
-    s->buf = buf;
-    Py_INCREF(dtype);
-    s->descr = (PyArray_Descr *)dtype;
+    s->buf = Py_NewRef(buf);
+    s->descr = (PyArray_Descr *)Py_NewRef(dtype);
     return 0;
 }
 
 PyDoc_STRVAR(configure_doc,
-"configure(observations, actions)\n\n"
-"The leaves stepped in C, each (rows: bytearray, dtype, shape, python_ints_fit) or None;\n"
-"with either None every step goes to slow.");
+"configure(observations, actions, keep_info=None)\n\n"
+"The leaves stepped in C, each (rows: bytearray, dtype, shape, python_ints_fit) or None (then\n"
+"every step goes to slow); keep_info(info) takes each step's info before it is stored here.");
 
 static PyObject *
 recorder_configure(PyObject *op, PyObject *args)
 {
     StepRecorder *self = (StepRecorder *)op;
-    PyObject *obs, *act;
-    if (!PyArg_ParseTuple(args, "OO:configure", &obs, &act)) {
+    PyObject *obs, *act, *keep_info = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O:configure", &obs, &act, &keep_info)) {
         return NULL;
     }
     self->fast = 0;
+    Py_CLEAR(self->keep_info);
+    if (keep_info != Py_None) {
+        self->keep_info = Py_NewRef(keep_info);
+    }
     if (leaf_set(&self->obs, obs, "observations") < 0 || leaf_set(&self->act, act, "actions") < 0) {
         leaf_clear(&self->obs);
         leaf_clear(&self->act);
@@ -275,12 +281,9 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL) {
         return NULL;
     }
-    Py_INCREF(slow);
-    self->slow = slow;
-    Py_INCREF(on_flags);
-    self->on_flags = on_flags;
-    Py_INCREF(rewards);
-    self->rewards = rewards;
+    self->slow = Py_NewRef(slow);
+    self->on_flags = Py_NewRef(on_flags);
+    self->rewards = Py_NewRef(rewards);
     self->room = -1;
     return (PyObject *)self;
 }
@@ -291,6 +294,7 @@ recorder_traverse(PyObject *op, visitproc visit, void *arg)
     StepRecorder *self = (StepRecorder *)op;
     Py_VISIT(self->slow);
     Py_VISIT(self->on_flags);
+    Py_VISIT(self->keep_info);
     Py_VISIT(self->rewards);
     Py_VISIT(self->obs.buf);
     Py_VISIT(self->obs.descr);
@@ -306,6 +310,7 @@ recorder_clear(PyObject *op)
     self->fast = 0;
     Py_CLEAR(self->slow);
     Py_CLEAR(self->on_flags);
+    Py_CLEAR(self->keep_info);
     Py_CLEAR(self->rewards);
     leaf_clear(&self->obs);
     leaf_clear(&self->act);
@@ -333,8 +338,7 @@ static PyMethodDef recorder_methods[] = {
 static PyMemberDef recorder_members[] = {
     {"room", T_PYSSIZET, offsetof(StepRecorder, room), 0,
      "Steps the buffer may hold before the Python code must run; -1 without an episode."},
-    {"fast", T_INT, offsetof(StepRecorder, fast), READONLY,
-     "Whether it stores steps itself (both leaves configured)."},
+    {"fast", T_INT, offsetof(StepRecorder, fast), READONLY, "Whether it stores steps itself."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -803,8 +807,7 @@ start_write(PyObject *Py_UNUSED(module), PyObject *args)
     }
     memset(&self->g, 0, sizeof(self->g));
     self->owner = getpid();
-    self->running = 0;
-    self->waited = 0;
+    self->running = self->waited = 0;
     if (group_parse(&self->g, dir, files, mode) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -877,14 +880,11 @@ ref_view(PyObject *r, PyObject *blob, const char *buf, Py_ssize_t size, PyObject
     Py_INCREF(descr);
     /* (flags 0: not writeable; the rest is worked out by UpdateFlags) */
     v = PyArray_NewFromDescr(&PyArray_Type, descr, ndim, dims, NULL, (char *)buf + *off, 0, NULL);
-    if (v != NULL) {
-        Py_INCREF(blob);
-        if (PyArray_SetBaseObject((PyArrayObject *)v, blob) < 0) {
-            Py_CLEAR(v);
-        }
-        else {
-            PyArray_UpdateFlags((PyArrayObject *)v, NPY_ARRAY_UPDATE_ALL);
-        }
+    if (v != NULL && PyArray_SetBaseObject((PyArrayObject *)v, Py_NewRef(blob)) < 0) {
+        Py_CLEAR(v); /* (the reference to blob was stolen all the same) */
+    }
+    else if (v != NULL) {
+        PyArray_UpdateFlags((PyArrayObject *)v, NPY_ARRAY_UPDATE_ALL);
     }
 done:
     Py_XDECREF(shape);

@@ -97,8 +97,15 @@ def test_both_paths_write_the_same_bytes(obs_name, tmp_path, monkeypatch):
 
         def run(act_name: str = act_name) -> Any:
             out = tmp_path / f"{act_name}-{'plain' if steps.speedups is None else 'c'}"
-            env = SpaceEnv(OBSERVATION_SPACES[obs_name], ACTION_SPACES[act_name], max_len=9)
-            record(env, out, 4, seed=11, batch_bytes=900, record_infos=act_name == "text")
+            env = SpaceEnv(
+                OBSERVATION_SPACES[obs_name],
+                ACTION_SPACES[act_name],
+                max_len=9,
+                rich_infos=act_name == "box_f32",
+            )
+            # (infos with the actions C stores, and with one it does not)
+            infos = act_name in ("discrete", "box_f32", "text")
+            record(env, out, 4, seed=11, batch_bytes=900, record_infos=infos)
             return blobs(out), read(out)
 
         accelerated, plain_ = both(monkeypatch, run)

@@ -326,16 +326,67 @@ def test_keyword_action_and_exceptions_pass_through(tmp_path):
     assert ep.actions.tolist() == [[0.0, 0.0], [1.0, 1.0]]
 
 
+class _Infos(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """CartPole whose step infos hold the step's index and ``pad`` (a string), and, from the
+    step ``bad`` on, a value no reader could read back (a datetime64 array)."""
+
+    def __init__(self, bad: int = -1, pad: str = "") -> None:
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.bad, self.pad, self.t = bad, pad, 0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.t = 0
+        return super().reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, _ = super().step(action)
+        self.t += 1
+        info: dict[str, Any] = {"t": self.t, "x": float(obs[0]), "pad": self.pad}
+        if self.t == self.bad:
+            info["when"] = np.array(["2020-01-01"], dtype="datetime64[D]")
+        return obs, reward, terminated, truncated, info
+
+
 def test_record_infos_keeps_infos_with_either_step(hot_path, tmp_path):
-    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path, record_infos=True)
-    env.reset(seed=0)
-    for _ in range(3):
-        env.step(1)
+    env = TraceRecordingWrapper(_Infos(), tmp_path, record_infos=True)
+    _, first = env.reset(seed=0)
+    infos = [first] + [env.step(1)[4] for _ in range(3)]
     if hot_path == "c":
-        assert _recorder(env).fast == 0  # infos need the Python path
+        assert _recorder(env).fast == 1  # the C recorder stores the steps, and keeps their infos
     env.close()
     (ep,) = _load_all(tmp_path)
-    assert ep.infos is not None and len(ep.infos) == 4
+    assert ep.infos == infos
+
+
+def test_an_info_refused_cuts_the_episode_before_its_step(hot_path, tmp_path):
+    """Either path refuses the step whose info cannot be stored, and keeps the steps before."""
+    env = TraceRecordingWrapper(_Infos(bad=4), tmp_path, record_infos=True)
+    _, first = env.reset(seed=0)
+    infos = [first] + [env.step(1)[4] for _ in range(3)]
+    with pytest.raises(gym_recording.RecordingError, match=r"the step's info.*datetime64"):
+        env.step(1)
+    env.step(0)  # (not recorded: the episode was cut)
+    _, again = env.reset(seed=1)
+    infos2 = [again, env.step(0)[4]]
+    env.close()
+    cut, second = _load_all(tmp_path)
+    assert cut.length == 3 and cut.actions.tolist() == [1, 1, 1]
+    assert cut.observations.shape == (4, 4) and cut.infos == infos
+    assert second.infos == infos2 and second.seed == 1
+
+
+def test_infos_over_the_value_budget_write_batches_mid_episode(hot_path, tmp_path):
+    """Infos take more of a batch than its budget: either path writes the batch at the next
+    step, and the episode reads back whole, in parts."""
+    env = TraceRecordingWrapper(
+        _Infos(pad="x" * 20_000), tmp_path, record_infos=True, batch_bytes=100_000
+    )
+    _, first = env.reset(seed=0)
+    infos = [first] + [env.step(t % 2)[4] for t in range(20)]
+    assert env.recording.batch_count > 3  # (written mid-episode)
+    env.close()
+    (ep,) = _load_all(tmp_path)
+    assert ep.length == 20 and ep.infos == infos
 
 
 def test_wrapper_is_freed_after_close(tmp_path):

@@ -385,7 +385,6 @@ class TraceRecording:
             if ep.frame_start >= 0 or render_frame is not None:
                 render_frame = self._check_frame(render_frame, ep)
                 self._frames.claim()  # type: ignore[union-attr]
-            kept_info = self._snapshot(info, "the step's info") if self.record_infos else None
             what = "the action"
             if not self._act.put(action):
                 self._refit(self._act, action, steps)
@@ -399,6 +398,8 @@ class TraceRecording:
             if isinstance(exc, RecordingError):
                 raise
             raise RecordingError(f"cannot record {what}: {exc}") from None
+        if self.record_infos:
+            self._keep_info(info)
         rewards += _pack_reward(value)
         if render_frame is not None:
             frames: Any = self._frames
@@ -409,8 +410,6 @@ class TraceRecording:
                 self._sync_room()
         if terminated or truncated:
             self._flags(terminated, truncated)
-        if self.record_infos:
-            ep.infos.append(kept_info)  # type: ignore[union-attr]
         if not self._sized:
             self._layout_known()
         if self._value_cost > self._value_budget:  # (write the batch at the next step)
@@ -501,6 +500,28 @@ class TraceRecording:
         self._value_cost += cost
         return kept
 
+    def _keep_info(self, info: Any) -> None:
+        """Keep the info of the step about to be stored, before its other values are.
+
+        The step's action and observation, if already put, are taken back if ``info`` is
+        refused. Both step paths call it: :meth:`add_step`, and the C step recorder.
+
+        Raises:
+            RecordingError: ``info`` cannot be stored; the episode is cut before the step.
+        """
+        steps = len(self._rew.buf) >> 3
+        try:
+            kept = self._snapshot(info, "the step's info")
+        except RecordingError:
+            self._act.truncate(steps)
+            self._obs.truncate(steps + self._resets)
+            self._cut(steps)
+            raise
+        self._open.infos.append(kept)  # type: ignore[union-attr]
+        if self._value_cost > self._value_budget:  # (write the batch at the next step)
+            self._room = steps + 1
+            self._sync_room()
+
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
         """Store one step of ``field``, which holds ``rows`` rows.
 
@@ -588,13 +609,18 @@ class TraceRecording:
 
         recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
         self._recorders.append(recorder)
-        _steps.configure(recorder, self._obs, self._act, self.record_infos)
+        _steps.configure(recorder, self._obs, self._act, self._step_infos())
         self._sync_room()
         return recorder
 
     def _configure(self) -> None:
+        keep_info = self._step_infos()
         for r in self._recorders:
-            _steps.configure(r, self._obs, self._act, self.record_infos)
+            _steps.configure(r, self._obs, self._act, keep_info)
+
+    def _step_infos(self) -> Callable[[Any], None] | None:
+        """What the step recorders hand each step's info to: ``None`` if infos are not kept."""
+        return self._keep_info if self.record_infos else None
 
     def _sync_room(self) -> None:
         """Tell the step recorders how many steps the buffer may hold, -1 if no episode is open."""

@@ -8,8 +8,9 @@ the one place that chooses between the two implementations, which store the same
 - the accelerated one, ``StepRecorder`` of the optional C extension (see
   :mod:`gym_recording._accel`): it stores the commonest steps itself (an array or scalar
   observation and action, each of the layout the buffer chose, a float reward) by
-  appending their bytes to the buffer's ``bytearray`` rows, and hands every other step to
-  the same Python code. ``benchmarks/bench.py --ablate`` measures what it buys.
+  appending their bytes to the buffer's ``bytearray`` rows, handing only their infos (when
+  infos are kept) to the recording's Python code, and hands every other step to that code.
+  ``benchmarks/bench.py --ablate`` measures what it buys.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = ["ACCELERATED", "PlainStepRecorder", "StepRecorder", "configure", "ste
 ACCELERATED = speedups is not None
 
 Record = Callable[[Any, Any], Any]
+KeepInfo = Callable[[Any], None]
 #: A leaf the C recorder may append to: its rows, dtype, shape, and whether a Python int is
 #: one of its values (an int64 scalar leaf).
 Layout = tuple[bytearray, np.dtype[Any], tuple[int, ...], bool]
@@ -44,8 +46,18 @@ class StepRecorder(Protocol):
         """Store the step ``env.step(action)`` returned ``result``; return ``result``."""
         ...
 
-    def configure(self, observations: Layout | None, actions: Layout | None, /) -> None:
-        """Say which layouts it may store itself (``None``: it stores no step itself)."""
+    def configure(
+        self,
+        observations: Layout | None,
+        actions: Layout | None,
+        keep_info: KeepInfo | None = None,
+        /,
+    ) -> None:
+        """Say which layouts it may store itself (``None``: it stores no step itself).
+
+        ``keep_info(info)``, if given, is called with the info of each step it stores,
+        before it stores anything of the step; if it raises, the step is not stored.
+        """
         ...
 
 
@@ -62,7 +74,13 @@ class PlainStepRecorder:
         self.record: Record = slow
         self.room = -1
 
-    def configure(self, observations: Layout | None, actions: Layout | None, /) -> None:
+    def configure(
+        self,
+        observations: Layout | None,
+        actions: Layout | None,
+        keep_info: KeepInfo | None = None,
+        /,
+    ) -> None:
         """Nothing to do: every step takes the Python code."""
 
 
@@ -93,14 +111,17 @@ def _layout(leaf: Any) -> Layout | None:
 _INT64 = np.dtype(np.int64)
 
 
-def configure(recorder: StepRecorder, observations: Field, actions: Field, infos: bool) -> None:
+def configure(
+    recorder: StepRecorder, observations: Field, actions: Field, keep_info: KeepInfo | None
+) -> None:
     """Tell ``recorder`` the buffer's layouts it may store itself.
 
     It may when both fields are one :class:`~gym_recording.record.buffer.RowLeaf` (a small
-    array, or a scalar) and no infos are kept; otherwise every step takes the Python code.
+    array, or a scalar); otherwise every step takes the Python code. ``keep_info`` keeps
+    each step's info, if infos are kept.
     """
     o, a = _layout(observations.root), _layout(actions.root)
-    if infos or o is None or a is None:
+    if o is None or a is None:
         recorder.configure(None, None)
     else:
-        recorder.configure(o, a)
+        recorder.configure(o, a, keep_info)

@@ -752,8 +752,9 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def ablate(scale: float, runs: int, tmp: str, emit: Any) -> None:
-    """Each piece of :data:`PIECES` on and off, in interleaved pairs, on its workloads.
+def ablate(scale: float, runs: int, tmp: str, emit: Any, only: list[str] | None = None) -> None:
+    """Each piece of :data:`PIECES` on and off, in interleaved pairs, on its workloads (those
+    whose name contains one of ``only``, if given).
 
     For each (piece, workload): the medians of the runs with it on and off, its gain (the
     median over pairs of off/on, minus 1: how much slower the same run is without it), the
@@ -774,7 +775,11 @@ def ablate(scale: float, runs: int, tmp: str, emit: Any) -> None:
     emit()
     emit("| piece | workload | on | off | gain | spread | range | pair ratios | pays |")
     emit("|---|---|---|---|---|---|---|---|---|")
-    for name, (_, _, writes, reads) in PIECES.items():
+    for name, (_, _, all_writes, all_reads) in PIECES.items():
+        writes, reads = (
+            [w for w in ws if not only or any(o in w for o in only)]
+            for ws in (all_writes, all_reads)
+        )
         for wname in writes:
             spec = {**WORKLOADS, **ABLATION_WORKLOADS}[wname]
             needs = spec.get("needs")
@@ -844,6 +849,11 @@ def main() -> None:
         "--ablate", action="store_true", help="each accelerated piece on and off, side by side"
     )
     ap.add_argument(
+        "--workload",
+        action="append",
+        help="with --ablate: only the workloads whose name contains this (repeatable)",
+    )
+    ap.add_argument(
         "--issue19",
         action="store_true",
         help="only Pong raw and compressed, vector CartPole and MuJoCo with infos",
@@ -896,7 +906,7 @@ def main() -> None:
     emit()
     if args.ablate or args.issue19 or args.issue20:
         if args.ablate:
-            ablate(scale, runs, tmp, emit)
+            ablate(scale, runs, tmp, emit, args.workload)
         elif args.issue20:
             emit('## Rendered frames: CartPole, `record_render=True, compression="zstd"`')
             emit()

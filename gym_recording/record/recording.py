@@ -509,17 +509,17 @@ class TraceRecording:
         Raises:
             RecordingError: ``info`` cannot be stored; the episode is cut before the step.
         """
-        steps = len(self._rew.buf) >> 3
         try:
             kept = self._snapshot(info, "the step's info")
         except RecordingError:
+            steps = len(self._rew.buf) >> 3
             self._act.truncate(steps)
             self._obs.truncate(steps + self._resets)
             self._cut(steps)
             raise
         self._open.infos.append(kept)  # type: ignore[union-attr]
         if self._value_cost > self._value_budget:  # (write the batch at the next step)
-            self._room = steps + 1
+            self._room = (len(self._rew.buf) >> 3) + 1
             self._sync_room()
 
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:

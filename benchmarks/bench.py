@@ -599,10 +599,16 @@ def _drive_vector(venv: Any, steps: int) -> None:
 
 
 def vector_and_infos_report(
-    scale: float, runs: int, tmp: str, emit: Any, results: dict[str, dict[str, float]]
+    scale: float,
+    runs: int,
+    tmp: str,
+    emit: Any,
+    results: dict[str, dict[str, float]],
+    names: list[str] | None = None,
 ) -> None:
     """Issue 19's other workloads, bare against recorded, interleaved: vector CartPole, and
-    HalfCheetah with ``record_infos=True`` (including ``close()``)."""
+    HalfCheetah with ``record_infos=True`` (including ``close()``); with ``names``, only the
+    workloads whose name contains one of them."""
     emit("| workload | steps | bare steps/s | ours steps/s | ours / bare | each run |")
     emit("|---|---|---|---|---|---|")
     cases: list[tuple[str, Any, Any, int]] = []
@@ -626,6 +632,8 @@ def vector_and_infos_report(
                 )
             )
     for name, make, wrap, steps in cases:
+        if names and not any(n in name for n in names):
+            continue
         bare, ours = [], []
         for _ in range(runs):
             env = make()
@@ -851,7 +859,8 @@ def main() -> None:
     ap.add_argument(
         "--workload",
         action="append",
-        help="with --ablate: only the workloads whose name contains this (repeatable)",
+        help="with --ablate or --issue19: only the workloads whose name contains this "
+        "(repeatable)",
     )
     ap.add_argument(
         "--issue19",
@@ -913,13 +922,15 @@ def main() -> None:
             render_report(scale, runs, tmp, emit, {})
         else:
             only: dict[str, dict[str, float]] = {}
-            emit("## Compression: real ALE/Pong-v5 RGB frames")
-            emit()
-            compression_report(scale, runs, tmp, emit, only, {})
-            emit()
+            names = args.workload
+            if not names or any(n in "ALE/Pong-v5" for n in names):
+                emit("## Compression: real ALE/Pong-v5 RGB frames")
+                emit()
+                compression_report(scale, runs, tmp, emit, only, {})
+                emit()
             emit("## Vector envs and recorded infos")
             emit()
-            vector_and_infos_report(scale, runs, tmp, emit, only)
+            vector_and_infos_report(scale, runs, tmp, emit, only, names)
         shutil.rmtree(tmp, ignore_errors=True)
         if args.out:
             with open(args.out, "w") as f:

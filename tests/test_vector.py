@@ -345,12 +345,13 @@ def test_same_step_without_final_obs_is_an_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 @pytest.mark.parametrize("vectorization", ["sync", "async"])
+@pytest.mark.parametrize("batch_bytes", [3000, 5_000_000])
 def test_long_runs_in_columns_equal_subenvs_alone(
-    tmp_path: Path, mode: AutoresetMode, vectorization: str
+    tmp_path: Path, mode: AutoresetMode, vectorization: str, batch_bytes: int
 ) -> None:
     """Many vector steps (the wrapper holds them in columns and hands them over every few
-    hundred steps), small batches (episodes split in parts): each sub-env's episodes equal
-    the same env recorded alone, with times that follow the steps."""
+    hundred steps), in small batches (episodes split in parts) or one: each sub-env's
+    episodes equal the same env recorded alone, with times that follow the steps."""
 
     def make() -> gymnasium.Env[Any, Any]:
         return gymnasium.make("CartPole-v1", max_episode_steps=40)
@@ -358,7 +359,7 @@ def test_long_runs_in_columns_equal_subenvs_alone(
     n = 4
     cls = SyncVectorEnv if vectorization == "sync" else AsyncVectorEnv
     venv = TraceRecordingVectorWrapper(
-        cls([make] * n, autoreset_mode=mode), str(tmp_path / "vec"), batch_bytes=3000
+        cls([make] * n, autoreset_mode=mode), str(tmp_path / "vec"), batch_bytes=batch_bytes
     )
     # (private: the columns are what this test is about; None would test the other path)
     assert venv._columns is not None

@@ -29,9 +29,18 @@ from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import frame_problem
 from gym_recording.format.limits import MAX_VALUE_COST
-from gym_recording.format.values import snapshot, value_cost
+from gym_recording.format.values import snapshot, snapshot_cost, value_cost
 
-__all__ = ["Field", "FrameLeaf", "ListLeaf", "RowLeaf", "Rewards", "reward_value", "rgb_frame"]
+__all__ = [
+    "Field",
+    "FrameLeaf",
+    "ListLeaf",
+    "RowLeaf",
+    "Rewards",
+    "reward_value",
+    "rgb_frame",
+    "storable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -232,16 +241,31 @@ class FrameLeaf:
         return self.dtype.itemsize * math.prod(self.shape)
 
 
-def rgb_frame(frame: Any, shape: tuple[int, ...] | None) -> np.ndarray:
+def rgb_frame(frame: Any, shape: tuple[int, ...] | None, rendering: bool | None) -> np.ndarray:
     """``frame`` as a rendered frame to store: a plain ``uint8[H, W, 3]`` array.
 
     Args:
-        frame: What ``env.render()`` returned.
+        frame: What ``env.render()`` returned (``None``: no frame).
         shape: The shape the episode's frames have, if it has some.
+        rendering: Whether the episode it belongs to records frames; ``None`` for an
+            episode's first frame.
 
     Raises:
-        RecordingError: not an RGB ``uint8[H, W, 3]`` array, or not of ``shape``.
+        RecordingError: the episode records frames and this is none, or the other way round;
+            not an RGB ``uint8[H, W, 3]`` array, or not of ``shape``.
     """
+    if frame is None and rendering:
+        msg = (
+            "this episode records rendered frames (its reset had one), but the step has "
+            "none: pass render_frame to every add_step of the episode"
+        )
+        raise RecordingError(msg)
+    if rendering is False:
+        msg = (
+            "a rendered frame in an episode whose reset had none: pass render_frame to "
+            "add_reset too, so that every observation has its frame"
+        )
+        raise RecordingError(msg)
     problem = (
         frame_problem(frame.dtype, frame.shape)
         if isinstance(frame, np.ndarray)
@@ -490,6 +514,28 @@ class Field:
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.root.row_bytes() if self.root is not None else 0
+
+
+def storable(value: Any, what: str) -> tuple[Any, int]:
+    """A storable copy of ``value`` and what it takes of its batch (FORMAT.md §9).
+
+    Raises:
+        RecordingError: ``value`` cannot be stored, or alone would take more of its batch
+            than readers accept (``what`` names it in the message).
+    """
+    try:
+        kept, cost = snapshot_cost(value)
+    except ValueError as exc:
+        msg = f"cannot record {what}: {exc}"
+        raise RecordingError(msg) from None
+    if cost > MAX_VALUE_COST:
+        msg = (
+            f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "
+            f"once read, more than the {MAX_VALUE_COST >> 20} MiB readers accept "
+            "(FORMAT.md §9); split it, or record it in the observations"
+        )
+        raise RecordingError(msg)
+    return kept, cost
 
 
 def reward_value(reward: Any) -> float:

@@ -10,14 +10,12 @@ a wrapper's steps reach the buffer through a step recorder (:mod:`~gym_recording
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import logging
 import os
 import secrets
 import struct
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,10 +28,10 @@ from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
 from gym_recording.format.limits import MAX_VALUE_COST
-from gym_recording.format.values import snapshot_cost
 from gym_recording.format.wire import part_keys
+from gym_recording.record import lifetime
 from gym_recording.record import steps as _steps
-from gym_recording.record.buffer import Field, FrameLeaf, Rewards, reward_value, rgb_frame
+from gym_recording.record.buffer import Field, FrameLeaf, Rewards, reward_value, rgb_frame, storable
 from gym_recording.record.frames import StreamedFrames, frame_store
 from gym_recording.record.head import manifest_head
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
@@ -47,43 +45,6 @@ logger = logging.getLogger(__name__)
 MAX_BATCH_EPISODES = 50_000
 
 _writer_counter = itertools.count()
-_open_recordings: dict[int, TraceRecording] = {}
-_open_lock = threading.Lock()
-
-
-def _close_open_recordings() -> None:
-    """At interpreter exit, flush every recording that was not closed."""
-    with _open_lock:
-        recordings = list(_open_recordings.values())
-    for rec in recordings:
-        try:
-            rec.close()
-        except Exception:  # exit must go on; say what was lost
-            logger.exception("could not flush the recording in %s at exit", rec.directory)
-
-
-atexit.register(_close_open_recordings)
-
-
-#: Forks this process descends from (a recording remembers the count it was made under).
-_forks = 0
-
-
-def _forget_open_recordings() -> None:
-    """In a forked child: the parent's recordings are the parent's to flush, not its own."""
-    global _open_lock, _forks
-    _open_lock = threading.Lock()  # (it may have been held by another thread at the fork)
-    _forks += 1
-    for rec in list(_open_recordings.values()):
-        # No open episode: the next step reaches the checks (C steps too: no room), which
-        # refuse it, rather than go to a buffer the child can never write.
-        rec._open = None
-        rec._sync_room()
-    _open_recordings.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_open_recordings)
 
 
 @dataclass(slots=True)
@@ -211,7 +172,7 @@ class TraceRecording:
         #: ``"zstd"`` or ``None``: how arrays are stored.
         self.compression = compression
         self._pid = os.getpid()
-        self._forks = _forks
+        self._forks = lifetime.forks
         #: Complete episodes handed to the buffer.
         self.episode_count = 0
         self._obs = Field("observations")
@@ -229,8 +190,7 @@ class TraceRecording:
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
         self._recorders: list[_steps.StepRecorder] = []
-        with _open_lock:
-            _open_recordings[id(self)] = self
+        lifetime.register(id(self), self.directory, self.close, self._forget)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
 
     # ---------------------------------------------------------------- what was written
@@ -255,13 +215,18 @@ class TraceRecording:
         """Steps in the buffer (not yet written)."""
         return len(self._rew)
 
+    @property
+    def in_episode(self) -> bool:
+        """Whether an episode is open: started by :meth:`add_reset`, not yet ended."""
+        return self._open is not None
+
     # ---------------------------------------------------------------- feeding
 
     def _check_usable(self, what: str) -> None:
         if self.closed:
             msg = f"{what}() on a closed TraceRecording; create a new one to record more"
             raise RecordingClosedError(msg)
-        if self._forks != _forks:
+        if self._forks != lifetime.forks:
             msg = (
                 f"{what}() in a forked child of the process that made this TraceRecording "
                 f"(pid {self._pid}); its files and buffer are the parent's. Create a new "
@@ -296,7 +261,7 @@ class TraceRecording:
             RecordingError: a value cannot be stored (the message says which); no episode
                 is started.
         """
-        if self.closed or self._forks != _forks:
+        if self.closed or self._forks != lifetime.forks:
             self._check_usable("add_reset")
         if seed is not None and (type(seed) is not int and not isinstance(seed, np.integer)):
             msg = f"expected seed to be an int or None, got {type(seed).__name__}"
@@ -305,7 +270,7 @@ class TraceRecording:
             self.end_episode()
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
-        frame = None if render_frame is None else self._check_frame(render_frame, None)
+        frame = None if render_frame is None else rgb_frame(render_frame, None, None)
         if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
             self._frames.close()
@@ -383,7 +348,8 @@ class TraceRecording:
         try:  # (every check before anything is kept: a refused step leaves no trace)
             value = reward if type(reward) is float else reward_value(reward)
             if ep.frame_start >= 0 or render_frame is not None:
-                render_frame = self._check_frame(render_frame, ep)
+                shape = self._frames.shape if self._frames is not None else None
+                render_frame = rgb_frame(render_frame, shape, ep.frame_start >= 0)
                 self._frames.claim()  # type: ignore[union-attr]
             what = "the action"
             if not self._act.put(action):
@@ -392,8 +358,6 @@ class TraceRecording:
             if not self._obs.put(observation):
                 self._refit(self._obs, observation, steps + self._resets)
         except (RecordingError, ValueError) as exc:
-            self._act.truncate(steps)
-            self._obs.truncate(steps + self._resets)
             self._cut(steps)
             if isinstance(exc, RecordingError):
                 raise
@@ -416,87 +380,116 @@ class TraceRecording:
             self._room = steps + 1
             self._sync_room()
 
-    def add_steps(self, actions: np.ndarray, observations: np.ndarray, rewards: np.ndarray) -> None:
-        """Record several steps of the open episode at once, none of them its last.
+    def add_rows(
+        self,
+        actions: np.ndarray,
+        observations: np.ndarray,
+        rewards: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        times: np.ndarray,
+        *,
+        reset_first: bool,
+    ) -> int:
+        """Record rows that are each a reset or a step, as a vector env's sub-env takes them.
 
-        ``actions[j]``, ``observations[j]`` and ``rewards[j]`` are step ``j``'s, as
-        :meth:`add_step` takes them (arrays whose first axis is the step: rows of a vector
-        env's batched arrays, say); no step sets a flag, and infos are not recorded. The
-        rows are stored as :meth:`add_step` would store them one by one, and where their
-        layout takes steps one by one only, they are.
+        Row ``j`` of each array (``times`` in unix seconds) is a reset if it is the first and
+        ``reset_first`` is true, or if row ``j - 1`` was a step that set a flag (the
+        ``NEXT_STEP`` autoreset). A reset row starts an episode with its observation at
+        ``times[j]``, as :meth:`add_reset` does (its action, reward and flags are ignored); a
+        step row is recorded as :meth:`add_step` records it, and one that sets a flag ends
+        its episode at ``times[j]``. No infos or frames. Rows that fit the buffer's layout
+        and room are stored at once, the others row by row.
+
+        Returns:
+            The number of episodes the rows started (the last may be open: :attr:`in_episode`).
 
         Raises:
-            RecordingError: as :meth:`add_step`, for the step that brings it.
+            RecordingError: as :meth:`add_reset` and :meth:`add_step`, for the row bringing it.
         """
-        k = len(rewards)
-        ep = self._open
-        one_by_one = ep is None or self.record_infos or ep.frame_start >= 0
-        if one_by_one or rewards.dtype.kind not in "biuf":
-            for j in range(k):
-                self.add_step(actions[j], observations[j], rewards[j])
-            return
-        values = np.ascontiguousarray(rewards, dtype="<f8")
-        j = 0
-        while j < k:
-            steps = len(self._rew.buf) >> 3
-            if steps >= self._room:
-                self._make_room()
+        t, ep, steps = len(rewards), self._open, len(self._rew.buf) >> 3
+        done = np.logical_or(terminated, truncated)
+        resets = np.zeros(t, np.bool_)
+        resets[:1], resets[1:] = reset_first, done[:-1]
+        taken = np.flatnonzero(~resets)  # the step rows
+        if (
+            t
+            and self._sized
+            and not self.record_infos
+            and not (self.closed or self._forks != lifetime.forks)
+            and (ep is None) == reset_first
+            and (ep is None or ep.frame_start < 0)
+            and rewards.dtype.kind in "biuf"
+            and not (resets & done).any()  # (else rows are resets by the order they come in)
+            and steps + len(taken) < min(self._room, self._writer.target_steps)
+            and len(self._pending) + t < MAX_BATCH_EPISODES
+            and self._act.put_rows(actions[taken])
+        ):
+            if self._obs.put_rows(observations):
+                self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
+                return self._rows_stored(steps, resets, done, terminated, truncated, times)
+            self._act.truncate(steps)
+        started, reset = 0, reset_first  # one by one
+        for j in range(t):
+            if reset:
+                self.add_reset(observations[j], started_at=float(times[j]))
+                started, reset = started + 1, False
                 continue
-            m = min(k - j, self._room - steps)
-            if self._act.put_rows(actions[j : j + m]):
-                if self._obs.put_rows(observations[j : j + m]):
-                    self._rew.buf += values[j : j + m].tobytes()
-                    j += m
-                    continue
-                self._act.truncate(steps)
-            self.add_step(actions[j], observations[j], rewards[j])  # (one by one, from here)
-            j += 1
-        if not self._sized:
-            self._layout_known()
+            term, trunc = bool(terminated[j]), bool(truncated[j])
+            self.add_step(actions[j], observations[j], rewards[j], term, trunc)
+            if term or trunc:
+                self.end_episode(ended_at=float(times[j]))
+                reset = True
+        return started
 
-    def _check_frame(self, frame: Any, ep: OpenSpan | None) -> np.ndarray:
-        """``frame`` if the open episode ``ep`` (or a new one, ``None``) can store it.
+    def _rows_stored(
+        self,
+        steps: int,
+        resets: np.ndarray,
+        done: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        times: np.ndarray,
+    ) -> int:
+        """The episodes of the rows :meth:`add_rows` stored after ``steps`` buffered steps.
 
-        Raises:
-            RecordingError: the episode's reset had a frame and the step none, or the other
-                way round, or :func:`~gym_recording.record.buffer.rgb_frame` refuses it.
+        Each row's observation is stored; an episode's run from its reset row to its end row.
         """
-        if frame is None and ep is not None:
-            msg = (
-                "this episode records rendered frames (its reset had one), but the step has "
-                "none: pass render_frame to every add_step of the episode"
-            )
-            raise RecordingError(msg)
-        if ep is not None and ep.frame_start < 0:
-            msg = (
-                "a rendered frame in an episode whose reset had none: pass render_frame to "
-                "add_reset too, so that every observation has its frame"
-            )
-            raise RecordingError(msg)
-        store = self._frames
-        return rgb_frame(frame, store.shape if ep is not None and store is not None else None)
+        obs0, ep = steps + self._resets, self._open
+        acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
+        ends, starts = np.flatnonzero(done).tolist(), np.flatnonzero(resets).tolist()
+        when = times.tolist()
+        if ep is not None and ends:  # the open episode ends at the first end row
+            d = ends[0]
+            ep.keys["terminated"], ep.keys["truncated"] = bool(terminated[d]), bool(truncated[d])
+            ep.flagged_at = acts[d]
+            self._finish(ep, acts[d], obs0 + d + 1, when[d])
+        k = 0
+        for r in starts:
+            while k < len(ends) and ends[k] < r:
+                k += 1
+            keys: dict[str, Any] = {"started_at": when[r]}
+            if k == len(ends):  # the last episode stays open
+                self._open = OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None)
+                break
+            d = ends[k]
+            keys["terminated"], keys["truncated"] = bool(terminated[d]), bool(truncated[d])
+            keys["ended_at"] = when[d]
+            self._pending.append(Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None))
+            self.episode_count += 1
+        self._resets += len(starts)
+        self._sync_room()
+        return len(starts)
 
     def _snapshot(self, value: Any, what: str) -> Any:
         """A storable copy of ``value``, counted towards the batch's values (FORMAT.md §9).
 
         Raises:
-            RecordingError: ``value`` cannot be stored, or alone would take more of its batch
-                than readers accept.
+            RecordingError: as :func:`~gym_recording.record.buffer.storable`.
         """
         if value is None:
             return None
-        try:
-            kept, cost = snapshot_cost(value)
-        except ValueError as exc:
-            msg = f"cannot record {what}: {exc}"
-            raise RecordingError(msg) from None
-        if cost > MAX_VALUE_COST:
-            msg = (
-                f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "
-                f"once read, more than the {MAX_VALUE_COST >> 20} MiB readers accept "
-                "(FORMAT.md §9); split it, or record it in the observations"
-            )
-            raise RecordingError(msg)
+        kept, cost = storable(value, what)
         self._value_cost += cost
         return kept
 
@@ -512,10 +505,7 @@ class TraceRecording:
         try:
             kept = self._snapshot(info, "the step's info")
         except RecordingError:
-            steps = len(self._rew.buf) >> 3
-            self._act.truncate(steps)
-            self._obs.truncate(steps + self._resets)
-            self._cut(steps)
+            self._cut(len(self._rew.buf) >> 3)
             raise
         self._open.infos.append(kept)  # type: ignore[union-attr]
         if self._value_cost > self._value_budget:  # (write the batch at the next step)
@@ -523,11 +513,7 @@ class TraceRecording:
             self._sync_room()
 
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
-        """Store one step of ``field``, which holds ``rows`` rows.
-
-        Raises:
-            RecordingError: ``value`` cannot be stored (``field`` is left as it was).
-        """
+        """Store one step of ``field`` (of ``rows`` rows), or raise RecordingError, storing none."""
         try:
             if not field.put(value):
                 self._refit(field, value, rows)
@@ -542,7 +528,9 @@ class TraceRecording:
         self._configure()
 
     def _cut(self, steps: int) -> None:
-        """A step was refused: end the open episode at its ``steps`` stored steps."""
+        """A step was refused: take back what it stored, and end the open episode before it."""
+        self._act.truncate(steps)
+        self._obs.truncate(steps + self._resets)
         logger.warning(
             "cutting episode at step %d of %s: a value was refused", steps, self.directory
         )
@@ -566,10 +554,16 @@ class TraceRecording:
         ep = self._open
         if ep is None:
             return
-        self._open = None
         steps = len(self._rew.buf) >> 3
-        ep.obs_stop = steps + self._resets
-        ep.act_stop = steps
+        self._finish(ep, steps, steps + self._resets, ended_at)
+        self._sync_room()
+        if steps >= self._writer.target_steps:
+            self._submit_batch()
+
+    def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
+        """End the open episode ``ep`` at ``steps`` buffered steps and ``obs_stop`` observations."""
+        self._open = None
+        ep.obs_stop, ep.act_stop = obs_stop, steps
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
         if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
@@ -581,9 +575,6 @@ class TraceRecording:
             ep.keys = part_keys(ep.keys, first=False, last=True)
         self._pending.append(ep)
         self.episode_count += 1
-        self._sync_room()
-        if steps >= self._writer.target_steps:
-            self._submit_batch()
 
     # ---------------------------------------------------------------- the hot path
 
@@ -765,7 +756,7 @@ class TraceRecording:
         """
         if self.closed:
             return
-        if self._forks != _forks:
+        if self._forks != lifetime.forks:
             self.closed = True
             logger.warning("not writing %s from a forked child: it is the parent's", self.directory)
             return
@@ -778,11 +769,15 @@ class TraceRecording:
             self._sync_room()
             if self._frames is not None:
                 self._frames.close()
-            with _open_lock:
-                _open_recordings.pop(id(self), None)
+            lifetime.unregister(id(self))
         logger.info("Wrote traces to %s", self.directory)
 
     # ---------------------------------------------------------------- lifetime
+
+    def _forget(self) -> None:
+        """In a forked child: no open episode, so that the checks refuse the next step."""
+        self._open = None
+        self._sync_room()
 
     def _refuse_copy(self, *args: Any) -> NoReturn:
         msg = (

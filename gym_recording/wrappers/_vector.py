@@ -105,26 +105,32 @@ class _Columns:
         self.term = np.empty((self.size, n), np.bool_)
         self.trunc = np.empty((self.size, n), np.bool_)
         self.times = np.empty(self.size, np.float64)
+        # Each row of each column, as a view (assigning to a view's [...] is the cheapest copy)
+        self._rows = [
+            (self.obs[t], self.act[t], self.rew[t], self.term[t], self.trunc[t])
+            for t in range(self.size)
+        ]
+        self._layout = (obs.dtype, obs.shape, act.dtype, act.shape, (n,))
         #: Rows filled; ``final[(t, i)]``: sub-env ``i``'s final observation at row ``t``.
         self.t = 0
         self.final: dict[tuple[int, int], np.ndarray] = {}
 
     def fits(self, obs: Any, actions: Any, rewards: Any, terms: Any, truncs: Any) -> bool:
         """Whether a step's arrays are exactly what the columns hold (else: one by one)."""
-        o, a = self.obs, self.act
+        ndarray = np.ndarray
+        odt, oshape, adt, ashape, n = self._layout
         return (
-            type(obs) is np.ndarray
-            and obs.dtype == o.dtype
-            and obs.shape == o.shape[1:]
-            and type(actions) is np.ndarray
-            and actions.dtype == a.dtype
-            and actions.shape == a.shape[1:]
-            and type(rewards) is np.ndarray
+            type(obs) is ndarray
+            and type(actions) is ndarray
+            and type(rewards) is ndarray
+            and type(terms) is ndarray
+            and type(truncs) is ndarray
+            and obs.shape == oshape
+            and actions.shape == ashape
+            and rewards.shape == terms.shape == truncs.shape == n
+            and (obs.dtype is odt or obs.dtype == odt)
+            and (actions.dtype is adt or actions.dtype == adt)
             and rewards.dtype.kind in "biuf"
-            and rewards.shape == self.rew.shape[1:]
-            and type(terms) is np.ndarray
-            and type(truncs) is np.ndarray
-            and terms.shape == truncs.shape == rewards.shape
         )
 
     def put(
@@ -132,11 +138,12 @@ class _Columns:
     ) -> None:
         """Store one vector step in row ``t`` (checked by :meth:`fits`)."""
         t = self.t
-        self.obs[t] = obs
-        self.act[t] = actions
-        self.rew[t] = rewards
-        self.term[t] = terms
-        self.trunc[t] = truncs
+        o, a, r, te, tr = self._rows[t]
+        o[...] = obs
+        a[...] = actions
+        r[...] = rewards
+        te[...] = terms
+        tr[...] = truncs
         self.times[t] = time.time()
         self.t = t + 1
 
@@ -558,16 +565,17 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     def _flush(self) -> None:
         """Hand the steps held in columns to each sub-env's recording, in order.
 
-        The same calls as :meth:`step` makes one step at a time, made per sub-env and per
-        run of steps between its episodes' ends: runs of steps at once
-        (:meth:`~gym_recording.TraceRecording.add_steps`), an episode's last step and the
-        next one's reset one by one, with the times the steps were taken.
+        The same calls as :meth:`step` makes one step at a time, made per sub-env for all
+        its rows at once (:meth:`~gym_recording.TraceRecording.add_rows`) where its rows are
+        steps and ``NEXT_STEP`` resets, and otherwise per run of rows between its episodes'
+        ends, with the times the steps were taken.
         """
         cols = self._columns
         if cols is None or not cols.t:
             return
         t, mode = cols.t, self.autoreset_mode
         cols.t = 0
+        at_once = mode == AutoresetMode.NEXT_STEP and self.episode_trigger is None
         ended = cols.term[:t] | cols.trunc[:t]
         envs, rows = np.nonzero(ended.T)  # (by sub-env, then by row)
         ends: list[list[int]] = [[] for _ in range(self.num_envs)]
@@ -575,6 +583,19 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             ends[i].append(d)
         for i, stops in enumerate(ends):
             rec = self.recordings[i]
+            if at_once and (self._active[i] or self._pending_reset[i]):
+                self.episode_ids[i] += rec.add_rows(
+                    cols.act[:t, i],
+                    cols.obs[:t, i],
+                    cols.rew[:t, i],
+                    cols.term[:t, i],
+                    cols.trunc[:t, i],
+                    cols.times[:t],
+                    reset_first=self._pending_reset[i],
+                )
+                self._active[i] = rec.in_episode
+                self._pending_reset[i] = not rec.in_episode
+                continue
             r = k = 0
             while r < t:
                 if self._pending_reset[i]:  # NEXT_STEP: row r reset sub-env i
@@ -586,7 +607,15 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                     k += 1
                 d = stops[k] if k < len(stops) else t
                 if d > r and self._active[i]:
-                    rec.add_steps(cols.act[r:d, i], cols.obs[r:d, i], cols.rew[r:d, i])
+                    rec.add_rows(
+                        cols.act[r:d, i],
+                        cols.obs[r:d, i],
+                        cols.rew[r:d, i],
+                        cols.term[r:d, i],
+                        cols.trunc[r:d, i],
+                        cols.times[r:d],
+                        reset_first=False,
+                    )
                 if d == t:
                     break
                 k += 1

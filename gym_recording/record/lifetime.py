@@ -1,0 +1,65 @@
+"""A recording's life in its process: flushed at interpreter exit, forgotten in a forked child.
+
+An open :class:`~gym_recording.TraceRecording` is registered (:func:`register`) until it
+closes (:func:`unregister`). At interpreter exit each one still registered is closed, which
+writes what it buffered. A forked child forgets its parent's recordings (they are the
+parent's to write) and counts the fork in :data:`forks`: a recording made under another
+count refuses to record.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+__all__ = ["forks", "register", "unregister"]
+
+logger = logging.getLogger(__name__)
+
+#: Forks this process descends from (a recording remembers the count it was made under).
+forks = 0
+
+# Per open recording: how to close it at exit, and how to forget it in a forked child.
+_open: dict[int, tuple[str, Callable[[], None], Callable[[], None]]] = {}
+_lock = threading.Lock()
+
+
+def register(key: int, where: str, close: Callable[[], None], forget: Callable[[], None]) -> None:
+    """Close a recording (``key``, writing to ``where``) at exit, or ``forget`` it in a child."""
+    with _lock:
+        _open[key] = (where, close, forget)
+
+
+def unregister(key: int) -> None:
+    """The recording ``key`` is closed: nothing to do at exit."""
+    with _lock:
+        _open.pop(key, None)
+
+
+def _close_at_exit() -> None:
+    """At interpreter exit, close every recording that was not closed."""
+    with _lock:
+        recordings = list(_open.values())
+    for where, close, _ in recordings:
+        try:
+            close()
+        except Exception:  # exit must go on; say what was lost
+            logger.exception("could not flush the recording in %s at exit", where)
+
+
+def _forget_in_child() -> None:
+    """In a forked child: the parent's recordings are the parent's to flush, not its own."""
+    global _lock, forks
+    _lock = threading.Lock()  # (it may have been held by another thread at the fork)
+    forks += 1
+    for _, _, forget in list(_open.values()):
+        forget()
+    _open.clear()
+
+
+atexit.register(_close_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

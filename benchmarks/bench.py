@@ -859,8 +859,7 @@ def main() -> None:
     ap.add_argument(
         "--workload",
         action="append",
-        help="with --ablate or --issue19: only the workloads whose name contains this "
-        "(repeatable)",
+        help="with --ablate or --issue19: only the workloads whose name contains this (repeatable)",
     )
     ap.add_argument(
         "--issue19",

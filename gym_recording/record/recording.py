@@ -423,14 +423,46 @@ class TraceRecording:
             and not (resets & done).any()  # (else rows are resets by the order they come in)
             and steps + len(taken) < min(self._room, self._writer.target_steps)
             and len(self._pending) + t < MAX_BATCH_EPISODES
-            and self._act.put_rows(actions[taken])
         ):
-            if self._obs.put_rows(observations):
+            if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations):
                 self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
-                return self._rows_stored(steps, resets, done, terminated, truncated, times)
+                # The episodes, from the rows: each row's observation is stored, and an
+                # episode runs from its reset row to its end row.
+                obs0 = steps + self._resets
+                acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
+                ends, starts = np.flatnonzero(done).tolist(), np.flatnonzero(resets).tolist()
+                when = times.tolist()
+                if ep is not None and ends:  # the open episode ends at the first end row
+                    d = ends[0]
+                    ep.keys["terminated"] = bool(terminated[d])
+                    ep.keys["truncated"] = bool(truncated[d])
+                    ep.flagged_at = acts[d]
+                    self._finish(ep, acts[d], obs0 + d + 1, when[d])
+                k = 0
+                for r in starts:
+                    while k < len(ends) and ends[k] < r:
+                        k += 1
+                    keys: dict[str, Any] = {"started_at": when[r]}
+                    if k == len(ends):  # the last episode stays open
+                        self._open = OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None)
+                        break
+                    d = ends[k]
+                    keys["terminated"], keys["truncated"] = bool(terminated[d]), bool(truncated[d])
+                    keys["ended_at"] = when[d]
+                    self._pending.append(
+                        Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None)
+                    )
+                    self.episode_count += 1
+                self._resets += len(starts)
+                self._sync_room()
+                return len(starts)
             self._act.truncate(steps)
-        started, reset = 0, reset_first  # one by one
+            self._obs.truncate(steps + self._resets)
+        started, reset, sizing = 0, reset_first, not self._sized  # one by one
         for j in range(t):
+            if sizing and self._sized:  # (batches sized by the first step: the rest at once)
+                rest = (actions, observations, rewards, terminated, truncated, times)
+                return started + self.add_rows(*(x[j:] for x in rest), reset_first=reset)
             if reset:
                 self.add_reset(observations[j], started_at=float(times[j]))
                 started, reset = started + 1, False
@@ -441,45 +473,6 @@ class TraceRecording:
                 self.end_episode(ended_at=float(times[j]))
                 reset = True
         return started
-
-    def _rows_stored(
-        self,
-        steps: int,
-        resets: np.ndarray,
-        done: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        times: np.ndarray,
-    ) -> int:
-        """The episodes of the rows :meth:`add_rows` stored after ``steps`` buffered steps.
-
-        Each row's observation is stored; an episode's run from its reset row to its end row.
-        """
-        obs0, ep = steps + self._resets, self._open
-        acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
-        ends, starts = np.flatnonzero(done).tolist(), np.flatnonzero(resets).tolist()
-        when = times.tolist()
-        if ep is not None and ends:  # the open episode ends at the first end row
-            d = ends[0]
-            ep.keys["terminated"], ep.keys["truncated"] = bool(terminated[d]), bool(truncated[d])
-            ep.flagged_at = acts[d]
-            self._finish(ep, acts[d], obs0 + d + 1, when[d])
-        k = 0
-        for r in starts:
-            while k < len(ends) and ends[k] < r:
-                k += 1
-            keys: dict[str, Any] = {"started_at": when[r]}
-            if k == len(ends):  # the last episode stays open
-                self._open = OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None)
-                break
-            d = ends[k]
-            keys["terminated"], keys["truncated"] = bool(terminated[d]), bool(truncated[d])
-            keys["ended_at"] = when[d]
-            self._pending.append(Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None))
-            self.episode_count += 1
-        self._resets += len(starts)
-        self._sync_room()
-        return len(starts)
 
     def _snapshot(self, value: Any, what: str) -> Any:
         """A storable copy of ``value``, counted towards the batch's values (FORMAT.md §9).

@@ -143,6 +143,9 @@ def test_rows_of_another_layout_are_recorded_one_by_one(tmp_path: Path) -> None:
         == 0
     )
     rec.close()
-    (ep,) = _episodes(tmp_path)
-    assert ep["actions"].tolist() == [0, 0, 1, 2, 3]
-    assert ep["observations"][-1].dtype == np.float64 or ep["observations"].dtype == object
+    with gym_recording.load(tmp_path) as got:
+        (ep,) = list(got)
+        assert ep.actions.tolist() == [0, 0, 1, 2, 3] and ep.actions.dtype == np.int64
+        obs = ep.observations  # (per-step values once a value leaves the layout)
+        assert [o.dtype for o in obs] == [np.float32] * 2 + [np.float64] * 4
+        assert [o.tolist() for o in obs] == [[0.0] * 3] * 2 + [[1.0] * 3] * 4

@@ -431,7 +431,7 @@ class TraceRecording:
                 obs0 = steps + self._resets
                 acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
                 ends, starts = np.flatnonzero(done).tolist(), np.flatnonzero(resets).tolist()
-                when = times.tolist()
+                when = np.asarray(times, np.float64).tolist()
                 if ep is not None and ends:  # the open episode ends at the first end row
                     d = ends[0]
                     ep.keys["terminated"] = bool(terminated[d])

@@ -577,12 +577,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         cols.t = 0
         at_once = mode == AutoresetMode.NEXT_STEP and self.episode_trigger is None
         ended = cols.term[:t] | cols.trunc[:t]
-        envs, rows = np.nonzero(ended.T)  # (by sub-env, then by row)
-        ends: list[list[int]] = [[] for _ in range(self.num_envs)]
-        for i, d in zip(envs.tolist(), rows.tolist(), strict=True):
-            ends[i].append(d)
-        for i, stops in enumerate(ends):
-            rec = self.recordings[i]
+        for i, rec in enumerate(self.recordings):
             if at_once and (self._active[i] or self._pending_reset[i]):
                 self.episode_ids[i] += rec.add_rows(
                     cols.act[:t, i],
@@ -596,6 +591,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 self._active[i] = rec.in_episode
                 self._pending_reset[i] = not rec.in_episode
                 continue
+            stops = np.flatnonzero(ended[:, i]).tolist()  # (the rows that end an episode)
             r = k = 0
             while r < t:
                 if self._pending_reset[i]:  # NEXT_STEP: row r reset sub-env i

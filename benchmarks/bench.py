@@ -49,6 +49,7 @@ from gymnasium import spaces
 import gym_recording
 from gym_recording.format.arrays import BatchBlob
 from gym_recording.record import frames as frames_store
+from gym_recording.record import recording as recording_module
 from gym_recording.record import steps as step_path
 from gym_recording.record import writer
 from gym_recording.storage.local import LocalStorage
@@ -156,6 +157,16 @@ ABLATION_WORKLOADS: dict[str, dict[str, Any]] = {
         "steps": 3_000,
         "needs": "ale_py",
     },
+    "8 x CartPole-v1, sync": {
+        "make": lambda: _vector(8, "sync"),
+        "vector": True,
+        "steps": 20_000,
+    },
+    "64 x CartPole-v1, sync": {
+        "make": lambda: _vector(64, "sync"),
+        "vector": True,
+        "steps": 2_500,
+    },
     "HalfCheetah-v5, record_infos=True": {
         "make": lambda: gym.make("HalfCheetah-v5"),
         "action": lambda env: np.zeros(6, np.float32),
@@ -211,6 +222,12 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
             "ALE/Breakout-v5 frames",
             "synthetic f64[17], act f32[6]",
         ],
+        [],
+    ),
+    "rows at once": (
+        "a vector env's sub-env rows stored at once by add_rows (else row by row)",
+        [(recording_module, "ROWS_AT_ONCE", False)],
+        ["8 x CartPole-v1, sync", "64 x CartPole-v1, sync"],
         [],
     ),
     "background writes": (
@@ -272,6 +289,14 @@ def run_ours(
     the directory's name is returned (as bytes) instead, and the recording kept."""
     d = tempfile.mkdtemp(dir=tmp)
     with switched_off(off or []):
+        if spec.get("vector"):  # (``steps`` vector steps)
+            venv = TraceRecordingVectorWrapper(spec["make"](), d, compression=compression)
+            t = time.perf_counter()
+            _drive_vector(venv, steps)
+            venv.close()
+            dt = time.perf_counter() - t
+            shutil.rmtree(d)
+            return dt, b""
         env = TraceRecordingWrapper(
             spec["make"](), d, compression=compression, record_infos=spec.get("record_infos", False)
         )

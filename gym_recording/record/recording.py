@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 #: A batch of only zero-step episodes is flushed at this many episodes.
 MAX_BATCH_EPISODES = 50_000
+#: Whether :meth:`TraceRecording.add_rows` stores rows at once where they fit (else row by
+#: row; ``benchmarks/bench.py --ablate`` measures both).
+ROWS_AT_ONCE = True
 
 _writer_counter = itertools.count()
 
@@ -414,6 +417,7 @@ class TraceRecording:
         taken = np.flatnonzero(~resets)  # the step rows
         if (
             t
+            and ROWS_AT_ONCE
             and self._sized
             and not self.record_infos
             and not (self.closed or self._forks != lifetime.forks)

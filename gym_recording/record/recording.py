@@ -438,9 +438,7 @@ class TraceRecording:
                 when = np.asarray(times, np.float64).tolist()
                 if ep is not None and ends:  # the open episode ends at the first end row
                     d = ends[0]
-                    ep.keys["terminated"] = bool(terminated[d])
-                    ep.keys["truncated"] = bool(truncated[d])
-                    ep.flagged_at = acts[d]
+                    self._flags(terminated[d], truncated[d], acts[d])
                     self._finish(ep, acts[d], obs0 + d + 1, when[d])
                 k = 0
                 for r in starts:
@@ -533,11 +531,11 @@ class TraceRecording:
         )
         self.end_episode()
 
-    def _flags(self, terminated: Any, truncated: Any) -> None:
-        """The step just stored set a flag: the episode may end here."""
+    def _flags(self, terminated: Any, truncated: Any, steps: int | None = None) -> None:
+        """The step just stored (the ``steps``-th buffered one) set a flag: the episode may end."""
         ep: Any = self._open
         ep.keys["terminated"], ep.keys["truncated"] = bool(terminated), bool(truncated)
-        ep.flagged_at = len(self._rew)
+        ep.flagged_at = len(self._rew) if steps is None else steps
 
     def end_episode(self, *, ended_at: float | None = None) -> None:
         """End the open episode, if any; it is written with the next batch.

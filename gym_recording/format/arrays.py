@@ -108,8 +108,9 @@ class BlobLayout:
         self.chunks: list[Any] = []
         #: The blob's length so far.
         self.size = 0
-        # Each reference handed out, and the array it stands for.
-        self._refs: list[tuple[ArrayRef, Any]] = []
+        # Each reference handed out, and the array it stands for: rows start:stop of it,
+        # or all of it where stop is -1 (a column's rows are sliced only if compressed).
+        self._refs: list[tuple[ArrayRef, Any, int, int]] = []
         #: The raw bytes of the arrays to lay out :class:`Precompressed` (not in :attr:`size`).
         self.precompressed = 0
 
@@ -132,7 +133,7 @@ class BlobLayout:
         """
         if isinstance(arr, Precompressed):
             ref = ArrayRef(list(arr.shape), arr.dtype, self.name, 0, 0)  # (set by compress)
-            self._refs.append((ref, arr))
+            self._refs.append((ref, arr, 0, -1))
             self.precompressed += arr.nbytes
             return ref
         name = blob_dtype(arr.dtype)
@@ -142,7 +143,7 @@ class BlobLayout:
         arr = np.ascontiguousarray(arr, dtype=DTYPE[name])
         offset = self._append(arr)
         ref = ArrayRef(list(arr.shape), name, self.name, offset, arr.nbytes)
-        self._refs.append((ref, arr))
+        self._refs.append((ref, arr, 0, -1))
         return ref
 
     def rows(self, column: np.ndarray) -> Callable[[int, int], ArrayRef]:
@@ -172,7 +173,7 @@ class BlobLayout:
         def ref(start: int, stop: int) -> ArrayRef:
             n = stop - start
             r = ArrayRef([n, *tail], name, fn, base + start * row, n * row)
-            refs.append((r, column[start:stop]))
+            refs.append((r, column, start, stop))
             return r
 
         return ref
@@ -187,7 +188,9 @@ class BlobLayout:
         encoded (on a writer thread: the compressor releases the GIL).
         """
         self.chunks, self.size, self.precompressed = [], 0, 0
-        for ref, arr in self._refs:
+        for ref, arr, start, stop in self._refs:
+            if stop >= 0:  # (rows of a column)
+                arr = arr[start:stop]
             if isinstance(arr, Precompressed):
                 frame = arr.frame()
                 ref.codec, ref.rawsize, ref.size = compressor.codec, arr.nbytes, len(frame)

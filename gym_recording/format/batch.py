@@ -108,7 +108,7 @@ def lay_out_batch(
     rew = layout.rows(np.asarray(rewards, dtype=np.float64))
     episodes = []
     for sp in spans:
-        infos, columns = _info_columns(sp.infos, layout)
+        infos, columns = (None, None) if sp.infos is None else _info_columns(sp.infos, layout)
         episodes.append(
             EpisodeObject(
                 obs(sp.obs_start, sp.obs_stop),

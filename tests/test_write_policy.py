@@ -14,7 +14,7 @@ import pytest
 
 import gym_recording
 from gym_recording import TraceRecording
-from gym_recording._errors import RecordingError
+from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.format.names import TEMP_PREFIX
 from gym_recording.record import writer as W
 from gym_recording.storage.base import ThreadedWrite
@@ -313,3 +313,43 @@ def test_a_group_failing_midway_is_finished_at_the_next_flush(
     assert calls[calls.index(names) + 1] == names[at:]  # the next flush wrote only the rest
     assert _seeds(tmp_path) == list(range(12))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+def test_close_without_waiting_writes_the_last_batch_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: list[str]
+) -> None:
+    """close(wait=False) writes the last batch away, however cheap, refuses new episodes, and
+    the next close() waits for it: the same episodes as a plain close."""
+    monkeypatch.setattr(W, "FOREGROUND_WRITE_SHARE", FOREGROUND)
+    rec = _record(tmp_path / "a")
+    before = len(where)
+    rec.close(wait=False)
+    assert where[before:] == ["bg"] and rec.closed
+    with pytest.raises(RecordingClosedError):
+        rec.add_reset(np.zeros(3, np.float32))
+    rec.close(wait=False)  # (again: nothing more to start)
+    rec.close()
+    rec.close()
+    _record(tmp_path / "b").close()
+    assert _episodes(tmp_path / "a") == _episodes(tmp_path / "b")
+    assert _seeds(tmp_path / "a") == list(range(12))
+
+
+def test_close_without_waiting_raises_the_last_write_error_at_the_next_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A last batch whose background write fails (and fails again on its retry) raises at the
+    close() that waits for it; the batches before it stay readable."""
+    disk = {"broken": False}
+    _fail_writes(monkeypatch, lambda n: disk["broken"] and n.endswith(".bin"))
+    rec = _record(tmp_path)
+    rec.end_episode()
+    rec.save_complete()
+    _episode(rec, 12)
+    disk["broken"] = True
+    rec.close(wait=False)
+    with pytest.raises(RecordingError, match="simulated"):
+        rec.close()
+    assert rec.closed
+    rec.close()  # (closed: nothing more to raise)
+    assert _seeds(tmp_path) == list(range(12))  # (not episode 12)

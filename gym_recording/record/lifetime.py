@@ -4,7 +4,7 @@ An open :class:`~gym_recording.TraceRecording` is registered (:func:`register`) 
 closes (:func:`unregister`). At interpreter exit each one still registered is closed, which
 writes what it buffered. A forked child forgets its parent's recordings (they are the
 parent's to write) and counts the fork in :data:`forks`: a recording made under another
-count refuses to record.
+count refuses to record. Nor can a recording be copied or pickled (:func:`refuse_copy`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import Any, NoReturn
 
-__all__ = ["forks", "register", "unregister"]
+from gym_recording._errors import RecordingError
+
+__all__ = ["forks", "refuse_copy", "register", "unregister"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,16 @@ def unregister(key: int) -> None:
     """The recording ``key`` is closed: nothing to do at exit."""
     with _lock:
         _open.pop(key, None)
+
+
+def refuse_copy(recording: Any, *args: Any) -> NoReturn:
+    """A recording's ``__copy__``, ``__deepcopy__`` and pickling: it belongs to one process."""
+    msg = (
+        "a TraceRecording cannot be copied or pickled: its buffer and its files belong "
+        "to one writer in one process, and a copy would lose or mix steps. Create a new "
+        "TraceRecording (or wrapper) where it is needed, e.g. in each worker process"
+    )
+    raise RecordingError(msg)
 
 
 def _close_at_exit() -> None:

@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -161,6 +161,7 @@ class TraceRecording:
         self.batch_bytes = batch_bytes
         self.record_infos = record_infos
         self.closed = False
+        self._closing = False  # closed with its last write in flight (close(wait=False))
         head = manifest_head(
             self.writer_id,
             env_id=env_id,
@@ -553,7 +554,7 @@ class TraceRecording:
         self._finish(ep, steps, steps + self._resets, ended_at)
         self._sync_room()
         if steps >= self._writer.target_steps:
-            self._submit_batch()
+            self._submit_batch(background=self._closing)
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
         """End the open episode ``ep`` at ``steps`` buffered steps and ``obs_stop`` observations."""
@@ -682,7 +683,7 @@ class TraceRecording:
                 ep.infos = ep.infos[-1:]
         self._submit_batch()
 
-    def _submit_batch(self) -> None:
+    def _submit_batch(self, *, background: bool = False) -> None:
         """Hand the completed episodes (and parts) to the writer; keep the open episode's rows."""
         if not self._pending:
             return
@@ -716,7 +717,7 @@ class TraceRecording:
         self._value_cost = 0  # (the open episode's kept infos, if any, are not counted again)
         # Last, once the buffer's books are done: if the write is interrupted (Ctrl-C), it
         # stays in flight, and the next flush writes what it did not.
-        self._writer.submit(obs, act, rewards, pending, frames)
+        self._writer.submit(obs, act, rewards, pending, frames, background=background)
         self._room = self._writer.target_steps
         self._sync_room()
 
@@ -735,7 +736,7 @@ class TraceRecording:
         self._submit_batch()
         self._writer.save()
 
-    def close(self, *, keep_empty: bool = True) -> None:
+    def close(self, *, keep_empty: bool = True, wait: bool = True) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.
 
         It runs by itself at interpreter exit (of the process that made the recording: a
@@ -744,28 +745,40 @@ class TraceRecording:
         (killed, or crashed before exit) are lost.
 
         Args:
-            keep_empty: Whether a recording of no episode still writes its manifest (a
-                writer with its metadata and no episode). The wrappers pass ``False``: an env
-                that was never reset (the spaces probe of ``AsyncVectorEnv``, say) leaves
-                no file.
+            keep_empty: Whether a recording of no episode still writes its manifest (its
+                metadata, no episode). The wrappers pass ``False``: an env never reset (the
+                spaces probe of ``AsyncVectorEnv``, say) leaves no file.
+            wait: ``False`` starts the last batch's write in the background and returns:
+                the recording takes no more steps; the next ``close()`` waits for the write
+                (and raises its error). Closing many, do so for each, then close each again.
         """
-        if self.closed:
+        if self.closed and not self._closing:
             return
         if self._forks != lifetime.forks:
             self.closed = True
             logger.warning("not writing %s from a forked child: it is the parent's", self.directory)
             return
         try:
-            self.end_episode()
-            self._submit_batch()
+            if not self._closing:
+                self._closing = not wait  # (a batch end_episode fills is written away too)
+                self.end_episode()
+                self._submit_batch(background=not wait)
+                self._closing = True
+            if not wait:
+                return
             self._writer.finish(empty_manifest=keep_empty or self.episode_count > 0)
+            logger.info("Wrote traces to %s", self.directory)
+        except BaseException:
+            wait = True  # (it is closed, with this error)
+            raise
         finally:
             self.closed = True
             self._sync_room()
-            if self._frames is not None:
-                self._frames.close()
-            lifetime.unregister(id(self))
-        logger.info("Wrote traces to %s", self.directory)
+            if wait:
+                self._closing = False
+                if self._frames is not None:
+                    self._frames.close()
+                lifetime.unregister(id(self))
 
     # ---------------------------------------------------------------- lifetime
 
@@ -774,15 +787,7 @@ class TraceRecording:
         self._open = None
         self._sync_room()
 
-    def _refuse_copy(self, *args: Any) -> NoReturn:
-        msg = (
-            "a TraceRecording cannot be copied or pickled: its buffer and its files belong "
-            "to one writer in one process, and a copy would lose or mix steps. Create a new "
-            "TraceRecording (or wrapper) where it is needed, e.g. in each worker process"
-        )
-        raise RecordingError(msg)
-
-    __copy__ = __deepcopy__ = __reduce_ex__ = __getstate__ = _refuse_copy
+    __copy__ = __deepcopy__ = __reduce_ex__ = __getstate__ = lifetime.refuse_copy
 
     def __enter__(self) -> TraceRecording:
         return self

@@ -213,6 +213,8 @@ class BatchWriter:
         rewards: np.ndarray,
         spans: Sequence[Span],
         frames: Any = None,
+        *,
+        background: bool = False,
     ) -> None:
         """Encode a batch and write it: here, or in the background when its write is costly.
 
@@ -224,7 +226,7 @@ class BatchWriter:
         that costs little next to the time the batch took to fill is done in this thread; a
         costly one (large frames, a slow disk, object storage) goes to a thread of its own,
         and every :data:`FOREGROUND_PROBE_EVERY`-th is done here again to see whether that
-        still holds.
+        still holds. With ``background`` it goes to the background whatever it costs.
 
         Raises:
             RecordingError: the previous batch's write failed twice (see :meth:`wait`).
@@ -285,7 +287,7 @@ class BatchWriter:
         now = time.perf_counter()
         filled_in, self._filling_since = now - self._filling_since, now
         cost = self._write_seconds
-        if not deferred and (
+        if not (deferred or background) and (
             cost is None
             or cost < FOREGROUND_WRITE_SHARE * filled_in
             or (self._background >= FOREGROUND_PROBE_EVERY)

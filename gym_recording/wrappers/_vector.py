@@ -78,10 +78,10 @@ atexit.register(_flush_at_exit)
 CLOSE_THREADS = 16
 
 
-def _close(rec: TraceRecording) -> Exception | None:
+def _close(rec: TraceRecording, wait: bool = True) -> Exception | None:
     """Close ``rec``; its error, if any (so that the others are closed too)."""
     try:
-        rec.close()
+        rec.close(wait=wait)
     except Exception as exc:
         return exc
     return None
@@ -650,10 +650,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             self._active = [False] * len(self._active)
             self._rendering = [False] * len(self._rendering)
         try:
-            # The sub-envs' writers close side by side: each writes and fsyncs its last
-            # batch, and their fsyncs share the disk's journal commits.
+            # The sub-envs' writers close side by side: each one's last batch is encoded in
+            # turn and written in the background, then each waits for its write and fsyncs
+            # its directory (their fsyncs share the disk's journal commits).
+            started = [_close(rec, wait=False) for rec in self.recordings]
             with ThreadPoolExecutor(min(CLOSE_THREADS, len(self.recordings) or 1)) as pool:
-                errors = [e for e in pool.map(_close, self.recordings) if e is not None]
+                errors = [e for e in [*started, *pool.map(_close, self.recordings)] if e]
             if errors:  # (every writer was closed; the first error is reported)
                 raise errors[0]
         finally:

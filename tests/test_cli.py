@@ -339,3 +339,24 @@ def test_import_minari_errors(cli: Run, recorded: Path, tmp_path: Path) -> None:
     cli("export", str(recorded), "--to", "minari", "some/cartpole-v0")
     proc = cli("import-minari", "some/cartpole-v0", str(recorded), expect=1)
     assert_error(proc, "not an empty directory")
+
+
+def test_record_bad_max_steps(cli: Run) -> None:
+    assert_error(cli("record", "--max-steps", "0", expect=2), "--max-steps must be at least 1")
+
+
+def test_record_unregistered_namespace_names_the_module_syntax(cli: Run, tmp_path: Path) -> None:
+    proc = cli("record", "NoSuchSpace/Thing-v0", "--dir", str(tmp_path / "x"), expect=2)
+    assert_error(proc, "ale_py:ALE/Pong-v5")
+    assert "MODULE:ENV_ID" in cli("record", "--help").stdout
+
+
+def test_info_and_compress_refuse_a_directory_without_recording(cli: Run, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "x.txt").write_text("not a trace")
+    assert_error(cli("info", str(tmp_path / "empty"), expect=1), "holds no recording")
+    for command in ("compress", "decompress"):
+        out = tmp_path / f"out-{command}"
+        proc = cli(command, str(tmp_path / "empty"), str(out), expect=1)
+        assert_error(proc, "holds no recording")
+        assert not out.exists()

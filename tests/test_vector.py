@@ -418,3 +418,18 @@ for t in range(100):
         # 100 vector steps: each a step of the sub-env, or (NEXT_STEP) the reset after an end
         resets_after_ends = sum(1 for ep in eps[:-1] if ep.terminated or ep.truncated)
         assert sum(ep.length for ep in eps) + resets_after_ends == 100
+
+
+def test_a_closed_vector_wrapper_refuses_reset_and_step(tmp_path: Path) -> None:
+    """Used after close(), the vector wrapper raises RecordingClosedError instead of recording
+    nothing; each sub-env's episodes before it stay as they were."""
+    venv = TraceRecordingVectorWrapper(gymnasium.make_vec("CartPole-v1", num_envs=2), tmp_path)
+    venv.reset(seed=0)
+    venv.step(np.zeros(2, np.int64))
+    venv.close()
+    with pytest.raises(gym_recording.RecordingClosedError, match="reset"):
+        venv.reset(seed=1)
+    with pytest.raises(gym_recording.RecordingClosedError, match="the env has stepped"):
+        venv.step(np.zeros(2, np.int64))
+    with gym_recording.load(tmp_path) as rec:
+        assert sorted((ep.length, ep.seed) for ep in rec) == [(1, 0), (1, 1)]

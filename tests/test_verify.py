@@ -157,11 +157,14 @@ def test_leftover_temp_files_are_reported_and_cleaned_safely(tmp_path):
 
     report = verify(tmp_path)
     assert report.ok
-    assert set(report.temp_files) == {p.name for p in (old, young, link, sub)}
+    assert set(report.temp_files) == {p.name for p in (old, young)}
+    for p in (link, sub):  # (what --clean leaves is not said to be removed by it)
+        assert "--clean leaves it" in report.notes[str(p)][0]
 
     out = run_verify(tmp_path)
     assert out.returncode == 0
     assert f"{old}: leftover temporary file" in out.stdout
+    assert f"{young}: leftover" in out.stdout and "--clean removes it once 60 s old" in out.stdout
     assert old.exists()
 
     out = run_verify(tmp_path, "--clean")
@@ -199,3 +202,13 @@ def test_verify_reads_each_problem_file_once(tmp_path):
     assert not report.ok
     lines = report.lines()
     assert len(lines) == len(set(lines))
+
+
+def test_a_directory_without_a_recording_is_a_problem(tmp_path):
+    """A directory holding no manifest is no recording: verify says so, and exits 1."""
+    (tmp_path / "x.txt").write_text("not a trace")
+    report = verify(tmp_path)
+    assert not report.ok
+    assert "holds no recording" in report.problems[str(tmp_path)][0]
+    out = run_verify(tmp_path)
+    assert out.returncode == 1 and "holds no recording" in out.stdout

@@ -109,6 +109,42 @@ def test_make_server_refuses_a_missing_directory(tmp_path: Path) -> None:
         make_server(str(tmp_path / "nope"))
 
 
+def test_a_taken_port_is_an_oserror_and_a_usage_error_on_the_command_line(
+    recording: Path,
+) -> None:
+    """make_server on a port in use raises the bind's OSError (the directory closed once, no
+    EBADF in its place); ``view`` says so in one line and exits 2, as for a port out of range."""
+    import errno
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError) as caught:
+            make_server(str(recording), port=port)
+        assert caught.value.errno == errno.EADDRINUSE
+        for arg, needle in ((str(port), f"cannot serve on port {port}"), ("80000", "0 to 65535")):
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "gym_recording",
+                    "view",
+                    str(recording),
+                    "--no-browser",
+                    "--port",
+                    arg,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
+            assert proc.returncode == 2, proc.stderr
+            assert needle in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_make_server_follows_a_symlinked_directory(recording: Path, tmp_path: Path) -> None:
     """DIR given through a symlink serves the directory it points to."""
     link = tmp_path / "link-to-rec"

@@ -29,7 +29,7 @@ from conftest import (
 )
 
 import gym_recording
-from gym_recording import TraceRecording
+from gym_recording import RecordingClosedError, TraceRecording
 from gym_recording.wrappers import TraceRecordingWrapper
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -457,6 +457,29 @@ def test_close_is_idempotent(trace_dir):
         assert len(rec) == 2
         for ep, trace in zip(rec, traces, strict=True):
             assert_episode_exact(ep, trace)
+
+
+def test_a_closed_wrapper_refuses_reset_and_step(trace_dir):
+    """Used after close(), the wrapper raises RecordingClosedError instead of recording
+    nothing; what it recorded before stays as it was."""
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), trace_dir)
+    env.reset(seed=0)
+    env.step(0)
+    env.close()
+    with pytest.raises(RecordingClosedError, match=r"reset\(\) on a closed recording wrapper"):
+        env.reset(seed=1)
+    with pytest.raises(RecordingClosedError, match="the env has stepped"):
+        env.step(1)
+    with gym_recording.load(trace_dir) as rec:
+        assert [(ep.length, ep.seed) for ep in rec] == [(1, 0)]
+
+
+def test_a_vector_env_is_refused_with_the_vector_wrapper_named(trace_dir):
+    envs = gymnasium.make_vec("CartPole-v1", num_envs=2)
+    with pytest.raises(TypeError, match="TraceRecordingVectorWrapper"):
+        TraceRecordingWrapper(envs, trace_dir)
+    envs.close()
+    assert not list(Path(trace_dir).glob("openaigym.trace.*"))
 
 
 def test_context_manager_closes_even_on_error(trace_dir):

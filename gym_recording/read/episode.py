@@ -277,6 +277,7 @@ class Episode(EpisodeKeys):
 
         Raises:
             NoFramesError: no rendered frames and no picture observations.
+            ExportError: ``path`` does not end in ``.mp4``.
             OutputExistsError: ``path`` exists and ``overwrite`` is false.
             DependencyNotInstalled: PyAV is missing (``pip install "gym-recording[video]"``).
 

@@ -42,13 +42,16 @@ def write_video(
         ``path``.
 
     Raises:
-        ExportError: no frames, frames that are not pictures, or a frame rate that is not a
-            positive number.
+        ExportError: a path not ending in ``.mp4``, no frames, frames that are not pictures,
+            or a frame rate that is not a positive number.
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         DependencyNotInstalled: PyAV is missing (the ``video`` extra).
     """
-    av: Any = require("av", "video", "writing videos")
     path = os.fspath(path)
+    if not path.lower().endswith(".mp4"):
+        msg = f"expected a path ending in .mp4 (an H.264 MP4 is written), got {path!r}"
+        raise ExportError(msg)
+    av: Any = require("av", "video", "writing videos")
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.dtype != np.uint8 or frames.shape[3] not in (1, 3, 4):
         msg = f"expected uint8 frames [T, H, W, C] (C 1, 3 or 4), got {frames.dtype}{frames.shape}"

@@ -340,8 +340,8 @@ class TraceRecording:
         if ep is None:
             self._check_usable("add_step")
             msg = (
-                "add_step() before add_reset(): an episode starts with the observation reset() "
-                "returned; call add_reset(observation) first"
+                "add_step() with no open episode (none was started, or a refused value cut it): "
+                "an episode starts with reset()'s observation; call add_reset(observation) first"
             )
             raise RecordingError(msg)
         rewards = self._rew.buf
@@ -528,7 +528,7 @@ class TraceRecording:
         self._act.truncate(steps)
         self._obs.truncate(steps + self._resets)
         logger.warning(
-            "cutting episode at step %d of %s: a value was refused", steps, self.directory
+            "a value was refused: the episode in %s ends at its last step", self.directory
         )
         self.end_episode()
 

@@ -66,6 +66,15 @@ def _shell_word(text: str) -> str:
     return shlex.quote(text)
 
 
+def _port(text: str) -> int:
+    """A TCP port number (argparse type), 0 for any free one."""
+    port = int(text)
+    if not 0 <= port <= 65535:
+        msg = f"expected a port number from 0 to 65535, got {port}"
+        raise argparse.ArgumentTypeError(msg)
+    return port
+
+
 # ------------------------------------------------------------------------------------ record
 
 
@@ -77,13 +86,22 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         _err(f"--episodes must be at least 1, got {args.episodes}")
         return EXIT_USAGE
+    if args.max_steps is not None and args.max_steps < 1:
+        _err(f"--max-steps must be at least 1, got {args.max_steps}")
+        return EXIT_USAGE
     kwargs: dict[str, Any] = {"max_episode_steps": args.max_steps} if args.max_steps else {}
     if args.record_render:
         kwargs["render_mode"] = "rgb_array"
     try:
         base = gym.make(args.env_id, **kwargs)
     except Exception as exc:  # unknown id, missing extra (box2d, atari...), bad kwargs
-        _err(f"cannot make environment {args.env_id!r}: {exc}")
+        hint = ""
+        if ":" not in args.env_id and isinstance(exc, gym.error.UnregisteredEnv):
+            hint = (
+                "; an env that its package registers when imported is named with the "
+                "package, e.g. ale_py:ALE/Pong-v5 or minigrid:MiniGrid-Empty-5x5-v0"
+            )
+        _err(f"cannot make environment {args.env_id!r}: {exc}{hint}")
         return EXIT_USAGE
     metadata = {"policy": "uniform random", "command": "gym-recording record"}
     try:
@@ -141,6 +159,9 @@ def _human_bytes(n: float) -> str:
 
 def _cmd_info(args: argparse.Namespace) -> int:
     with load(args.directory) as rec:
+        if not rec.writers:
+            _err(f"{args.directory} holds no recording (no {TRACE_PREFIX}*.manifest.json file)")
+            return EXIT_PROBLEM
         lengths, returns, term, trunc, cut = [], [], 0, 0, 0
         for ep in progress(rec, total=len(rec), desc="reading"):
             lengths.append(ep.length)
@@ -196,7 +217,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_view(args: argparse.Namespace) -> int:
     from gym_recording.tools.viewer import serve
 
-    serve(args.directory, port=args.port, open_browser=not args.no_browser)
+    try:
+        serve(args.directory, port=args.port, open_browser=not args.no_browser)
+    except OSError as exc:  # the port is taken, or not ours to bind
+        _err(
+            f"cannot serve on port {args.port}: {exc.strerror or exc}; choose another "
+            "--port, or leave it out for any free port"
+        )
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -269,7 +297,9 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         default="CartPole-v1",
         metavar="ENV_ID",
-        help="a registered Gymnasium environment id (default: CartPole-v1)",
+        help="a registered Gymnasium environment id (default: CartPole-v1); MODULE:ENV_ID "
+        "imports MODULE first, for envs their package registers on import "
+        "(ale_py:ALE/Pong-v5, minigrid:MiniGrid-Empty-5x5-v0)",
     )
     r.add_argument("--episodes", type=int, default=20, help="episodes to record (default: 20)")
     r.add_argument(
@@ -376,7 +406,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve DIR read-only on 127.0.0.1 with the trace viewer.",
     )
     w.add_argument("directory", metavar="DIR")
-    w.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    w.add_argument("--port", type=_port, default=0, help="port (default: any free port)")
     w.add_argument("--no-browser", action="store_true", help="only print the URL")
     w.set_defaults(func=_cmd_view)
     return p

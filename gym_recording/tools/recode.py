@@ -50,7 +50,7 @@ def recode(
 
     Raises:
         TraceFormatError: a file of ``directory`` is damaged (nothing of it is copied).
-        RecordingError: ``out`` already holds a recording.
+        RecordingError: ``directory`` holds no recording, or ``out`` already holds one.
 
     Example:
         >>> import tempfile, numpy as np, gym_recording
@@ -67,6 +67,9 @@ def recode(
     src_dir, out_dir = os.fspath(directory), os.fspath(out)
     src = open_storage(src_dir, create=False)
     manifests = read_manifests(src, src_dir)
+    if not manifests:
+        msg = f"{src_dir} holds no recording (no openaigym.trace.*.manifest.json file)"
+        raise RecordingError(msg)
     dst = open_storage(out_dir, create=True)
     if find_manifests(dst.list_names()):
         msg = f"{out_dir} already holds a recording: give a new directory to write the copy to"

@@ -106,10 +106,11 @@ class VerifyReport:
         """The report as human-readable lines: one per problem or note, each naming its file."""
         out = [f"{path}: {p}" for path, probs in self.problems.items() for p in probs]
         for name, age in zip(self.temp_files, self.temp_ages, strict=True):
+            when = "" if age >= CLEAN_MIN_AGE else f" once {CLEAN_MIN_AGE:.0f} s old"
             out.append(
                 f"{os.path.join(self.directory, name)}: leftover temporary file of an "
                 f"interrupted write, last modified {age:.0f} s ago (readers ignore it; "
-                "--clean removes it)"
+                f"--clean removes it{when})"
             )
         out.extend(f"{path}: note: {n}" for path, notes in self.notes.items() for n in notes)
         return out
@@ -212,17 +213,27 @@ def verify(directory: str | os.PathLike[str]) -> VerifyReport:
     except (TraceFormatError, RecordingError) as exc:
         report.add(directory, _message(exc) if isinstance(exc, TraceFormatError) else str(exc))
         return report
-    report.temp_files = _temp_names(names)
     now = time.time()
-    for name in report.temp_files:
+    for name in _temp_names(names):
+        path = os.path.join(directory, name)
         try:
-            report.temp_ages.append(
-                max(0.0, now - os.lstat(os.path.join(directory, name)).st_mtime)
-            )
+            st: os.stat_result | None = os.lstat(path)
         except OSError:
-            report.temp_ages.append(0.0)
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            report.note(
+                path,
+                "named as a temporary file, but not a regular file: readers "
+                "ignore it, and --clean leaves it (remove it yourself if unwanted)",
+            )
+            continue
+        report.temp_files.append(name)
+        report.temp_ages.append(0.0 if st is None else max(0.0, now - st.st_mtime))
     listed: set[str] = set()
-    for name in find_manifests(names):
+    manifests = find_manifests(names)
+    if not manifests:
+        report.add(directory, "holds no recording (no openaigym.trace.*.manifest.json file)")
+    for name in manifests:
         _check_manifest(storage, directory, name, report, listed)
     for name in sorted(names):
         if classify(name) in ("batch", "blob") and name not in listed:

@@ -9,7 +9,7 @@ from typing import Any, Literal, NoReturn, SupportsFloat, TypeVar
 
 import gymnasium
 
-from gym_recording._errors import RecordingError
+from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
@@ -40,6 +40,14 @@ def _is_obs_info_pair(result: Any, space: Any) -> bool:
     if type(space).__name__ != "Tuple":  # only a Tuple space's observations are tuples
         return True
     return not (_in_space(space, result) and not _in_space(space, result[0]))
+
+
+def closed_error(call: str, after: str = "") -> RecordingClosedError:
+    """What a closed wrapper (single or vector) raises from ``call()``."""
+    return RecordingClosedError(
+        f"{call}() on a closed recording wrapper{after}: it records nothing more. Wrap the "
+        "env again (in a new directory, or the same: writers do not collide) to record more"
+    )
 
 
 class TraceRecordingWrapper(
@@ -102,6 +110,7 @@ class TraceRecordingWrapper(
     Raises:
         RecordingError: ``record_render`` is asked of an env whose ``render_mode`` is not
             ``"rgb_array"``.
+        TypeError: ``env`` is a vector env (record it with ``TraceRecordingVectorWrapper``).
 
     Change log:
         2.2.0: ``record_render``.
@@ -115,6 +124,12 @@ class TraceRecordingWrapper(
         # A legacy (non-gymnasium) env gets the subclass that forwards attributes to it as
         # legacy gym wrappers did; gymnasium envs get none (a class with __getattr__ makes
         # every attribute lookup of the hot path slower).
+        if isinstance(env, gymnasium.vector.VectorEnv):
+            msg = (
+                f"expected a single env, got the vector env {type(env).__name__}: record it "
+                "with TraceRecordingVectorWrapper(envs, directory), which records each sub-env"
+            )
+            raise TypeError(msg)
         if cls is TraceRecordingWrapper and not isinstance(env, gymnasium.Env):
             cls = _LegacyTraceRecordingWrapper
         return super().__new__(cls)
@@ -197,10 +212,15 @@ class TraceRecordingWrapper(
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
-        """Reset the env and start recording a new episode (if the trigger says so)."""
+        """Reset the env and start recording a new episode (if the trigger says so).
+
+        Raises:
+            RecordingClosedError: the wrapper is closed (the env is not reset).
+        """
         rec = self.recording
-        if not self._closed:
-            rec.end_episode()
+        if self._closed:
+            raise closed_error("reset")
+        rec.end_episode()
         self.episode_id += 1
         # Not recording until the env's reset succeeds (it may raise).
         self._active = self._rendering = False
@@ -218,9 +238,7 @@ class TraceRecordingWrapper(
                 obs, info = result
             else:  # legacy API: reset() returns the observation alone
                 obs, info = result, None
-        active = not self._closed and (
-            self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
-        )
+        active = self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
         choice = self._render_choice
         rendering = active and choice is not None and bool(choice(self.episode_id))
         if active:
@@ -265,6 +283,8 @@ class TraceRecordingWrapper(
         """What the step recorder does not record: a legacy result, or any without an episode."""
         if self._active:
             self._record_result(action, result)
+        elif self._closed:
+            raise closed_error("step", " (the env has stepped)")
 
     def _record_result(self, action: Any, result: Any, frame: Any = None) -> None:
         try:

@@ -41,6 +41,7 @@ from gym_recording._errors import RecordingError
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
+from gym_recording.wrappers._trace_recording import closed_error
 
 __all__ = ["TraceRecordingVectorWrapper"]
 
@@ -389,7 +390,13 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset the sub-envs (all, or those in ``options["reset_mask"]``); start their episodes."""
+        """Reset the sub-envs (all, or those in ``options["reset_mask"]``); start their episodes.
+
+        Raises:
+            RecordingClosedError: the wrapper is closed (the env is not reset).
+        """
+        if self._closed:
+            raise closed_error("reset")
         self._flush()
         n = self.num_envs
         mask = None
@@ -400,8 +407,6 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 mask = np.asarray(options["reset_mask"])
                 sub_options = {k: v for k, v in options.items() if k != "reset_mask"} or None
         obs, infos = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
-        if self._closed:
-            return obs, infos
         seeds = _per_env_seeds(seed, n)
         targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
         all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
@@ -435,7 +440,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         """Step every sub-env and record each sub-env's step (or the start of its next episode)."""
         result = self.env.step(actions)
         if self._closed:
-            return result
+            raise closed_error("step", " (the env has stepped)")
         obs, rewards, terminations, truncations, infos = result
         cols = self._columns
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):

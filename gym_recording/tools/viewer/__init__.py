@@ -83,7 +83,7 @@ class ViewerServer(http.server.ThreadingHTTPServer):
         try:
             super().__init__(address, _Handler)
         except BaseException:
-            os.close(self.root_fd)
+            self._close_root()  # (a failed bind has closed it already, in server_close)
             raise
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -106,8 +106,13 @@ class ViewerServer(http.server.ThreadingHTTPServer):
     def server_close(self) -> None:
         """Close the socket and the directory."""
         super().server_close()
-        with contextlib.suppress(OSError):
-            os.close(self.root_fd)
+        self._close_root()
+
+    def _close_root(self) -> None:
+        fd, self.root_fd = self.root_fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def open_trace(self, name: str) -> int | None:
         """A descriptor of the trace file ``name`` directly in the root, or ``None``.

@@ -285,6 +285,19 @@ def test_minari_images_are_lossless(tmp_path: Path, minari_path: Any) -> None:
             np.testing.assert_array_equal(got.observations, ep.observations)
 
 
+def test_minari_refuses_a_space_of_empty_arrays(tmp_path: Path, minari_path: Any) -> None:
+    """A zero-size Box (which Minari's storage divides by) is refused cleanly, not a crash of
+    the process (SIGFPE in Minari); npz still takes it."""
+    act = gymnasium.spaces.Box(0, 1, (0,), np.float32)
+    env = SpaceEnv(gymnasium.spaces.Box(-1, 1, (), np.float32), act, min_len=1, max_len=2)
+    with TraceRecordingWrapper(env, tmp_path / "r") as w:
+        run_episodes(w, 2)
+    with pytest.raises(ExportError, match=r"action space .* holds arrays of no elements"):
+        export(tmp_path / "r", to="minari", out="tests/empty-v0")
+    assert not (tmp_path / "datasets" / "tests" / "empty-v0").exists()
+    export(tmp_path / "r", to="npz", out=tmp_path / "r.npz")
+
+
 def test_minari_lossy_images_warn(tmp_path: Path, minari_path: Any, monkeypatch: Any) -> None:
     """With a Minari that cannot turn JPEG off (0.5.3), exporting images warns."""
     real = minari_path.create_dataset_from_buffers

@@ -205,10 +205,25 @@ def test_verify_reads_each_problem_file_once(tmp_path):
 
 
 def test_a_directory_without_a_recording_is_a_problem(tmp_path):
-    """A directory holding no manifest is no recording: verify says so, and exits 1."""
-    (tmp_path / "x.txt").write_text("not a trace")
-    report = verify(tmp_path)
+    """A directory of other files only (a wrong path, say) is no recording: verify says so,
+    and exits 1. One with nothing, or only what a writer killed before its first manifest
+    leaves, is a recording with no episode yet: sound, with a note."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("not a trace")
+    (other / "sub").mkdir()
+    report = verify(other)
     assert not report.ok
-    assert "holds no recording" in report.problems[str(tmp_path)][0]
-    out = run_verify(tmp_path)
+    assert "holds no recording" in report.problems[str(other)][0]
+    out = run_verify(other)
     assert out.returncode == 1 and "holds no recording" in out.stdout
+    assert not verify(tmp_path).ok  # (the parent of a directory: no recording either)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "killed").mkdir()
+    (tmp_path / "killed" / ".gymrec-tmp-0123456789ab").write_bytes(b"partial")
+    for d in (empty, tmp_path / "killed"):
+        report = verify(d)
+        assert report.ok, report.lines()
+        assert "no manifest yet" in report.notes[str(d)][0]

@@ -28,7 +28,7 @@ import os
 import shutil
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -163,15 +163,27 @@ def _ordered(f: Any, space: Any) -> Any:
     return list(f)
 
 
-def _holds_arrays(space: Any) -> bool:
-    """Whether Minari stores (part of) ``space`` as fixed-size lists (Box and the like)."""
+def _any_leaf(space: Any, test: Callable[[Any], bool]) -> bool:
+    """Whether ``test`` holds for a space of ``space``'s leaves (inside Dicts and Tuples)."""
     from gymnasium import spaces
 
     if isinstance(space, spaces.Dict):
-        return any(_holds_arrays(s) for s in space.spaces.values())
+        return any(_any_leaf(s, test) for s in space.spaces.values())
     if isinstance(space, spaces.Tuple):
-        return any(_holds_arrays(s) for s in space.spaces)
+        return any(_any_leaf(s, test) for s in space.spaces)
+    return test(space)
+
+
+def _is_array_space(space: Any) -> bool:
+    """Whether Minari stores ``space`` as fixed-size lists (Box and the like)."""
+    from gymnasium import spaces
+
     return isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary))
+
+
+def _holds_arrays(space: Any) -> bool:
+    """Whether Minari stores (part of) ``space`` as fixed-size lists (Box and the like)."""
+    return _any_leaf(space, _is_array_space)
 
 
 def _has_image_space(space: Any) -> bool:
@@ -180,13 +192,17 @@ def _has_image_space(space: Any) -> bool:
         from minari.dataset.minari_storage import is_image_space
     except ImportError:  # a Minari without JPEG encoding
         return False
-    from gymnasium import spaces
+    return _any_leaf(space, lambda s: bool(is_image_space(s)))
 
-    if isinstance(space, spaces.Dict):
-        return any(_has_image_space(s) for s in space.spaces.values())
-    if isinstance(space, spaces.Tuple):
-        return any(_has_image_space(s) for s in space.spaces)
-    return bool(is_image_space(space))
+
+def _check_not_empty(space: Any, what: str) -> None:
+    """Refuse a space with a leaf of no elements (Minari's storage divides by its size)."""
+    if _any_leaf(space, lambda s: _is_array_space(s) and 0 in s.shape):
+        msg = (
+            f"cannot export to Minari: the {what} space {space} holds arrays of no elements, "
+            "which Minari cannot store; export to npz instead"
+        )
+        raise ExportError(msg)
 
 
 # ------------------------------------------------------------------------- values
@@ -314,6 +330,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
             obs_space = _complete(obs_space, [e.observations for e in everything], "observations")
             act_space = _complete(act_space, [e.actions for e in everything], "actions")
             del everything
+        _check_not_empty(obs_space, "observation")
+        _check_not_empty(act_space, "action")
         kwargs: dict[str, Any] = {
             "observation_space": obs_space,
             "action_space": act_space,

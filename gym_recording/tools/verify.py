@@ -232,7 +232,12 @@ def verify(directory: str | os.PathLike[str]) -> VerifyReport:
     listed: set[str] = set()
     manifests = find_manifests(names)
     if not manifests:
-        report.add(directory, "holds no recording (no openaigym.trace.*.manifest.json file)")
+        # No writer has written yet (or one was killed first), or this is no recording at all:
+        # a directory of other files only, such as a wrong path.
+        if names and all(classify(n) is None for n in names):
+            report.add(directory, "holds no recording (no openaigym.trace.*.manifest.json file)")
+        else:
+            report.note(directory, "no manifest yet: no episode is written (readers see none)")
     for name in manifests:
         _check_manifest(storage, directory, name, report, listed)
     for name in sorted(names):

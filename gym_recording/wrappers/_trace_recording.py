@@ -298,7 +298,10 @@ class TraceRecordingWrapper(
         self.recording.add_step(action, obs, reward, terminated, truncated, info, frame)
 
     def close(self) -> None:
-        """Write everything buffered, then close the env. Safe to call more than once."""
+        """Write everything buffered, then close the env. Safe to call more than once.
+
+        Then ``reset`` and ``step`` raise :class:`~gym_recording.RecordingClosedError`.
+        """
         if self._closed:
             return
         self._closed = True

@@ -643,7 +643,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         """Write every sub-env's buffered episodes, then close the vector env. Safe to repeat.
 
         Episodes still buffered are lost if the process is killed before this runs (it also
-        runs at interpreter exit).
+        runs at interpreter exit). Then ``reset`` and ``step`` raise
+        :class:`~gym_recording.RecordingClosedError`.
         """
         if self._closed:
             return

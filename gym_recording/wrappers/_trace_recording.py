@@ -121,15 +121,15 @@ class TraceRecordingWrapper(
     """
 
     def __new__(cls, env: Any, *args: Any, **kwargs: Any) -> TraceRecordingWrapper[Any, Any]:
-        # A legacy (non-gymnasium) env gets the subclass that forwards attributes to it as
-        # legacy gym wrappers did; gymnasium envs get none (a class with __getattr__ makes
-        # every attribute lookup of the hot path slower).
         if isinstance(env, gymnasium.vector.VectorEnv):
             msg = (
                 f"expected a single env, got the vector env {type(env).__name__}: record it "
                 "with TraceRecordingVectorWrapper(envs, directory), which records each sub-env"
             )
             raise TypeError(msg)
+        # A legacy (non-gymnasium) env gets the subclass that forwards attributes to it as
+        # legacy gym wrappers did; gymnasium envs get none (a class with __getattr__ makes
+        # every attribute lookup of the hot path slower).
         if cls is TraceRecordingWrapper and not isinstance(env, gymnasium.Env):
             cls = _LegacyTraceRecordingWrapper
         return super().__new__(cls)

@@ -548,3 +548,35 @@ def test_recording_does_not_change_what_the_env_produces(trace_dir):
     for a, b in zip(recorded, plain, strict=True):
         assert_value_exact(a.rewards, b.rewards, "rewards")
         assert_value_exact(a.observations, b.observations, "observations")
+
+
+@pytest.mark.parametrize("space_name", sorted(ACTION_SPACES))
+def test_zero_step_episodes_alone_keep_the_action_layout(space_name, tmp_path):
+    """A batch of zero-step episodes only (reset, then close) stores its actions as no steps
+    of the action space's layout, as a batch with steps would: shape and dtype alike."""
+
+    def actions(d: Path, steps: bool) -> Any:
+        env = TraceRecordingWrapper(
+            SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"], ACTION_SPACES[space_name]), d
+        )
+        env.reset(seed=0)
+        if steps:
+            env.step(env.action_space.sample())
+        env.close()
+        with gym_recording.load(d) as rec:
+            return rec[0].actions
+
+    def layout(a: Any) -> Any:
+        if isinstance(a, dict):
+            return {k: layout(v) for k, v in sorted(a.items())}
+        if isinstance(a, tuple):
+            return tuple(layout(v) for v in a)
+        if isinstance(a, np.ndarray):
+            return a.dtype, a.shape[1:]
+        return type(a)
+
+    empty, stepped = actions(tmp_path / "empty", False), actions(tmp_path / "stepped", True)
+    if space_name == "text":  # (per-step values: no layout to keep)
+        assert len(empty) == 0
+    else:
+        assert layout(empty) == layout(stepped)

@@ -446,10 +446,12 @@ class Field:
     ``False`` the caller calls :meth:`fallback` with the number of rows stored before.
     """
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, space: Any = None) -> None:
         self.what = what
         self.root: Node | None = None
         self.put: Put = self._first_put
+        # What a batch gets while no value has come: no steps of the space's values.
+        self._empty = _no_steps(space)
 
     def _first_put(self, v: Any) -> bool:
         self.root = infer(v)
@@ -494,7 +496,7 @@ class Field:
         What it returns stays valid after :meth:`release`.
         """
         if self.root is None:
-            return np.zeros((0,), dtype=np.float64)
+            return self._empty
         return self.root.take(start, stop)
 
     def get(self, i: int) -> Any:
@@ -514,6 +516,38 @@ class Field:
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.root.row_bytes() if self.root is not None else 0
+
+
+def _no_steps(space: Any) -> Any:
+    """No steps of ``space``'s values, as :meth:`Field.take` gives steps.
+
+    A Box's, say, are ``[0, *shape]`` of its dtype; those of a space of no fixed layout (or of
+    no space) ``float64[0]``.
+    """
+    sub = getattr(space, "spaces", None)
+    if isinstance(sub, Mapping) and sub:
+        fields = {k: _no_steps(s) for k, s in sub.items()}
+        if all(
+            isinstance(f, (np.ndarray, dict, tuple)) and f is not _NONE for f in fields.values()
+        ):
+            return fields
+    elif isinstance(sub, tuple) and sub:
+        parts = tuple(_no_steps(s) for s in sub)
+        if all(p is not _NONE for p in parts):
+            return parts
+    else:
+        shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
+        try:
+            dtype = np.dtype(dtype) if dtype is not None else None
+        except TypeError:
+            dtype = None
+        if isinstance(shape, tuple) and dtype is not None and blob_dtype(dtype) is not None:
+            return np.zeros((0, *shape), dtype)
+    return _NONE
+
+
+#: No steps of an unknown layout.
+_NONE = np.zeros((0,), np.float64)
 
 
 def storable(value: Any, what: str) -> tuple[Any, int]:

@@ -180,7 +180,7 @@ class TraceRecording:
         #: Complete episodes handed to the buffer.
         self.episode_count = 0
         self._obs = Field("observations")
-        self._act = Field("actions")
+        self._act = Field("actions", action_space)
         self._rew = Rewards()
         self._frames: FrameLeaf | StreamedFrames | None = None  # one frame per observation
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)

@@ -360,3 +360,21 @@ def test_what_minari_cannot_hold_is_named_in_one_warning(tmp_path: Path, minari:
     dataset = minari.load_dataset("tests/lossy-v0")
     (_, second) = list(dataset.iterate_episodes())
     assert second.infos["a"].tolist() == [1, 2]  # the episode whose infos fit keeps them
+
+
+def test_minari_keeps_the_info_keys_of_every_step(tmp_path: Path, minari: Any) -> None:
+    """Infos whose reset info has fewer keys than its steps' (MuJoCo's) keep the keys every
+    info has; the others are named in the warning."""
+    d = tmp_path / "rec"
+    with TraceRecording(d, record_infos=True) as rec:
+        for e in range(2):
+            rec.add_reset(np.zeros(2, np.float32), info={"x_position": 0.5 + e})
+            for t in range(3):
+                info = {"x_position": float(t), "x_velocity": 2.0 * t, "reward_run": 1.0}
+                rec.add_step(0, np.ones(2, np.float32), 1.0, info=info, terminated=t == 2)
+    with pytest.warns(LossyExportWarning, match="reward_run, x_velocity"):
+        export(d, to="minari", out="tests/mujoco-like-v0")
+    dataset = minari.load_dataset("tests/mujoco-like-v0")
+    for e, ep in enumerate(dataset.iterate_episodes()):
+        assert set(ep.infos) == {"x_position"}
+        assert ep.infos["x_position"].tolist() == [0.5 + e, 0.0, 1.0, 2.0]

@@ -9,12 +9,14 @@ recording), its metadata in the dataset's metadata (``gym_recording``); an impor
 back.
 
 What Minari cannot hold is left out and named in one
-:class:`~gym_recording.LossyExportWarning`: infos that are not a dict of the same keys and
-kinds of value at every step, options that are not JSON (a dict of numbers, strings, lists,
-dicts and numpy values), zero-step episodes when the actions hold arrays (Minari's arrow
-storage cannot store an episode without a step then), and an environment's spec whose
-kwargs were not JSON when it was recorded. A part of a space the recording could not describe
-(a :class:`~gym_recording.format.spaces.UnknownSpace`) is inferred from the recorded values.
+:class:`~gym_recording.LossyExportWarning`: the info keys not in every info of an episode
+(MuJoCo's reset info lacks some; the others are kept), infos that are not dicts of common
+keys and of one kind of value at every step, options that are not JSON (a dict of numbers,
+strings, lists, dicts and numpy values), zero-step episodes when the actions hold arrays
+(Minari's arrow storage cannot store an episode without a step then), and an environment's
+spec whose kwargs were not JSON when it was recorded. A part of a space the recording could
+not describe (a :class:`~gym_recording.format.spaces.UnknownSpace`) is inferred from the
+recorded values.
 """
 
 from __future__ import annotations
@@ -420,6 +422,14 @@ def _options(options: Any, lost: _Lost) -> dict[str, Any] | None:
 def _buffer_infos(infos: list[Any] | None, lost: _Lost) -> dict[str, Any] | None:
     if infos is None or not any(infos):
         return None
+    if all(isinstance(i, dict) for i in infos):
+        # Minari holds a key at every step: keep those in every info (MuJoCo's reset info
+        # has fewer keys than its steps'), say which are left out.
+        common = [k for k in infos[0] if all(k in i for i in infos)]
+        left = sorted({str(k) for i in infos for k in i if k not in common})
+        if common and left:
+            lost.add(f"info keys missing from some of an episode's infos ({', '.join(left)})")
+            infos = [{k: i[k] for k in common} for i in infos]
     try:
         return _infos(infos)
     except _Unfit as exc:

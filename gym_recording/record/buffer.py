@@ -527,9 +527,7 @@ def _no_steps(space: Any) -> Any:
     sub = getattr(space, "spaces", None)
     if isinstance(sub, Mapping) and sub:
         fields = {k: _no_steps(s) for k, s in sub.items()}
-        if all(
-            isinstance(f, (np.ndarray, dict, tuple)) and f is not _NONE for f in fields.values()
-        ):
+        if all(f is not _NONE for f in fields.values()):
             return fields
     elif isinstance(sub, tuple) and sub:
         parts = tuple(_no_steps(s) for s in sub)

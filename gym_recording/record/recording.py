@@ -547,14 +547,18 @@ class TraceRecording:
         Args:
             ended_at: When the episode ended, in unix seconds (default: now).
         """
+        if self._end(ended_at) >= self._writer.target_steps:
+            self._submit_batch()
+
+    def _end(self, ended_at: float | None) -> int:
+        """End the open episode, if any, unwritten: the steps buffered (-1: none was open)."""
         ep = self._open
         if ep is None:
-            return
+            return -1
         steps = len(self._rew.buf) >> 3
         self._finish(ep, steps, steps + self._resets, ended_at)
         self._sync_room()
-        if steps >= self._writer.target_steps:
-            self._submit_batch(background=self._closing)
+        return steps
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
         """End the open episode ``ep`` at ``steps`` buffered steps and ``obs_stop`` observations."""
@@ -748,7 +752,7 @@ class TraceRecording:
             keep_empty: Whether a recording of no episode still writes its manifest (its
                 metadata, no episode). The wrappers pass ``False``: an env never reset (the
                 spaces probe of ``AsyncVectorEnv``, say) leaves no file.
-            wait: ``False`` starts the last batch's write in the background and returns:
+            wait: ``False`` returns once the last batch's write is started in the background:
                 the recording takes no more steps; the next ``close()`` waits for the write
                 (and raises its error). Closing many, do so for each, then close each again.
         """
@@ -760,22 +764,18 @@ class TraceRecording:
             return
         try:
             if not self._closing:
-                self._closing = not wait  # (a batch end_episode fills is written away too)
-                self.end_episode()
+                self._end(None)  # (written by the next line, however many steps it has)
                 self._submit_batch(background=not wait)
-                self._closing = True
             if not wait:
+                self._closing = True
                 return
+            self._closing = False
             self._writer.finish(empty_manifest=keep_empty or self.episode_count > 0)
             logger.info("Wrote traces to %s", self.directory)
-        except BaseException:
-            wait = True  # (it is closed, with this error)
-            raise
         finally:
             self.closed = True
             self._sync_room()
-            if wait:
-                self._closing = False
+            if not self._closing:  # (closed, not just waiting for its last write)
                 if self._frames is not None:
                     self._frames.close()
                 lifetime.unregister(id(self))

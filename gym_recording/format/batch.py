@@ -108,14 +108,14 @@ def lay_out_batch(
     rew = layout.rows(np.asarray(rewards, dtype=np.float64))
     episodes = []
     for sp in spans:
-        infos, columns = (None, None) if sp.infos is None else _info_columns(sp.infos, layout)
+        infos, columns = _info_columns(sp.infos, layout)
         episodes.append(
             EpisodeObject(
                 obs(sp.obs_start, sp.obs_stop),
                 act(sp.act_start, sp.act_stop),
                 rew(sp.act_start, sp.act_stop),
                 options=None if sp.options is None else encode_value(sp.options, layout),
-                infos=None if infos is None else [encode_value(i, layout) for i in infos],
+                infos=infos,
                 part=sp.part,
                 continues=sp.continues,
                 info_columns=columns,
@@ -145,30 +145,33 @@ _SCALARS = frozenset(np.dtype(n).type for n in DTYPES)
 def _info_columns(
     infos: list[Any] | None, layout: BlobLayout
 ) -> tuple[list[Any] | None, InfoColumns | None]:
-    """An episode object's infos, with the step infos' numeric keys taken out as columns.
+    """An episode object's infos, encoded, with the step infos' numeric keys taken out.
 
     Where every step info (after the reset one) is a dict of the same keys in the same
     order, each key whose values are all Python floats, ints (of int64) or bools, numpy
     scalars of one blob dtype, or arrays of one blob dtype and shape, is stored as one array
     in the blob (FORMAT.md §4, ``info_columns``); the rest stays in the infos.
     """
-    if infos is None or len(infos) < 3:
-        return infos, None
+    if infos is None:
+        return None, None
     steps = infos[1:]
-    first = steps[0]
-    if type(first) is not dict or not first:
-        return infos, None
-    order = list(first)
-    if "__type" in first or not all(type(k) is str for k in order):
-        return infos, None  # (stored as a mapping, §6)
-    if not all(type(i) is dict and list(i) == order for i in steps):
-        return infos, None
+    first = steps[0] if len(steps) > 1 else None
+    order = list(first) if type(first) is dict else []
+    if (
+        not order
+        or "__type" in order
+        or set(map(type, order)) != {str}
+        or set(map(type, steps)) != {dict}
+        or not all(map(order.__eq__, map(list, steps)))
+    ):
+        return [encode_value(i, layout) for i in infos], None
     columns: dict[str, InfoColumn] = {}
     for key in order:
         values = [i[key] for i in steps]
-        t = type(values[0])
-        if not all(type(v) is t for v in values):
+        types = set(map(type, values))
+        if len(types) != 1:
             continue
+        t = types.pop()
         known = _KINDS.get(t)
         try:
             if known is not None:
@@ -185,9 +188,14 @@ def _info_columns(
             continue
         columns[key] = InfoColumn(kind, layout.add(col))  # type: ignore[arg-type]
     if not columns:
-        return infos, None
-    rest = [{k: v for k, v in i.items() if k not in columns} for i in steps]
-    return [infos[0], *rest], InfoColumns(order, columns)
+        return [encode_value(i, layout) for i in infos], None
+    if len(columns) == len(order):  # (every key a column: each step's info is {})
+        rest: list[Any] = [{} for _ in steps]
+    else:
+        rest = [
+            encode_value({k: v for k, v in i.items() if k not in columns}, layout) for i in steps
+        ]
+    return [encode_value(infos[0], layout), *rest], InfoColumns(order, columns)
 
 
 def _with_columns(

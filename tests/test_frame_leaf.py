@@ -35,3 +35,19 @@ def test_the_buffer_of_the_write_in_flight_is_never_written_again() -> None:
     _fill(leaf, 10, 30)  # more rows than the first buffer ever held
     assert bytes(in_flight) == _frames(0, 10)
     assert [int(leaf.get(i)[0, 0, 0]) for i in range(3)] == [10, 11, 12]
+
+
+def test_a_release_refills_the_buffer_released_before_not_the_one_in_flight() -> None:
+    """The buffer of the batch before (its write done) is reused; the one in flight is not."""
+    leaf = FrameLeaf(np.dtype(np.uint8), (8, 16, 3))
+    _fill(leaf, 0, 10)
+    first = leaf.buf
+    leaf.release(10)  # the first batch's write is in flight
+    _fill(leaf, 10, 10)
+    second = leaf.buf
+    in_flight = memoryview(leaf.take(0, 10))
+    leaf.release(10)  # the recording waited for the first write: its buffer comes back
+    assert leaf.buf is first
+    _fill(leaf, 20, 10)
+    assert bytes(in_flight) == _frames(10, 20)
+    assert leaf.buf is not second

@@ -159,13 +159,17 @@ class RowLeaf:
 class FrameLeaf:
     """Large fixed-shape arrays (images): rows of one preallocated array, grown by doubling.
 
-    When a batch is written its buffer is handed to the write (:meth:`release`), and a new
-    one takes its place: the write reads the old one while the env steps on.
+    When a batch is written its buffer is handed to the write (:meth:`release`), and the
+    buffer of the batch before takes its place: the write reads the one while the env steps
+    on into the other. The recording releases only once the write before is done, so that
+    buffer is free again; reusing it spares the stepping thread faulting in (and the kernel
+    zeroing) a new buffer's pages, every batch.
     """
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
         self.dtype, self.shape = dtype, shape
         self.buf: np.ndarray = np.empty((_FIRST_ROWS, *shape), dtype=dtype)
+        self._spare: np.ndarray | None = None  # the buffer of the batch being written
         self.n = 0
 
         def put(v: Any) -> bool:
@@ -216,12 +220,17 @@ class FrameLeaf:
         return self.buf[i].copy()
 
     def release(self, keep_from: int) -> None:
-        """Forget rows before ``keep_from``; the buffer goes to the write taking them."""
+        """Forget rows before ``keep_from``; the buffer goes to the write taking them.
+
+        The write of the buffer released before must be done: it is the next one filled.
+        """
         k = self.n - keep_from
-        new = np.empty_like(self.buf)
+        new = self._spare
+        if new is None or new.shape != self.buf.shape:
+            new = np.empty_like(self.buf)
         if k > 0:
             new[:k] = self.buf[keep_from : self.n]
-        self.buf, self.n = new, k
+        self.buf, self._spare, self.n = new, self.buf, k
 
     def truncate(self, rows: int) -> None:
         """Drop the steps after the first ``rows``."""

@@ -11,6 +11,7 @@ __all__ = [
     "ExportError",
     "LossyExportWarning",
     "NoFramesError",
+    "NoRecordingWarning",
     "OutputExistsError",
     "RecordingClosedError",
     "RecordingError",
@@ -65,6 +66,10 @@ class ExportError(RecordingError, ValueError):
 
 class OutputExistsError(ExportError):
     """The output of an export or import exists already (nothing is overwritten)."""
+
+
+class NoRecordingWarning(UserWarning):
+    """A directory opened for reading holds files, but none of a recording (a wrong path?)."""
 
 
 class ReplayMismatchWarning(UserWarning):

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -459,6 +460,22 @@ def test_empty_directory_has_no_episodes(trace_dir):
     with gym_recording.load(trace_dir) as r:
         assert len(r) == 0
         assert list(r) == []
+
+
+def test_a_recordings_parent_directory_warns_and_has_no_episodes(tmp_path):
+    """load() of a directory of files and folders but no trace file names it in a warning."""
+    with TraceRecording(tmp_path / "runs" / "run1") as rec:
+        feed(rec, make_trace(2))
+    (tmp_path / "runs" / "notes.txt").write_text("seeds 1-2", encoding="utf-8")
+    with pytest.warns(gym_recording.NoRecordingWarning, match=r"holds no recording.*run1"):
+        r = gym_recording.load(tmp_path / "runs")
+    assert len(r) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (the recording itself, and an empty folder: no warning)
+        (tmp_path / "empty").mkdir()
+        assert len(gym_recording.load(tmp_path / "empty")) == 0
+        with gym_recording.load(tmp_path / "runs" / "run1") as r:
+            assert len(r) == 1
 
 
 def test_missing_directory(tmp_path):

@@ -135,6 +135,12 @@ def find_manifests(names: Iterable[str]) -> list[str]:
     return sorted(n for n in names if _MANIFEST.match(n))
 
 
+def holds_no_recording(names: Iterable[str]) -> bool:
+    """Whether a directory of ``names`` holds files, none of them a trace file (a wrong path)."""
+    names = list(names)
+    return bool(names) and all(classify(n) is None for n in names)
+
+
 def write_rank(name: str) -> int:
     """Where ``name`` goes in a copy that readers may watch: blobs, batches, manifests (§2)."""
     return {"blob": 1, "batch": 2, "manifest": 3}.get(classify(name) or "", 0)

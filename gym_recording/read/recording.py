@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from gym_recording._errors import RecordingClosedError, TraceFormatError
+from gym_recording._errors import NoRecordingWarning, RecordingClosedError, TraceFormatError
 from gym_recording.format.arrays import BatchBlob
 from gym_recording.format.batch import DecodedBatch, decode_batch, join_parts
 from gym_recording.format.limits import (
@@ -27,7 +28,7 @@ from gym_recording.format.limits import (
     MAX_MANIFEST_BYTES,
 )
 from gym_recording.format.manifest import Manifest, decode_manifest
-from gym_recording.format.names import find_manifests
+from gym_recording.format.names import find_manifests, holds_no_recording
 from gym_recording.format.spaces import space_from_json
 from gym_recording.read import notebook
 from gym_recording.read.episode import Episode
@@ -112,6 +113,10 @@ class Recording(Sequence[Episode]):
     Raises:
         TraceFormatError: a manifest is damaged or the directory is missing.
 
+    Warns:
+        NoRecordingWarning: the directory holds files but none of a recording (a wrong path:
+            a recording's parent directory, say). It opens with no episodes.
+
     Example:
         >>> import tempfile, gymnasium as gym, gym_recording
         >>> from gym_recording.wrappers import TraceRecordingWrapper
@@ -140,6 +145,16 @@ class Recording(Sequence[Episode]):
         self._writers: list[_Writer] = []
         self._cum: list[int] = [0]  # episodes before each writer
         self._scan()
+        if not self._writers:
+            names = self._storage.list_names()
+            if holds_no_recording(names):
+                shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+                msg = (
+                    f"{self.directory} holds no recording (no openaigym.trace.*.manifest.json "
+                    f"file), only {len(names)} other entries ({shown}); pass the directory "
+                    "the recorder wrote"
+                )
+                warnings.warn(msg, NoRecordingWarning, stacklevel=3)
 
     # ---------------------------------------------------------------- index
 

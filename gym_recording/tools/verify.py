@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from gym_recording._errors import RecordingError, TraceFormatError
 from gym_recording.format.limits import MAX_MANIFEST_BYTES
 from gym_recording.format.manifest import Manifest, decode_manifest
-from gym_recording.format.names import classify, find_manifests, is_temp_name
+from gym_recording.format.names import classify, find_manifests, holds_no_recording, is_temp_name
 from gym_recording.format.spaces import space_from_json
 from gym_recording.read.recording import load, read_batch
 from gym_recording.storage import LocalStorage, Storage, open_storage
@@ -234,7 +234,7 @@ def verify(directory: str | os.PathLike[str]) -> VerifyReport:
     if not manifests:
         # No writer has written yet (or one was killed first), or this is no recording at all:
         # a directory of other files only, such as a wrong path.
-        if names and all(classify(n) is None for n in names):
+        if holds_no_recording(names):
             report.add(directory, "holds no recording (no openaigym.trace.*.manifest.json file)")
         else:
             report.note(directory, "no manifest yet: no episode is written (readers see none)")

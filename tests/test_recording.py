@@ -470,10 +470,12 @@ def test_a_recordings_parent_directory_warns_and_has_no_episodes(tmp_path):
     with pytest.warns(gym_recording.NoRecordingWarning, match=r"holds no recording.*run1"):
         r = gym_recording.load(tmp_path / "runs")
     assert len(r) == 0
+    r.close()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # (the recording itself, and an empty folder: no warning)
         (tmp_path / "empty").mkdir()
-        assert len(gym_recording.load(tmp_path / "empty")) == 0
+        with gym_recording.load(tmp_path / "empty") as r:
+            assert len(r) == 0
         with gym_recording.load(tmp_path / "runs" / "run1") as r:
             assert len(r) == 1
 

@@ -529,10 +529,11 @@ def test_vector_render_failure_cuts_the_rendered_episodes_and_recording_goes_on(
 def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its_frame(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ctrl-C lands where the stepping thread waits: for the frames' compressing thread, a
-    ring of frames behind. The step being recorded is then not recorded (not recorded
-    without its frame), and what was recorded reads back. (The codec's FrameStream is
-    made to stall: the reason this test reaches into the format layer.)"""
+    """Ctrl-C lands where the stepping thread waits: in the compressor, which takes the
+    frame held back before the step's values are stored (zstd's input buffers full). The
+    step being recorded is then not recorded (not recorded without its frame), and what
+    was recorded reads back. (The codec's FrameStream is made to stall from its 20th
+    frame on: the reason this test reaches into the format layer.)"""
     import _thread
     import threading
     import time
@@ -541,9 +542,12 @@ def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its
 
     go = threading.Event()
     add = codec.FrameStream.add
+    calls = [0]
 
     def stalled(self: Any, data: Any) -> None:
-        go.wait()
+        calls[0] += 1
+        if calls[0] >= 20:
+            go.wait()
         add(self, data)
 
     monkeypatch.setattr(codec.FrameStream, "add", stalled)

@@ -23,7 +23,15 @@ from gym_recording.format.codec import CodecError, Compressor, decompress
 from gym_recording.format.limits import INTP_MAX
 from gym_recording.format.wire import DTYPES, ArrayRef
 
-__all__ = ["DTYPE", "BatchBlob", "BlobLayout", "Precompressed", "blob_dtype", "brief"]
+__all__ = [
+    "DTYPE",
+    "BatchBlob",
+    "BlobLayout",
+    "Precompressed",
+    "PrecompressedRows",
+    "blob_dtype",
+    "brief",
+]
 
 #: The little-endian dtype of each allowed dtype name.
 DTYPE: dict[str, np.dtype[Any]] = {n: np.dtype(n).newbyteorder("<") for n in DTYPES}
@@ -86,6 +94,17 @@ class Precompressed:
     def __init__(self, shape: tuple[int, ...], dtype: str, frame: Callable[[], bytes]) -> None:
         self.shape, self.dtype, self.frame = shape, dtype, frame
         self.nbytes = DTYPE[dtype].itemsize * math.prod(shape)
+
+
+class PrecompressedRows:
+    """A field's rows compressed part by part as they were recorded (a field leaf's column).
+
+    ``rows[start:stop]`` is the :class:`Precompressed` part of rows ``start:stop``, where a
+    part begins at ``start``.
+    """
+
+    def __getitem__(self, rows: slice) -> Precompressed:
+        raise NotImplementedError
 
 
 class BlobLayout:

@@ -10,7 +10,10 @@ declared sizes: a frame that holds more or less, is truncated or corrupt is refu
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -36,6 +39,9 @@ MAX_RATIO = 32768
 MAX_LEVEL = 22
 #: A :class:`FrameStream` of a higher level uses this level's window and tables (see there).
 STREAM_LEVEL_TABLES = 19
+#: The bytes a worker of a threaded :class:`FrameStream` compresses at a time: small, so
+#: that zstd's input buffers stay in the cache of the core that fills them.
+STREAM_JOB_BYTES = 1024 * 1024
 
 #: Arrays of at least this many bytes are decompressed into NumPy's memory (see decompress).
 _LARGE = 4 * 1024 * 1024
@@ -76,12 +82,12 @@ class Compressor:
         """
         return self._cctx.compress(data)
 
-    def stream(self) -> FrameStream:
+    def stream(self, *, threads: int = 0) -> FrameStream:
         """Frames compressed piece by piece at this level (see :class:`FrameStream`).
 
         For one thread: a compressor's context may not be shared.
         """
-        return FrameStream(self.level)
+        return FrameStream(self.level, threads=threads)
 
 
 class FrameStream:
@@ -94,6 +100,9 @@ class FrameStream:
 
     Args:
         level: zstd's level, as for :class:`Compressor`.
+        threads: zstd's own worker threads (0: none). With one or more, :meth:`add` copies
+            the bytes into zstd's input buffer and returns; a worker of zstd's (C, without
+            the GIL) compresses them while the caller goes on.
 
     Example:
         >>> s = FrameStream(3)
@@ -102,7 +111,7 @@ class FrameStream:
         True
     """
 
-    def __init__(self, level: int = 3) -> None:
+    def __init__(self, level: int = 3, *, threads: int = 0) -> None:
         # Not knowing a frame's size, zstd would size its tables for the level's whole
         # window (levels 20-22: 128 MiB, ~700 MB a stream): they are kept to level 19's.
         own = zstandard.ZstdCompressionParameters.from_level(level)
@@ -114,12 +123,20 @@ class FrameStream:
             chain_log=min(own.chain_log, cap.chain_log),
             write_checksum=1,
             write_content_size=1,
+            threads=threads,
+            job_size=STREAM_JOB_BYTES if threads else 0,
         )
-        self._cctx = zstandard.ZstdCompressor(compression_params=params)
+        self._cctx: Any = zstandard.ZstdCompressor(compression_params=params)
         self._obj: Any = None
         self._pieces: list[bytes] = []
         #: The bytes of the frame begun so far.
         self.rawsize = 0
+        if threads:
+            _THREADED.add(self)
+
+    def close(self) -> None:
+        """Free zstd's context (and its workers): the stream takes no more frames."""
+        self._obj, self._pieces, self._cctx = None, [], None
 
     def start(self) -> None:
         """Begin a frame (the one begun before, if not finished, is dropped)."""
@@ -127,8 +144,26 @@ class FrameStream:
 
     def add(self, data: Any) -> None:
         """Compress ``data`` (a bytes-like object) as the frame's next bytes."""
-        self._pieces.append(self._obj.compress(data))
+        piece = self._obj.compress(data)
+        if piece:
+            self._pieces.append(piece)
         self.rawsize += memoryview(data).nbytes
+
+    def read_back(self) -> bytes:
+        """The bytes added to the frame begun so far, decompressed (the frame goes on).
+
+        Raises:
+            CodecError: zstd cannot read back what it made.
+        """
+        self._pieces.append(self._obj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+        try:
+            data = zstandard.ZstdDecompressor().decompressobj().decompress(b"".join(self._pieces))
+        except zstandard.ZstdError as exc:
+            raise CodecError(f"cannot read back the frame begun: {exc}") from None
+        if len(data) != self.rawsize:
+            msg = f"read back {len(data)} bytes of the frame begun, expected {self.rawsize}"
+            raise CodecError(msg)
+        return data
 
     def finish(self) -> bytes:
         """The frame, declaring its content size.
@@ -148,6 +183,26 @@ class FrameStream:
             msg = f"zstd wrote a frame header this cannot complete ({frame[:6].hex()})"
             raise CodecError(msg)
         return frame
+
+
+#: The streams whose zstd context has worker threads (see _forked).
+_THREADED: weakref.WeakSet[FrameStream] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """In a forked child: close every stream with workers, and never free their contexts.
+
+    The child has none of the parent's threads; freeing such a context joins its workers,
+    which would never return. Each is given a reference that is never dropped.
+    """
+    for stream in list(_THREADED):
+        if stream._cctx is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(stream._cctx))
+        stream.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def make_compressor(compression: str | None, level: int | None) -> Compressor | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_recording.format.arrays import BatchBlob, BlobLayout
+from gym_recording.format.arrays import BatchBlob, BlobLayout, PrecompressedRows
 from gym_recording.format.limits import MAX_NESTING
 from gym_recording.format.values import decode_value, encode_value, stack_steps
 from gym_recording.format.wire import ArrayRef, DictField, Field, TupleField
@@ -143,11 +143,13 @@ def field_encoder(field: Any, layout: BlobLayout) -> Callable[[int, int], Field]
 
     ``enc`` gives the §5 form of rows ``start:stop``: an
     :class:`~gym_recording.format.wire.ArrayRef` into the blob for an array leaf (whose
-    column is laid out now, whole, when its rows allow), a Dict/Tuple field of those, or a
-    list of encoded values.
+    column is laid out now, whole, when its rows allow, or part by part when it was
+    compressed as recorded), a Dict/Tuple field of those, or a list of encoded values.
     """
     if isinstance(field, np.ndarray):
         return layout.rows(field)
+    if isinstance(field, PrecompressedRows):
+        return lambda a, b: layout.add(field[a:b])
     if isinstance(field, dict):
         encs = {k: field_encoder(v, layout) for k, v in field.items()}
         return lambda a, b: DictField({k: e(a, b) for k, e in encs.items()})

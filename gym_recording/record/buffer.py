@@ -7,7 +7,9 @@ tuples of leaves. Each leaf keeps one leaf's value for every buffered step:
   floats and bools), their bytes appended row after row to a ``bytearray``: the cheapest
   copy CPython offers for a few dozen bytes, and the form the C step recorder appends to;
 - :class:`FrameLeaf`: the same for rows of 2 KiB or more (images): rows of a preallocated
-  array, so each byte is copied once on the way in and written from there;
+  array, so each byte is copied once on the way in and written from there; in a
+  compressed recording, a :class:`~gym_recording.record.frames.StreamedFrames` instead (a
+  field's root only), which compresses them as they come;
 - :class:`ListLeaf`: anything else (text, variable shapes, objects), a snapshot per step.
 
 A leaf's ``put`` returns ``False`` (storing nothing) when a value does not fit the layout chosen
@@ -28,15 +30,20 @@ import numpy as np
 from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import frame_problem
+from gym_recording.format.codec import Compressor
 from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.values import snapshot, snapshot_cost, value_cost
+from gym_recording.record import frames
+from gym_recording.record.frames import StreamedFrames
 
 __all__ = [
     "Field",
     "FrameLeaf",
+    "FrameStore",
     "ListLeaf",
     "RowLeaf",
     "Rewards",
+    "frame_store",
     "reward_value",
     "rgb_frame",
     "storable",
@@ -117,10 +124,11 @@ class RowLeaf:
 
         self.put: Put = put
 
-    def put_rows(self, rows: np.ndarray) -> bool:
+    def put_rows(self, rows: np.ndarray, starts: list[int] | None = None) -> bool:
         """Store the rows of ``rows`` (its first axis is the step) as :attr:`put` would.
 
-        ``False`` (storing nothing) unless they are of the leaf's dtype and shape.
+        ``False`` (storing nothing) unless they are of the leaf's dtype and shape. (``starts``,
+        where parts begin, matters to a StreamedFrames only.)
         """
         if rows.dtype != self.dtype or rows.shape[1:] != self.shape:
             return False
@@ -186,7 +194,7 @@ class FrameLeaf:
 
         self.put: Put = put
 
-    def put_rows(self, rows: np.ndarray) -> bool:
+    def put_rows(self, rows: np.ndarray, starts: list[int] | None = None) -> bool:
         """Store the rows of ``rows`` as :attr:`put` would one by one (see RowLeaf)."""
         if rows.dtype != self.dtype or rows.shape[1:] != self.shape:
             return False
@@ -248,6 +256,19 @@ class FrameLeaf:
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.dtype.itemsize * math.prod(self.shape)
+
+
+#: Where a recording keeps rows of 2 KiB or more (see :func:`frame_store`).
+FrameStore = FrameLeaf | StreamedFrames
+
+
+def frame_store(
+    dtype: np.dtype[Any], shape: tuple[int, ...], compressor: Compressor | None
+) -> FrameStore:
+    """Where a recording keeps rows of ``dtype`` and ``shape`` of 2 KiB or more until written."""
+    if compressor is not None and frames.STREAM:
+        return StreamedFrames(dtype, shape, compressor)
+    return FrameLeaf(dtype, shape)
 
 
 def rgb_frame(frame: Any, shape: tuple[int, ...] | None, rendering: bool | None) -> np.ndarray:
@@ -413,7 +434,7 @@ class _TupleNode(_Branch):
         return tuple(c.get(i) for c in self.children)
 
 
-Node = RowLeaf | FrameLeaf | ListLeaf | _DictNode | _TupleNode
+Node = RowLeaf | FrameLeaf | StreamedFrames | ListLeaf | _DictNode | _TupleNode
 
 
 def _leaf_for(dtype: np.dtype[Any], shape: tuple[int, ...], python: type | None) -> Node:
@@ -453,24 +474,41 @@ class Field:
 
     ``put(value)`` stores one step and returns whether the value fitted the layout; on
     ``False`` the caller calls :meth:`fallback` with the number of rows stored before.
+
+    With a ``compressor``, a field whose values are arrays of 2 KiB or more (images)
+    compresses them as they come (:func:`frame_store`); the recording then says where each
+    episode's part begins (:meth:`begin_part`).
     """
 
-    def __init__(self, what: str, space: Any = None) -> None:
+    def __init__(self, what: str, space: Any = None, compressor: Compressor | None = None):
         self.what = what
         self.root: Node | None = None
         self.put: Put = self._first_put
         # What a batch gets while no value has come: no steps of the space's values.
         self._empty = _no_steps(space)
+        self._compressor = compressor
+        self._stream: StreamedFrames | None = None  # the root, if it is one
 
     def _first_put(self, v: Any) -> bool:
-        self.root = infer(v)
-        self.put = self.root.put
+        root = infer(v)
+        if type(root) is FrameLeaf and self._compressor is not None:
+            root = frame_store(root.dtype, root.shape, self._compressor)
+            if isinstance(root, StreamedFrames):
+                self._stream = root
+        self.root = root
+        self.put = root.put
         return self.put(v)
 
-    def put_rows(self, rows: np.ndarray) -> bool:
+    def begin_part(self, at: int) -> None:
+        """Say that an episode's part begins at row ``at`` (see StreamedFrames)."""
+        if self._stream is not None:
+            self._stream.begin_part(at)
+
+    def put_rows(self, rows: np.ndarray, starts: list[int] | None = None) -> bool:
         """Store ``len(rows)`` steps at once, as :attr:`put` would store them one by one.
 
-        ``rows`` is an array whose first axis is the step.
+        ``rows`` is an array whose first axis is the step; ``starts`` are the rows where
+        an episode's part begins (after the first row), as :meth:`begin_part` would say.
 
         Returns ``False``, storing nothing, where the layout takes rows one by one only (a
         Dict, Tuple or per-step field) or they do not fit it: then :attr:`put` each.
@@ -482,13 +520,15 @@ class Field:
                 return False
             self._first_put(rows[0])
             rows = rows[1:]
+            starts = [r - 1 for r in starts or () if r]
         put_rows = getattr(self.root, "put_rows", None)
-        return bool(put_rows(rows)) if put_rows is not None else False
+        return bool(put_rows(rows, starts)) if put_rows is not None else False
 
     def fallback(self, v: Any, rows: int) -> None:
         """``v`` did not fit: keep the first ``rows`` values, store per-step values from now on."""
         root = self.root
         values = [root.get(i) for i in range(rows)] if root is not None else []
+        self.close()
         logger.warning(
             "%s: a %s does not match the layout of the earlier values; storing them as "
             "per-step JSON values from now on, which is slower",
@@ -525,6 +565,12 @@ class Field:
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.root.row_bytes() if self.root is not None else 0
+
+    def close(self) -> None:
+        """Free what compresses the values as they come, if anything does."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
 
 def _no_steps(space: Any) -> Any:

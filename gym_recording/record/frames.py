@@ -1,73 +1,60 @@
-"""Rendered frames of a compressed recording, compressed on a thread as they are recorded.
+"""Large rows of a compressed recording, compressed as they are recorded.
 
-A raw recording keeps its frames in a :class:`~gym_recording.record.buffer.FrameLeaf` (a
-batch's frames in one array) until the batch is written. A compressed one needs no such
-array: each frame is copied into a small ring of slots (about 8 MiB), and a thread
-compresses it from there into the zstd frame of its episode's part (FORMAT.md §6.2: one
-frame per array), while the next is rendered. A writer then holds a ring, not two batches
-of frames (80 MiB each).
+A raw recording keeps a batch's frames (observations of 2 KiB or more, and rendered frames)
+in a :class:`~gym_recording.record.buffer.FrameLeaf` until the batch is written. A compressed
+one streams them instead (:class:`StreamedFrames`): each row goes into the zstd frame of its
+episode's part (FORMAT.md §6.2: one frame per array), which a worker thread of zstd's own
+(C, without the GIL) compresses while the env steps. The stepping thread copies a row into
+zstd's input buffers, which are small and stay in its core's cache, not into a batch-sized
+buffer; a writer holds no batch of raw frames.
 
 The recording tells the stream where its parts begin (:meth:`StreamedFrames.begin_part`)
 and where batches end (:meth:`StreamedFrames.release`); the spans of a batch index its
-frames as they index a :class:`FrameLeaf`'s, and :meth:`StreamedFrames.take` turns those
+rows as they index a :class:`FrameLeaf`'s, and :meth:`StreamedFrames.take` turns those
 indexes into :class:`~gym_recording.format.arrays.Precompressed` arrays.
 """
 
 from __future__ import annotations
 
 import math
-import queue
-import threading
 from typing import Any
 
 import numpy as np
 
 from gym_recording._errors import RecordingError
-from gym_recording.format.arrays import Precompressed, blob_dtype
-from gym_recording.format.codec import Compressor, FrameStream
-from gym_recording.record.buffer import FrameLeaf
+from gym_recording.format.arrays import Precompressed, PrecompressedRows, blob_dtype
+from gym_recording.format.codec import CodecError, Compressor, decompress
 
-__all__ = ["RING_BYTES", "STREAM", "StreamedFrames", "frame_store"]
+__all__ = ["STREAM", "StreamedFrames"]
 
-#: About how many bytes the ring of frames waiting to be compressed holds (3 to 16 frames).
-RING_BYTES = 8 * 1024 * 1024
 #: Whether a compressed recording streams its frames (``benchmarks/bench.py`` measures it
 #: off too: a :class:`FrameLeaf`, compressed with the rest of the batch).
 STREAM = True
-
-
-def frame_store(
-    dtype: np.dtype[Any], shape: tuple[int, ...], compressor: Compressor | None
-) -> FrameLeaf | StreamedFrames:
-    """Where a recording keeps its rendered frames of ``dtype`` and ``shape`` until written."""
-    if compressor is not None and STREAM:
-        return StreamedFrames(dtype, shape, compressor)
-    return FrameLeaf(dtype, shape)
+#: zstd's worker threads for one stream.
+_THREADS = 1
 
 
 class _Part:
-    """The zstd frame of one part's rendered frames, once the thread has made it."""
+    """The zstd frame of one part's rows, once finished."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
-        self.rows = 0  # (the thread's count of the frames it compressed)
-        self.done = threading.Event()
-        self.frame = b""
-        self.error: BaseException | None = None
+        self.rows = 0  # (the rows compressed into it)
+        self.frame: bytes | None = None
+        self.error: Exception | None = None
 
     def result(self, rows: int) -> bytes:
-        self.done.wait()
         if self.error is not None:
-            msg = f"compressing the rendered frames failed: {self.error!r}"
+            msg = f"compressing the recorded frames failed: {self.error!r}"
             raise RecordingError(msg) from self.error
-        if self.rows != rows:  # pragma: no cover - the recording's books say otherwise
-            msg = f"expected {rows} rendered frames in the part, the stream holds {self.rows}"
+        if self.frame is None or self.rows != rows:  # pragma: no cover - the books say otherwise
+            msg = f"expected a finished part of {rows} frames, the stream holds {self.rows}"
             raise RecordingError(msg)
         return self.frame
 
 
-class _Taken:
-    """A batch's frames: ``taken[start:stop]`` is the part of rows ``start:stop``."""
+class _Taken(PrecompressedRows):
+    """A batch's rows: ``taken[start:stop]`` is the part of rows ``start:stop``."""
 
     def __init__(self, parts: dict[int, _Part], offset: int, shape: tuple[int, ...]) -> None:
         self._parts, self._offset, self._shape = parts, offset, shape
@@ -79,139 +66,200 @@ class _Taken:
 
 
 class StreamedFrames:
-    """Rendered frames compressed on a thread as they come, one zstd frame per part.
+    """Rows of one large shape compressed as they come, one zstd frame per part.
 
     Args:
-        dtype: The frames' dtype (``uint8``).
-        shape: One frame's shape (``H, W, 3``).
+        dtype: The rows' dtype.
+        shape: One row's shape (``H, W, 3`` for a rendered frame).
         compressor: The recording's compressor.
 
     It takes the calls a :class:`~gym_recording.record.buffer.FrameLeaf` takes, and
-    :meth:`begin_part` and :meth:`close`. A frame is handed to the thread when it is put;
-    the stepping thread waits only when the thread is a whole ring of frames behind.
+    :meth:`begin_part` and :meth:`close`. The last row put is held back, copied, until the
+    next one comes (or its part ends): so that a step refused after its observation was
+    stored is taken back (:meth:`truncate`), and a part that begins with the row the part
+    before ends with (an episode cut in two) has it too.
     """
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...], compressor: Compressor):
         self.dtype, self.shape = dtype, shape
         self._blob_dtype = blob_dtype(dtype) or "uint8"
-        self.n = 0  # frames since the last release (the spans' indexes)
-        self._offset = 0  # frames before the last release
-        self._parts: dict[int, _Part] = {}  # by the absolute index of their first frame
-        nbytes = dtype.itemsize * math.prod(shape)
-        slots = max(3, min(16, RING_BYTES // max(nbytes, 1)))
-        self._ring = np.empty((slots, *shape), dtype)
-        # (last in, first out: the slot the thread has just read is the next one filled, warm
-        # in a cache the two cores share, where they share one)
-        self._free: queue.LifoQueue[int] = queue.LifoQueue()
-        for i in range(slots):
-            self._free.put(i)
-        self._todo: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(
-            target=self._run, args=(compressor,), name="gym-recording-frames", daemon=True
-        )
-        self._thread.start()
-        self._claimed = -1  # a free slot taken for the next frame (see claim)
-        ring, todo = self._ring, self._todo
+        self.n = 0  # rows since the last release (the spans' indexes)
+        self._offset = 0  # rows before the last release
+        self._parts: dict[int, _Part] = {}  # by the absolute index of their first row
+        self._stream = compressor.stream(threads=_THREADS)
+        self._part: _Part | None = None  # the part rows go into
+        self._start = -1  # its first row's absolute index
+        self._held = np.empty(shape, dtype)  # the last row put, not yet compressed
+        self._holding = False
+        self._back: dict[int, np.ndarray] = {}  # parts' rows read back (see get), by start
+        self._begin(0)
+        held = self._held
 
         def put(v: Any) -> bool:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
-                self.claim()  # (the recording claimed it already: see claim)
-                slot = self._claimed
-                ring[slot] = v  # (interrupted here, the slot stays claimed for the next)
-                self._claimed = -1
-                todo.put(slot)
+                if self._holding:
+                    self.claim()
+                held[...] = v
+                self._holding = True
                 self.n += 1
                 return True
             return False
 
         self.put = put
 
-    def claim(self) -> None:
-        """Wait for a free slot for the next frame, before the step it belongs to is stored.
+    def _add(self, data: Any, at: int, rows: int) -> None:
+        """Compress ``rows`` rows of ``data``, the first being row ``at``, into the current part."""
+        part = self._part or self._begin(at)  # (none after a release of every row)
+        self._back.pop(self._start, None)
+        if part.error is None:
+            try:
+                self._stream.add(data)
+            except Exception as exc:  # (zstd's, or memory: raised by the write that needs it)
+                part.error = exc
+        part.rows += rows
 
-        The wait (the thread a ring of frames behind) is where an interrupt lands: there it
-        leaves the step unrecorded, not recorded without its frame.
+    def claim(self) -> None:
+        """Compress the row held back, before the next step's values are stored.
+
+        Where the stepping thread may wait (zstd's input buffers full), an interrupt lands
+        here: the step being recorded is then not recorded, not recorded without its frame.
         """
-        if self._claimed < 0:
-            self._claimed = self._free.get()
+        if self._holding:
+            self._add(self._held.data, self.n - 1, 1)
+            self._holding = False
+
+    def put_rows(self, rows: np.ndarray, starts: list[int] | None = None) -> bool:
+        """Store the rows of ``rows`` as :attr:`put` would one by one (see RowLeaf).
+
+        ``starts`` are the rows (of ``rows``) where a part begins, as :meth:`begin_part`
+        would say before each of them is put.
+        """
+        if rows.dtype != self.dtype or rows.shape[1:] != self.shape:
+            return False
+        cuts = [0, *(starts or ()), len(rows)]
+        for i in range(len(cuts) - 1):
+            if i:
+                self.begin_part(self.n)
+            seg = rows[cuts[i] : cuts[i + 1]]
+            if not len(seg):
+                continue
+            self.claim()
+            if len(seg) > 1:
+                self._add(np.ascontiguousarray(seg[:-1]).data, self.n, len(seg) - 1)
+            self._held[...] = seg[-1]
+            self._holding = True
+            self.n += len(seg)
+        return True
+
+    def _begin(self, at: int) -> _Part:
+        """Start the part whose first row is row ``at``."""
+        self._stream.start()
+        self._part = part = _Part(self._blob_dtype)
+        self._start = self._offset + at
+        self._parts[self._start] = part
+        return part
+
+    def _finish(self) -> None:
+        """Finish the current part's zstd frame (waiting for zstd's worker)."""
+        part, self._part = self._part, None
+        if part is None:
+            return
+        if part.error is None:
+            try:
+                part.frame = self._stream.finish()
+            except Exception as exc:
+                part.error = exc
 
     def begin_part(self, at: int) -> None:
-        """Say that a part of the frames begins at row ``at``.
+        """Say that a part of the rows begins at row ``at``.
 
-        That is the next frame put (``n``: a reset's), or the last one (``n - 1``: an
+        That is the next row put (``n``: a reset's), or the last one (``n - 1``: an
         episode cut into parts), which the part before ends with too.
         """
-        part = _Part(self._blob_dtype)
-        self._parts[self._offset + at] = part
-        self._todo.put((part, at < self.n))
+        if self._part is not None and self._start == self._offset + at:
+            return  # (begun there already: nothing is in it but that row)
+        if at < self.n and self._holding:  # the part before ends with it too
+            self._add(self._held.data, at, 1)
+        else:
+            self.claim()
+        self._finish()
+        self._begin(at)
 
     def take(self, start: int, stop: int) -> _Taken:
-        """The frames of rows ``start:stop``, to slice into the batch's parts (``start``: 0)."""
+        """The rows ``start:stop``, to slice into the batch's parts (``start``: 0)."""
         return _Taken(self._parts, self._offset, self.shape)
 
     def release(self, keep_from: int) -> None:
         """The batch is handed to the write: forget rows before ``keep_from``.
 
-        Rows from ``keep_from`` on are the open episode's part, which goes on.
+        Rows from ``keep_from`` on are the open episode's part, which goes on; if there
+        are none, the last part is finished for the write.
         """
         if keep_from >= self.n:
-            self._todo.put(None)  # (the last part is done)
+            self.claim()
+            self._finish()
+        self._back.clear()
         self._offset += keep_from
         self.n -= keep_from
         self._parts = {k: p for k, p in self._parts.items() if k >= self._offset}
+
+    def truncate(self, rows: int) -> None:
+        """Drop the steps after the first ``rows`` (the last one put, the one held back).
+
+        Raises:
+            RecordingError: more than that (rows compressed already).
+        """
+        if rows >= self.n:
+            return
+        if rows == self.n - 1 and self._holding:
+            self._holding = False
+            self.n = rows
+            return
+        msg = f"cannot take back {self.n - rows} rows: all but the last are compressed already"
+        raise RecordingError(msg)
+
+    def count(self) -> int:
+        """How many steps it holds."""
+        return self.n
+
+    def get(self, i: int) -> Any:
+        """A copy of row ``i`` (read back from the parts: slow, for a field's fallback).
+
+        Raises:
+            RecordingError: the row cannot be read back (its compression failed).
+        """
+        if i == self.n - 1 and self._holding:
+            return self._held.copy()
+        for start, part in sorted(self._parts.items(), reverse=True):
+            at = start - self._offset
+            if at > i:
+                continue
+            rows = self._back.get(start)
+            if rows is None:
+                try:
+                    if part.error is not None:
+                        raise CodecError(repr(part.error))
+                    if part is self._part:
+                        data = np.frombuffer(self._stream.read_back(), np.uint8)
+                    else:
+                        data = decompress(part.frame, part.rows * self.row_bytes(), "zstd")
+                except CodecError as exc:
+                    msg = f"cannot read back row {i} of the recorded frames: {exc}"
+                    raise RecordingError(msg) from None
+                rows = self._back[start] = data.view(self.dtype).reshape(-1, *self.shape)
+            return rows[i - at].copy()
+        msg = f"row {i} of the recorded frames is in no part"  # pragma: no cover
+        raise RecordingError(msg)
 
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
         return self.dtype.itemsize * math.prod(self.shape)
 
     def reserve(self, rows: int) -> None:
-        """Nothing to do: the ring has its room (a :class:`FrameLeaf` makes it here)."""
+        """Nothing to do: zstd's buffers have their room (a :class:`FrameLeaf` makes it here)."""
 
     def close(self) -> None:
-        """Stop the thread once it has compressed every frame put."""
-        self._todo.put(())
-        self._thread.join()
-
-    def _run(self, compressor: Compressor) -> None:
-        ring, free, todo = self._ring, self._free, self._todo
-        zstd = compressor.stream()
-        stream: FrameStream | None = None
-        part: _Part | None = None
-        failure: BaseException | None = None  # (the part's: handed to the write that needs it)
-        held = -1  # the slot of the last frame compressed: the next part may begin with it
-        while True:
-            cmd = todo.get()
-            if type(cmd) is int:  # a frame
-                if stream is not None:
-                    try:
-                        stream.add(ring[cmd].data)
-                        part.rows += 1  # type: ignore[union-attr]
-                    except BaseException as exc:
-                        failure, stream = exc, None
-                if held >= 0:
-                    free.put(held)
-                held = cmd
-                continue
-            if part is not None:  # a part begins, or the last one is done: finish the last
-                if failure is None and stream is not None:
-                    try:
-                        part.frame = stream.finish()
-                    except BaseException as exc:
-                        failure = exc
-                part.error = failure
-                part.done.set()
-                part = stream = None
-            if cmd == ():
-                return
-            if cmd is None:
-                continue
-            part, again = cmd
-            failure = None
-            try:
-                zstd.start()
-                stream = zstd
-                if again and held >= 0:  # (the part before ends with that frame too)
-                    stream.add(ring[held].data)
-                    part.rows += 1
-            except BaseException as exc:
-                failure, stream = exc, None
+        """Free zstd's context and worker; the part being compressed, if any, is dropped."""
+        self._part = None
+        self._holding = False
+        self._stream.close()

@@ -29,10 +29,9 @@ from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
 from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.wire import part_keys
-from gym_recording.record import lifetime
+from gym_recording.record import buffer, lifetime
 from gym_recording.record import steps as _steps
-from gym_recording.record.buffer import Field, FrameLeaf, Rewards, reward_value, rgb_frame, storable
-from gym_recording.record.frames import StreamedFrames, frame_store
+from gym_recording.record.buffer import Field, Rewards
 from gym_recording.record.head import manifest_head
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
 from gym_recording.storage import Storage, open_storage
@@ -179,17 +178,15 @@ class TraceRecording:
         self._forks = lifetime.forks
         #: Complete episodes handed to the buffer.
         self.episode_count = 0
-        self._obs = Field("observations")
+        self._obs = Field("observations", compressor=compressor)
         self._act = Field("actions", action_space)
         self._rew = Rewards()
-        self._frames: FrameLeaf | StreamedFrames | None = None  # one frame per observation
+        self._frames: buffer.FrameStore | None = None  # one frame per observation
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
-        # What the buffered infos and options will take in their batch (value_cost), and
-        # the most a batch gets of them before it is written.
-        self._value_cost = 0
-        self._value_budget = min(batch_bytes, MAX_VALUE_COST)
+        self._value_cost = 0  # what the buffered infos and options take of their batch
+        self._value_budget = min(batch_bytes, MAX_VALUE_COST)  # the most before it is written
         self._sized = False
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
@@ -274,7 +271,7 @@ class TraceRecording:
             self.end_episode()
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
-        frame = None if render_frame is None else rgb_frame(render_frame, None, None)
+        frame = None if render_frame is None else buffer.rgb_frame(render_frame, None, None)
         if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
             self._frames.close()
@@ -283,12 +280,13 @@ class TraceRecording:
         kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
         if frame is not None:
             if self._frames is None:
-                self._frames = frame_store(frame.dtype, frame.shape, self._writer.compressor)
+                self._frames = buffer.frame_store(frame.dtype, frame.shape, self._writer.compressor)
                 self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
                 self._sized = False  # (batches are sized with the frames)
             self._frames.claim()  # (before the observation is stored)
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
+        self._obs.begin_part(rows)
         self._store(self._obs, observation, rows, "the reset observation")
         self._resets += 1
         frame_start = -1
@@ -350,10 +348,10 @@ class TraceRecording:
         steps = len(rewards) >> 3
         what = "the reward"
         try:  # (every check before anything is kept: a refused step leaves no trace)
-            value = reward if type(reward) is float else reward_value(reward)
+            value = reward if type(reward) is float else buffer.reward_value(reward)
             if ep.frame_start >= 0 or render_frame is not None:
                 shape = self._frames.shape if self._frames is not None else None
-                render_frame = rgb_frame(render_frame, shape, ep.frame_start >= 0)
+                render_frame = buffer.rgb_frame(render_frame, shape, ep.frame_start >= 0)
                 self._frames.claim()  # type: ignore[union-attr]
             what = "the action"
             if not self._act.put(action):
@@ -429,13 +427,13 @@ class TraceRecording:
             and steps + len(taken) < min(self._room, self._writer.target_steps)
             and len(self._pending) + t < MAX_BATCH_EPISODES
         ):
-            if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations):
+            starts, ends = np.flatnonzero(resets).tolist(), np.flatnonzero(done).tolist()
+            if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations, starts):
                 self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
                 # The episodes, from the rows: each row's observation is stored, and an
                 # episode runs from its reset row to its end row.
                 obs0 = steps + self._resets
                 acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
-                ends, starts = np.flatnonzero(done).tolist(), np.flatnonzero(resets).tolist()
                 when = np.asarray(times, np.float64).tolist()
                 if ep is not None and ends:  # the open episode ends at the first end row
                     d = ends[0]
@@ -485,7 +483,7 @@ class TraceRecording:
         """
         if value is None:
             return None
-        kept, cost = storable(value, what)
+        kept, cost = buffer.storable(value, what)
         self._value_cost += cost
         return kept
 
@@ -679,6 +677,7 @@ class TraceRecording:
             # The next part starts at the last observation (and frame), which both parts hold.
             ep.obs_start = steps + self._resets - 1
             ep.act_start = steps
+            self._obs.begin_part(ep.obs_start)
             if ep.frame_start >= 0:
                 ep.frame_start = self._frames.n - 1  # type: ignore[union-attr]
                 self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
@@ -776,6 +775,7 @@ class TraceRecording:
             self.closed = True
             self._sync_room()
             if not self._closing:  # (closed, not just waiting for its last write)
+                self._obs.close()
                 if self._frames is not None:
                     self._frames.close()
                 lifetime.unregister(id(self))

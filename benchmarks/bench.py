@@ -174,6 +174,13 @@ ABLATION_WORKLOADS: dict[str, dict[str, Any]] = {
         "needs": "mujoco",
         "record_infos": True,
     },
+    "ALE/Pong-v5 frames, zstd": {
+        "make": lambda: _atari("ALE/Pong-v5"),
+        "action": lambda env: 2,
+        "steps": 6_000,
+        "needs": "ale_py",
+        "compression": "zstd",
+    },
 }
 
 
@@ -228,6 +235,13 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
         "a vector env's sub-env rows stored at once by add_rows (else row by row)",
         [(recording_module, "ROWS_AT_ONCE", False)],
         ["8 x CartPole-v1, sync", "64 x CartPole-v1, sync"],
+        [],
+    ),
+    "streamed frames": (
+        "a compressed recording's image observations streamed into zstd as they come (else "
+        "kept for their batch and compressed with it)",
+        [(frames_store, "STREAM", False)],
+        ["ALE/Pong-v5 frames, zstd"],
         [],
     ),
     "background writes": (
@@ -298,7 +312,10 @@ def run_ours(
             shutil.rmtree(d)
             return dt, b""
         env = TraceRecordingWrapper(
-            spec["make"](), d, compression=compression, record_infos=spec.get("record_infos", False)
+            spec["make"](),
+            d,
+            compression=compression or spec.get("compression"),
+            record_infos=spec.get("record_infos", False),
         )
         t = time.perf_counter()
         drive(env, spec["action"](env), steps, spec.get("alternate", False))

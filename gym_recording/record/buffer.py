@@ -487,22 +487,19 @@ class Field:
         # What a batch gets while no value has come: no steps of the space's values.
         self._empty = _no_steps(space)
         self._compressor = compressor
-        self._stream: StreamedFrames | None = None  # the root, if it is one
 
     def _first_put(self, v: Any) -> bool:
         root = infer(v)
         if type(root) is FrameLeaf and self._compressor is not None:
             root = frame_store(root.dtype, root.shape, self._compressor)
-            if isinstance(root, StreamedFrames):
-                self._stream = root
         self.root = root
         self.put = root.put
         return self.put(v)
 
     def begin_part(self, at: int) -> None:
         """Say that an episode's part begins at row ``at`` (see StreamedFrames)."""
-        if self._stream is not None:
-            self._stream.begin_part(at)
+        if isinstance(self.root, StreamedFrames):
+            self.root.begin_part(at)
 
     def put_rows(self, rows: np.ndarray, starts: list[int] | None = None) -> bool:
         """Store ``len(rows)`` steps at once, as :attr:`put` would store them one by one.
@@ -568,9 +565,8 @@ class Field:
 
     def close(self) -> None:
         """Free what compresses the values as they come, if anything does."""
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
+        if isinstance(self.root, StreamedFrames):
+            self.root.close()
 
 
 def _no_steps(space: Any) -> Any:

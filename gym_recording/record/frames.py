@@ -91,7 +91,8 @@ class StreamedFrames:
         self._start = -1  # its first row's absolute index
         self._held = np.empty(shape, dtype)  # the last row put, not yet compressed
         self._holding = False
-        self._back: dict[int, np.ndarray] = {}  # parts' rows read back (see get), by start
+        # Parts' rows read back (see get), by start: with how many rows the part had then.
+        self._back: dict[int, tuple[int, np.ndarray]] = {}
         self._begin(0)
         held = self._held
 
@@ -110,7 +111,6 @@ class StreamedFrames:
     def _add(self, data: Any, at: int, rows: int) -> None:
         """Compress ``rows`` rows of ``data``, the first being row ``at``, into the current part."""
         part = self._part or self._begin(at)  # (none after a release of every row)
-        self._back.pop(self._start, None)
         if part.error is None:
             try:
                 self._stream.add(data)
@@ -234,8 +234,8 @@ class StreamedFrames:
             at = start - self._offset
             if at > i:
                 continue
-            rows = self._back.get(start)
-            if rows is None:
+            rows_then, rows = self._back.get(start, (-1, None))
+            if rows is None or rows_then != part.rows:
                 try:
                     if part.error is not None:
                         raise CodecError(repr(part.error))
@@ -246,7 +246,8 @@ class StreamedFrames:
                 except CodecError as exc:
                     msg = f"cannot read back row {i} of the recorded frames: {exc}"
                     raise RecordingError(msg) from None
-                rows = self._back[start] = data.view(self.dtype).reshape(-1, *self.shape)
+                rows = data.view(self.dtype).reshape(-1, *self.shape)
+                self._back[start] = (part.rows, rows)
             return rows[i - at].copy()
         msg = f"row {i} of the recorded frames is in no part"  # pragma: no cover
         raise RecordingError(msg)

@@ -389,6 +389,60 @@ def test_infos_over_the_value_budget_write_batches_mid_episode(hot_path, tmp_pat
     assert ep.length == 20 and ep.infos == infos
 
 
+class _NumericInfos(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """CartPole whose step infos are a MuJoCo env's: numpy scalars under the same keys."""
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, _ = super().step(action)
+        x = np.float64(obs[0])
+        info = {"x_position": x, "x_velocity": x * 2, "reward_run": x * 3, "cost": np.float32(1)}
+        return obs, reward, terminated, truncated, info
+
+
+def test_numeric_infos_count_against_the_batch_as_info_columns(hot_path, tmp_path):
+    """Step infos of numbers count what they take as info columns (FORMAT.md §4), not as
+    JSON: 100 steps of four numpy scalars (about 5 KB a step as JSON, 768 B as columns) fit
+    one batch of 100 KB, and read back equal, to the dtype."""
+    env = TraceRecordingWrapper(
+        _NumericInfos(gymnasium.make("CartPole-v1", max_episode_steps=100)),
+        tmp_path,
+        record_infos=True,
+        batch_bytes=100_000,
+    )
+    env.reset(seed=0)
+    infos = []
+    for t in range(100):
+        _, _, terminated, truncated, info = env.step(0 if t % 3 else 1)
+        infos.append(info)
+        if terminated or truncated:
+            env.reset()  # (CartPole fell: another episode of the same batch)
+    assert env.recording.batch_count == 0  # (all still buffered: one batch)
+    env.close()
+    got = [info for ep in _load_all(tmp_path) for info in ep.infos[1:]]
+    assert got == infos
+    assert [type(v) for i in got for v in i.values()] == [
+        type(v) for i in infos for v in i.values()
+    ]
+
+
+def test_infos_are_bounded_as_json_whatever_they_take_as_columns():
+    """What readers accept bounds a batch's infos as JSON (FORMAT.md §9), even where the
+    batch's own size, counting them as info columns, would take more: a recording's
+    counter, reached here directly (256 MiB of infos is too much for a test)."""
+    from gym_recording.format.limits import MAX_VALUE_COST
+    from gym_recording.record.buffer import Values
+
+    values = Values(batch_bytes=MAX_VALUE_COST)
+    info = {f"key_{i}": np.float64(i) for i in range(1000)}  # (about 1.1 MB as JSON)
+    steps = 0
+    while not values.full:
+        values.keep(info, "the step's info", step_info=True)
+        steps += 1
+    assert 200 < steps < 300  # (as columns, 64 KB a step: 4,000 steps)
+    values.clear()
+    assert not values.full
+
+
 def test_wrapper_is_freed_after_close(tmp_path):
     """The step recorder references the wrapper and the recording: a cycle the GC collects."""
     import gc

@@ -128,3 +128,62 @@ def test_mujoco_infos_take_the_bytes_of_their_arrays(tmp_path):
     with gym_recording.load(tmp_path / "infos") as r:
         got = [i for ep in r for i in ep.infos[1:]]
     assert len(got) == len(kept) and all(_same(g, w) for g, w in zip(got, kept, strict=True))
+
+
+def _row(t: int) -> dict[str, Any]:
+    return {"x": np.float64(t / 7), "ctrl": np.float32(-t), "n": t, "ok": t % 2 == 0}
+
+
+@pytest.mark.parametrize("batch_bytes", [5_000_000, 3_000])
+def test_infos_kept_as_rows_until_one_differs_come_back_exactly(tmp_path, batch_bytes):
+    """A recording keeps flat numeric infos as rows of values, not a dict per step, until one
+    step's info differs (other keys, a value that is no scalar, none at all); each episode
+    reads back equal, to the type, whatever it switched to, in one batch or in parts."""
+    changes: dict[str, Any] = {
+        "keys change": lambda t: {**_row(t), "extra": 1} if t >= 12 else _row(t),
+        "an array": lambda t: {**_row(t), "x": np.arange(2.0)} if t == 7 else _row(t),
+        "types mix": lambda t: {**_row(t), "x": t / 7} if t % 5 == 0 else _row(t),
+        "an int past int64": lambda t: {**_row(t), "n": 2**70} if t == 3 else _row(t),
+        "no info": lambda t: None if t == 20 else _row(t),
+        "empty": lambda t: {},
+        "steady": _row,
+    }
+    want: list[list[Any]] = []
+    with TraceRecording(tmp_path, record_infos=True, batch_bytes=batch_bytes) as rec:
+        for e, make in enumerate(changes.values()):
+            rec.add_reset(np.zeros(2, np.float32), info={"reset": e})
+            want.append([{"reset": e}])
+            for t in range(30):
+                info = make(t)
+                rec.add_step(t % 2, np.full(2, t, np.float32), 1.0, info=info)
+                want[-1].append(info)
+            rec.end_episode()
+    objects = [o for b in _batches(tmp_path) for o in b["episodes"]]
+    if batch_bytes < 100_000:
+        assert any(o.get("part") for o in objects)
+    assert any("info_columns" in o for o in objects)
+    assert verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        assert len(r) == len(changes)
+        for name, ep, w in zip(changes, r, want, strict=True):
+            assert len(ep.infos) == len(w), name
+            for j, (got, exp) in enumerate(zip(ep.infos, w, strict=True)):
+                assert _same(got, exp), (name, j, got, exp)
+
+
+def test_a_refused_info_after_rows_keeps_the_rows_before(tmp_path):
+    """An info no reader could read back, after infos kept as rows: the episode ends at the
+    step before, with every info before it."""
+    want: list[Any] = [None]
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(0)
+        for t in range(5):
+            rec.add_step(0, t, 0.0, info=_row(t))
+            want.append(_row(t))
+        with pytest.raises(gym_recording.RecordingError, match="datetime64"):
+            rec.add_step(0, 5, 0.0, info={**_row(5), "x": np.datetime64("2020-01-01")})
+        assert not rec.in_episode
+    with gym_recording.load(tmp_path) as r:
+        (ep,) = r
+        assert ep.length == 5
+        assert all(_same(g, w) for g, w in zip(ep.infos, want, strict=True))

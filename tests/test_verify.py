@@ -9,6 +9,7 @@ temporary prefix directly in DIR.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -68,8 +69,15 @@ def test_report_counts(tmp_path):
     assert report.manifests == 1 and report.episodes == 6
     assert report.batches >= 3  # small batches: several, with split episodes
     assert report.episode_objects > report.episodes
-    # Per episode object: image + vector observations, actions, rewards.
-    assert report.arrays == 4 * report.episode_objects
+    # Per episode object: image + vector observations, actions, rewards; and its info
+    # columns, if it has any.
+    objects = [
+        o
+        for p in tmp_path.glob("openaigym.trace.*.ep*.json")
+        for o in json.loads(p.read_bytes())["episodes"]
+    ]
+    columns = sum(len(o["info_columns"]["columns"]) for o in objects if "info_columns" in o)
+    assert report.arrays == 4 * report.episode_objects + columns
     assert report.steps == sum(3 + 5 * (e % 3) for e in range(6))
 
 

@@ -43,6 +43,7 @@ from gym_recording.format.wire import (
 
 __all__ = [
     "DecodedBatch",
+    "InfoRows",
     "Span",
     "decode_batch",
     "encode_batch",
@@ -52,6 +53,27 @@ __all__ = [
     "lay_out_batch",
     "recode_batch",
 ]
+
+
+@dataclass(slots=True)
+class InfoRows:
+    """Step infos that are dicts of the same ``keys`` in the same order, kept as their values.
+
+    Row ``j`` (step info ``j``) holds ``values[j * len(keys) : (j + 1) * len(keys)]``: a
+    recording keeps an env's usual infos so, with no dict per step, and a batch's
+    ``info_columns`` (§4) are slices of ``values``.
+    """
+
+    keys: tuple[str, ...]
+    values: list[Any]
+
+    def __len__(self) -> int:
+        return len(self.values) // len(self.keys)
+
+    def dicts(self, start: int = 0) -> list[dict[str, Any]]:
+        """The step infos from row ``start`` on, as dicts."""
+        keys, v, n = self.keys, self.values, len(self.keys)
+        return [dict(zip(keys, v[j : j + n], strict=True)) for j in range(start * n, len(v), n)]
 
 
 @dataclass(slots=True)
@@ -76,6 +98,8 @@ class Span:
     continues: bool = False
     frame_start: int = -1
     frame_stop: int = -1
+    #: The step infos, where they are rows (``infos`` then holds the first info only).
+    info_rows: InfoRows | None = None
 
 
 def lay_out_batch(
@@ -108,7 +132,7 @@ def lay_out_batch(
     rew = layout.rows(np.asarray(rewards, dtype=np.float64))
     episodes = []
     for sp in spans:
-        infos, columns = _info_columns(sp.infos, layout)
+        infos, columns = _info_columns(sp.infos, sp.info_rows, layout)
         episodes.append(
             EpisodeObject(
                 obs(sp.obs_start, sp.obs_stop),
@@ -143,31 +167,32 @@ _SCALARS = frozenset(np.dtype(n).type for n in DTYPES)
 
 
 def _info_columns(
-    infos: list[Any] | None, layout: BlobLayout
+    infos: list[Any] | None, rows: InfoRows | None, layout: BlobLayout
 ) -> tuple[list[Any] | None, InfoColumns | None]:
     """An episode object's infos, encoded, with the step infos' numeric keys taken out.
 
-    Where every step info (after the reset one) is a dict of the same keys in the same
-    order, each key whose values are all Python floats, ints (of int64) or bools, numpy
-    scalars of one blob dtype, or arrays of one blob dtype and shape, is stored as one array
-    in the blob (FORMAT.md §4, ``info_columns``); the rest stays in the infos.
+    Where every step info (after the first) is a dict of the same keys in the same order
+    (``rows``, or dicts in ``infos``), each key whose values are all Python floats, ints (of
+    int64) or bools, numpy scalars of one blob dtype, or arrays of one blob dtype and shape,
+    is stored as one array in the blob (FORMAT.md §4, ``info_columns``); the rest stays in
+    the infos.
     """
     if infos is None:
         return None, None
-    steps = infos[1:]
-    first = steps[0] if len(steps) > 1 else None
-    order = list(first) if type(first) is dict else []
-    if (
-        not order
-        or "__type" in order
-        or set(map(type, order)) != {str}
-        or set(map(type, steps)) != {dict}
-        or not all(map(order.__eq__, map(list, steps)))
-    ):
-        return [encode_value(i, layout) for i in infos], None
+    steps: list[Any] = infos[1:] if rows is None else []
+    if rows is not None:
+        n, order = len(rows), list(rows.keys) if len(rows) > 1 else []
+    else:
+        n, first = len(steps), steps[0] if len(steps) > 1 else None
+        order = list(first) if type(first) is dict else []
+        if not (set(map(type, steps)) == {dict} and all(map(order.__eq__, map(list, steps)))):
+            order = []
+    if not order or "__type" in order or set(map(type, order)) != {str}:
+        steps = steps if rows is None else rows.dicts()
+        return [encode_value(i, layout) for i in (infos[0], *steps)], None
     columns: dict[str, InfoColumn] = {}
-    for key in order:
-        values = [i[key] for i in steps]
+    for k, key in enumerate(order):
+        values = [i[key] for i in steps] if rows is None else rows.values[k :: len(order)]
         types = set(map(type, values))
         if len(types) != 1:
             continue
@@ -187,15 +212,14 @@ def _info_columns(
         except (OverflowError, ValueError):  # an int past int64; arrays of other shapes
             continue
         columns[key] = InfoColumn(kind, layout.add(col))  # type: ignore[arg-type]
-    if not columns:
-        return [encode_value(i, layout) for i in infos], None
-    if len(columns) == len(order):  # (every key a column: each step's info is {})
-        rest: list[Any] = [{} for _ in steps]
+    if len(columns) == len(order):  # (every key a column: each step's info is {}, one dict)
+        rest: list[Any] = [{}] * n
     else:
+        steps = steps if rows is None else rows.dicts()
         rest = [
             encode_value({k: v for k, v in i.items() if k not in columns}, layout) for i in steps
         ]
-    return [encode_value(infos[0], layout), *rest], InfoColumns(order, columns)
+    return [encode_value(infos[0], layout), *rest], InfoColumns(order, columns) if columns else None
 
 
 def _with_columns(

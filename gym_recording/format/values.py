@@ -18,12 +18,15 @@ import msgspec
 import numpy as np
 
 from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
-from gym_recording.format.limits import JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
+from gym_recording.format.limits import COLUMN_VALUE_COST, JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
 from gym_recording.format.wire import DTYPES, ArrayRef
 
 __all__ = [
+    "EMPTY_INFO_COST",
+    "SCALAR_COST",
     "decode_value",
     "encode_value",
+    "flat_dict_cost",
     "snapshot",
     "snapshot_cost",
     "stack_steps",
@@ -134,7 +137,7 @@ def value_cost(value: Any, _depth: int = 0) -> int:
     :func:`~gym_recording.format.wire.json_cost` finds in the file.
     """
     t = type(value)
-    cost = _SCALAR_COST.get(t)
+    cost = SCALAR_COST.get(t)
     if cost is not None:
         return cost
     if t is str:
@@ -156,44 +159,61 @@ def value_cost(value: Any, _depth: int = 0) -> int:
 #: The :func:`value_cost` of a Python or numpy scalar, by its type: a numpy one is
 #: {"__type": "scalar", "dtype": ..., "value": ...}, its objects (a non-finite float and a
 #: complex value bring more), keys, separators and digits.
-_SCALAR_COST: dict[type, int] = {
+SCALAR_COST: dict[type, int] = {
     np.dtype(n).type: 2048 if np.dtype(n).kind == "c" else 1024 for n in DTYPES
 }
-_SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
+SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
 #: The §6.1 name of each numpy scalar type of a blob dtype.
 _SCALAR_NAME: dict[type, str] = {np.dtype(n).type: n for n in DTYPES}
+#: What a step info whose values all went to ``info_columns`` costs (its ``{}``, rebuilt).
+EMPTY_INFO_COST = 512
 #: The :func:`value_cost` of the ASCII keys seen (an env's info keys repeat every step).
 _KEY_COST: dict[str, int] = {}
 
 
-def snapshot_cost(value: Any) -> tuple[Any, int]:
-    """``(snapshot(value), value_cost(snapshot(value)))``, the common info quickly.
+def flat_dict_cost(value: dict[Any, Any]) -> tuple[int, int] | None:
+    """A flat dict's :func:`value_cost`, and that of its keys alone (``None``: not flat).
 
-    A flat dict of ASCII str keys and Python or numpy scalars (an env's usual info) is
-    copied and counted in one pass; anything else as the two functions do.
+    Flat: ASCII str keys and Python or numpy scalars (an env's usual info), each value
+    costing :data:`SCALAR_COST` of its type.
+    """
+    cost = keys_cost = 512
+    keys = _KEY_COST
+    for k, v in value.items():
+        c = SCALAR_COST.get(type(v))
+        if c is None:
+            return None
+        kc = keys.get(k) if type(k) is str else None
+        if kc is None:
+            if type(k) is not str or not k.isascii():
+                return None
+            kc = _str_cost(k)
+            if len(keys) < 4096:
+                keys[k] = kc
+        cost += c + kc
+        keys_cost += kc
+    return cost, keys_cost
+
+
+def snapshot_cost(value: Any) -> tuple[Any, int, int]:
+    """``snapshot(value)``, its :func:`value_cost`, and what it costs as a step info.
+
+    The third is what a step info takes once its numbers go to ``info_columns`` (FORMAT.md
+    §4), as an episode's step infos of one set of keys do: a flat dict of ASCII str keys
+    and Python or numpy scalars (an env's usual info, copied and counted in one pass)
+    counts :data:`EMPTY_INFO_COST` and :data:`COLUMN_VALUE_COST` a value; anything else,
+    its :func:`value_cost`.
 
     Raises:
         ValueError: as :func:`snapshot`.
     """
     if type(value) is dict:
-        cost = 512
-        keys = _KEY_COST
-        for k, v in value.items():
-            c = _SCALAR_COST.get(type(v))
-            if c is None:
-                break
-            kc = keys.get(k) if type(k) is str else None
-            if kc is None:
-                if type(k) is not str or not k.isascii():
-                    break
-                kc = _str_cost(k)
-                if len(keys) < 4096:
-                    keys[k] = kc
-            cost += c + kc
-        else:
-            return dict(value), cost
+        costs = flat_dict_cost(value)
+        if costs is not None:
+            return dict(value), costs[0], EMPTY_INFO_COST + COLUMN_VALUE_COST * len(value)
     kept = snapshot(value)
-    return kept, value_cost(kept)
+    cost = value_cost(kept)
+    return kept, cost, cost
 
 
 def _str_cost(text: str) -> int:

@@ -23,16 +23,24 @@ import logging
 import math
 import struct
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
-from gym_recording.format.batch import frame_problem
+from gym_recording.format.batch import InfoRows, Span, frame_problem
 from gym_recording.format.codec import Compressor
-from gym_recording.format.limits import MAX_VALUE_COST
-from gym_recording.format.values import snapshot, snapshot_cost, value_cost
+from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
+from gym_recording.format.values import (
+    EMPTY_INFO_COST,
+    SCALAR_COST,
+    flat_dict_cost,
+    snapshot,
+    snapshot_cost,
+    value_cost,
+)
 from gym_recording.record import frames
 from gym_recording.record.frames import StreamedFrames
 
@@ -46,7 +54,7 @@ __all__ = [
     "frame_store",
     "reward_value",
     "rgb_frame",
-    "storable",
+    "Values",
 ]
 
 logger = logging.getLogger(__name__)
@@ -599,26 +607,102 @@ def _no_steps(space: Any) -> Any:
 _NONE = np.zeros((0,), np.float64)
 
 
-def storable(value: Any, what: str) -> tuple[Any, int]:
-    """A storable copy of ``value`` and what it takes of its batch (FORMAT.md §9).
+@dataclass(slots=True)
+class _Rows(InfoRows):
+    """Step infos kept as rows, with what a row costs (see :class:`Values`)."""
 
-    Raises:
-        RecordingError: ``value`` cannot be stored, or alone would take more of its batch
-            than readers accept (``what`` names it in the message).
+    keys_cost: int = 0  # (a row's JSON cost, but its values')
+    as_info: int = 0
+
+
+class Values:
+    """A batch's buffered infos and options: kept, counted, and whether they fill the batch.
+
+    Each value is counted twice (FORMAT.md §9): as stored, against ``batch_bytes`` (a step
+    info's numbers counted as ``info_columns``, see
+    :func:`~gym_recording.format.values.snapshot_cost`), and as JSON, against what readers
+    accept; past either bound, :attr:`full`.
+
+    Args:
+        batch_bytes: The recording's batch size.
     """
-    try:
-        kept, cost = snapshot_cost(value)
-    except ValueError as exc:
-        msg = f"cannot record {what}: {exc}"
-        raise RecordingError(msg) from None
-    if cost > MAX_VALUE_COST:
-        msg = (
-            f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "
-            f"once read, more than the {MAX_VALUE_COST >> 20} MiB readers accept "
-            "(FORMAT.md §9); split it, or record it in the observations"
-        )
-        raise RecordingError(msg)
-    return kept, cost
+
+    def __init__(self, batch_bytes: int) -> None:
+        self._budget = min(batch_bytes, MAX_VALUE_COST)
+        self.clear()
+
+    def clear(self) -> None:
+        """Count nothing (the batch is handed to the write)."""
+        self._stored = self._json = 0
+        self.full = False
+
+    def _count(self, cost: int, as_info: int) -> None:
+        self._stored += as_info
+        self._json += cost
+        self.full = self._stored > self._budget or self._json > MAX_VALUE_COST
+
+    def keep(self, value: Any, what: str, *, step_info: bool = False) -> Any:
+        """A storable copy of ``value`` (``None`` as it is), counted.
+
+        Raises:
+            RecordingError: ``value`` cannot be stored, or alone would take more of its
+                batch than readers accept (``what`` names it in the message).
+        """
+        if value is None:
+            return None
+        try:
+            kept, cost, as_info = snapshot_cost(value)
+        except ValueError as exc:
+            msg = f"cannot record {what}: {exc}"
+            raise RecordingError(msg) from None
+        if cost > MAX_VALUE_COST:
+            msg = (
+                f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "
+                f"once read, more than the {MAX_VALUE_COST >> 20} MiB readers accept "
+                "(FORMAT.md §9); split it, or record it in the observations"
+            )
+            raise RecordingError(msg)
+        self._count(cost, as_info if step_info else cost)
+        return kept
+
+    def keep_step_info(self, span: Span, info: Any) -> None:
+        """Keep a step's info in ``span`` (whose ``infos`` hold at least the first), counted.
+
+        The step infos of a span are kept as rows of values (:class:`InfoRows`, no dict per
+        step) while they are flat dicts of the same ASCII str keys (one or more) and Python
+        or numpy scalars; from the first that is not, as copies.
+
+        Raises:
+            RecordingError: as :meth:`keep`; nothing is kept.
+        """
+        rows: Any = span.info_rows  # (a _Rows, made here)
+        if type(info) is dict:
+            if rows is not None and tuple(info) == rows.keys:
+                values = info.values()
+                try:
+                    cost = rows.keys_cost + sum(map(_scalar_cost, map(type, values)))
+                except KeyError:  # (a value that is not a scalar)
+                    pass
+                else:
+                    rows.values.extend(values)
+                    self._count(cost, rows.as_info)
+                    return
+            elif rows is None and info and len(span.infos) == 1:  # type: ignore[arg-type]
+                costs = flat_dict_cost(info)
+                if costs is not None and costs[0] <= MAX_VALUE_COST:
+                    as_info = EMPTY_INFO_COST + COLUMN_VALUE_COST * len(info)
+                    keys = tuple(info)
+                    span.info_rows = _Rows(keys, list(info.values()), costs[1], as_info)
+                    self._count(costs[0], as_info)
+                    return
+        kept = self.keep(info, "the step's info", step_info=True)
+        if rows is not None:  # (these step infos are not all rows: dicts from now on)
+            span.infos.extend(rows.dicts())  # type: ignore[union-attr]
+            span.info_rows = None
+        span.infos.append(kept)  # type: ignore[union-attr]
+
+
+_scalar_cost = SCALAR_COST.__getitem__
 
 
 def reward_value(reward: Any) -> float:

@@ -27,7 +27,6 @@ import numpy as np
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
-from gym_recording.format.limits import MAX_VALUE_COST
 from gym_recording.format.wire import part_keys
 from gym_recording.record import buffer, lifetime
 from gym_recording.record import steps as _steps
@@ -185,8 +184,7 @@ class TraceRecording:
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
-        self._value_cost = 0  # what the buffered infos and options take of their batch
-        self._value_budget = min(batch_bytes, MAX_VALUE_COST)  # the most before it is written
+        self._values = buffer.Values(batch_bytes)  # the buffered infos and options
         self._sized = False
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
@@ -276,8 +274,8 @@ class TraceRecording:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
             self._frames.close()
             self._frames = None
-        kept_options = None if options is None else self._snapshot(options, "the reset options")
-        kept_info = [self._snapshot(info, "the reset info")] if self.record_infos else None
+        kept_options = self._values.keep(options, "the reset options")
+        kept_info = [self._values.keep(info, "the reset info")] if self.record_infos else None
         if frame is not None:
             if self._frames is None:
                 self._frames = buffer.frame_store(frame.dtype, frame.shape, self._writer.compressor)
@@ -378,7 +376,7 @@ class TraceRecording:
             self._flags(terminated, truncated)
         if not self._sized:
             self._layout_known()
-        if self._value_cost > self._value_budget:  # (write the batch at the next step)
+        if self._values.full:  # (write the batch at the next step)
             self._room = steps + 1
             self._sync_room()
 
@@ -475,18 +473,6 @@ class TraceRecording:
                 reset = True
         return started
 
-    def _snapshot(self, value: Any, what: str) -> Any:
-        """A storable copy of ``value``, counted towards the batch's values (FORMAT.md §9).
-
-        Raises:
-            RecordingError: as :func:`~gym_recording.record.buffer.storable`.
-        """
-        if value is None:
-            return None
-        kept, cost = buffer.storable(value, what)
-        self._value_cost += cost
-        return kept
-
     def _keep_info(self, info: Any) -> None:
         """Keep the info of the step about to be stored, before its other values are.
 
@@ -497,12 +483,11 @@ class TraceRecording:
             RecordingError: ``info`` cannot be stored; the episode is cut before the step.
         """
         try:
-            kept = self._snapshot(info, "the step's info")
+            self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
         except RecordingError:
             self._cut(len(self._rew.buf) >> 3)
             raise
-        self._open.infos.append(kept)  # type: ignore[union-attr]
-        if self._value_cost > self._value_budget:  # (write the batch at the next step)
+        if self._values.full:  # (write the batch at the next step)
             self._room = (len(self._rew.buf) >> 3) + 1
             self._sync_room()
 
@@ -651,7 +636,7 @@ class TraceRecording:
         if (
             (not self._pending or rendered)
             and steps < self._writer.split_steps
-            and self._value_cost <= self._value_budget
+            and not self._values.full
             and not (rendered and self._frames.n >= self._frame_rows)  # type: ignore[union-attr]
         ):
             self._room = self._writer.split_steps
@@ -672,6 +657,7 @@ class TraceRecording:
                     True,
                     ep.frame_start,
                     self._frames.n if ep.frame_start >= 0 else -1,  # type: ignore[union-attr]
+                    ep.info_rows,
                 )
             )
             # The next part starts at the last observation (and frame), which both parts hold.
@@ -682,8 +668,9 @@ class TraceRecording:
                 ep.frame_start = self._frames.n - 1  # type: ignore[union-attr]
                 self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
             ep.part += 1
-            if ep.infos is not None:
-                ep.infos = ep.infos[-1:]
+            if ep.infos is not None:  # (the next part's first info is this one's last)
+                rows, ep.info_rows = ep.info_rows, None
+                ep.infos = ep.infos[-1:] if rows is None else rows.dicts(len(rows) - 1)
         self._submit_batch()
 
     def _submit_batch(self, *, background: bool = False) -> None:
@@ -717,7 +704,7 @@ class TraceRecording:
             if ep.flagged_at >= 0:
                 ep.flagged_at -= keep_act
         self._pending = []
-        self._value_cost = 0  # (the open episode's kept infos, if any, are not counted again)
+        self._values.clear()  # (the open episode's kept infos, if any, are not counted again)
         # Last, once the buffer's books are done: if the write is interrupted (Ctrl-C), it
         # stays in flight, and the next flush writes what it did not.
         self._writer.submit(obs, act, rewards, pending, frames, background=background)

@@ -429,16 +429,19 @@ def test_infos_are_bounded_as_json_whatever_they_take_as_columns():
     """What readers accept bounds a batch's infos as JSON (FORMAT.md §9), even where the
     batch's own size, counting them as info columns, would take more: a recording's
     counter, reached here directly (256 MiB of infos is too much for a test)."""
+    from gym_recording.format.batch import Span
     from gym_recording.format.limits import MAX_VALUE_COST
     from gym_recording.record.buffer import Values
 
     values = Values(batch_bytes=MAX_VALUE_COST)
+    span = Span(0, 0, 0, 0, {}, None, [{}])
     info = {f"key_{i}": np.float64(i) for i in range(1000)}  # (about 1.1 MB as JSON)
     steps = 0
     while not values.full:
-        values.keep(info, "the step's info", step_info=True)
+        values.keep_step_info(span, info)
         steps += 1
     assert 200 < steps < 300  # (as columns, 64 KB a step: 4,000 steps)
+    assert span.info_rows is not None and len(span.info_rows) == steps
     values.clear()
     assert not values.full
 

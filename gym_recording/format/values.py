@@ -18,11 +18,10 @@ import msgspec
 import numpy as np
 
 from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
-from gym_recording.format.limits import COLUMN_VALUE_COST, JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
+from gym_recording.format.limits import JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
 from gym_recording.format.wire import DTYPES, ArrayRef
 
 __all__ = [
-    "EMPTY_INFO_COST",
     "SCALAR_COST",
     "decode_value",
     "encode_value",
@@ -165,8 +164,6 @@ SCALAR_COST: dict[type, int] = {
 SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
 #: The §6.1 name of each numpy scalar type of a blob dtype.
 _SCALAR_NAME: dict[type, str] = {np.dtype(n).type: n for n in DTYPES}
-#: What a step info whose values all went to ``info_columns`` costs (its ``{}``, rebuilt).
-EMPTY_INFO_COST = 512
 #: The :func:`value_cost` of the ASCII keys seen (an env's info keys repeat every step).
 _KEY_COST: dict[str, int] = {}
 
@@ -195,14 +192,11 @@ def flat_dict_cost(value: dict[Any, Any]) -> tuple[int, int] | None:
     return cost, keys_cost
 
 
-def snapshot_cost(value: Any) -> tuple[Any, int, int]:
-    """``snapshot(value)``, its :func:`value_cost`, and what it costs as a step info.
+def snapshot_cost(value: Any) -> tuple[Any, int]:
+    """``(snapshot(value), value_cost(snapshot(value)))``, the common info quickly.
 
-    The third is what a step info takes once its numbers go to ``info_columns`` (FORMAT.md
-    §4), as an episode's step infos of one set of keys do: a flat dict of ASCII str keys
-    and Python or numpy scalars (an env's usual info, copied and counted in one pass)
-    counts :data:`EMPTY_INFO_COST` and :data:`COLUMN_VALUE_COST` a value; anything else,
-    its :func:`value_cost`.
+    A flat dict (see :func:`flat_dict_cost`: an env's usual info) is copied and counted in
+    one pass; anything else as the two functions do.
 
     Raises:
         ValueError: as :func:`snapshot`.
@@ -210,10 +204,9 @@ def snapshot_cost(value: Any) -> tuple[Any, int, int]:
     if type(value) is dict:
         costs = flat_dict_cost(value)
         if costs is not None:
-            return dict(value), costs[0], EMPTY_INFO_COST + COLUMN_VALUE_COST * len(value)
+            return dict(value), costs[0]
     kept = snapshot(value)
-    cost = value_cost(kept)
-    return kept, cost, cost
+    return kept, value_cost(kept)
 
 
 def _str_cost(text: str) -> int:

@@ -34,7 +34,6 @@ from gym_recording.format.batch import InfoRows, Span, frame_problem
 from gym_recording.format.codec import Compressor
 from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
 from gym_recording.format.values import (
-    EMPTY_INFO_COST,
     SCALAR_COST,
     flat_dict_cost,
     snapshot,
@@ -615,13 +614,19 @@ class _Rows(InfoRows):
     as_info: int = 0
 
 
+#: What a step info kept as a row counts against ``batch_bytes`` besides its values (its
+#: ``{}`` once its values went to ``info_columns``, rebuilt by a reader).
+_EMPTY_INFO_COST = 512
+
+
 class Values:
     """A batch's buffered infos and options: kept, counted, and whether they fill the batch.
 
-    Each value is counted twice (FORMAT.md §9): as stored, against ``batch_bytes`` (a step
-    info's numbers counted as ``info_columns``, see
-    :func:`~gym_recording.format.values.snapshot_cost`), and as JSON, against what readers
-    accept; past either bound, :attr:`full`.
+    Each value is counted twice (FORMAT.md §9): as stored, against ``batch_bytes``, and as
+    JSON, against what readers accept; past either bound, :attr:`full`. A step info kept as
+    a row (see :meth:`keep_step_info`) is stored as the ``info_columns`` it becomes:
+    ``_EMPTY_INFO_COST`` and :data:`~gym_recording.format.limits.COLUMN_VALUE_COST` a
+    value; anything else, as its JSON.
 
     Args:
         batch_bytes: The recording's batch size.
@@ -641,7 +646,7 @@ class Values:
         self._json += cost
         self.full = self._stored > self._budget or self._json > MAX_VALUE_COST
 
-    def keep(self, value: Any, what: str, *, step_info: bool = False) -> Any:
+    def keep(self, value: Any, what: str) -> Any:
         """A storable copy of ``value`` (``None`` as it is), counted.
 
         Raises:
@@ -651,7 +656,7 @@ class Values:
         if value is None:
             return None
         try:
-            kept, cost, as_info = snapshot_cost(value)
+            kept, cost = snapshot_cost(value)
         except ValueError as exc:
             msg = f"cannot record {what}: {exc}"
             raise RecordingError(msg) from None
@@ -662,7 +667,7 @@ class Values:
                 "(FORMAT.md §9); split it, or record it in the observations"
             )
             raise RecordingError(msg)
-        self._count(cost, as_info if step_info else cost)
+        self._count(cost, cost)
         return kept
 
     def keep_step_info(self, span: Span, info: Any) -> None:
@@ -681,21 +686,21 @@ class Values:
                 values = info.values()
                 try:
                     cost = rows.keys_cost + sum(map(_scalar_cost, map(type, values)))
-                except KeyError:  # (a value that is not a scalar)
-                    pass
-                else:
+                except KeyError:  # (a value that is not a scalar: no row)
+                    cost = MAX_VALUE_COST + 1
+                if cost <= MAX_VALUE_COST:
                     rows.values.extend(values)
                     self._count(cost, rows.as_info)
                     return
             elif rows is None and info and len(span.infos) == 1:  # type: ignore[arg-type]
                 costs = flat_dict_cost(info)
                 if costs is not None and costs[0] <= MAX_VALUE_COST:
-                    as_info = EMPTY_INFO_COST + COLUMN_VALUE_COST * len(info)
+                    as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(info)
                     keys = tuple(info)
                     span.info_rows = _Rows(keys, list(info.values()), costs[1], as_info)
                     self._count(costs[0], as_info)
                     return
-        kept = self.keep(info, "the step's info", step_info=True)
+        kept = self.keep(info, "the step's info")
         if rows is not None:  # (these step infos are not all rows: dicts from now on)
             span.infos.extend(rows.dicts())  # type: ignore[union-attr]
             span.info_rows = None

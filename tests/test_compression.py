@@ -28,6 +28,7 @@ from conftest import (
 import gym_recording
 from gym_recording import TraceRecording, scan_recorded_traces
 from gym_recording.tools.cli import main as cli
+from gym_recording.tools.recode import recode
 from gym_recording.tools.verify import verify
 from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
@@ -258,7 +259,7 @@ def test_split_episodes_keep_their_parts_when_compressed(tmp_path):
     record(env, src, n_episodes=2, seed=6, batch_bytes=2000, max_steps=40)
     manifest = json.loads(next(src.glob("*.manifest.json")).read_bytes())
     assert any(b.get("continues") for b in manifest["batches"])
-    gym_recording.tools.recode.recode(src, tmp_path / "z", compression="zstd")
+    recode(src, tmp_path / "z", compression="zstd")
     _assert_same_episodes(src, tmp_path / "z")
     assert verify(tmp_path / "z").ok
 
@@ -280,7 +281,7 @@ def test_original_writer_traces_compress_and_decompress(case, tmp_path):
 def test_exports_read_compressed_recordings(tmp_path):
     env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"])
     record(env, tmp_path / "raw", n_episodes=3, seed=8)
-    gym_recording.tools.recode.recode(tmp_path / "raw", tmp_path / "z", compression="zstd")
+    recode(tmp_path / "raw", tmp_path / "z", compression="zstd")
     for d in ("raw", "z"):
         assert cli(["export", str(tmp_path / d), "--to", "npz", str(tmp_path / f"{d}.npz")]) == 0
     a, b = np.load(tmp_path / "raw.npz"), np.load(tmp_path / "z.npz")

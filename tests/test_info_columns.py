@@ -187,3 +187,22 @@ def test_a_refused_info_after_rows_keeps_the_rows_before(tmp_path):
         (ep,) = r
         assert ep.length == 5
         assert all(_same(g, w) for g, w in zip(ep.infos, want, strict=True))
+
+
+def test_rows_that_stay_json_count_as_json_against_the_batch(tmp_path):
+    """An episode's numeric infos whose last step adds a key (as Gymnasium's
+    RecordEpisodeStatistics does) are stored as JSON, not columns: once that step comes they
+    count as JSON against ``batch_bytes`` (~1.2 MB an episode here), so a 1 MB batch holds
+    one such episode, not five."""
+    with TraceRecording(tmp_path, record_infos=True, batch_bytes=1_000_000) as rec:
+        for _ in range(6):
+            rec.add_reset(np.zeros(2, np.float32), info={})
+            for t in range(250):
+                info: dict[str, Any] = {k: np.float64(t) for k in ("x", "v", "r", "c")}
+                if t == 249:
+                    info["episode"] = {"r": 250.0, "l": 250}
+                rec.add_step(0, np.ones(2, np.float32), 1.0, info=info)
+            rec.end_episode()
+    batches = _batches(tmp_path)
+    assert [len(b["episodes"]) for b in batches] == [1] * 6
+    assert not any("info_columns" in o for b in batches for o in b["episodes"])

@@ -216,10 +216,12 @@ def _info_columns(
         rest: list[Any] = [{}] * n
     else:
         steps = steps if rows is None else rows.dicts()
+        if not columns:
+            return [encode_value(i, layout) for i in (infos[0], *steps)], None
         rest = [
             encode_value({k: v for k, v in i.items() if k not in columns}, layout) for i in steps
         ]
-    return [encode_value(infos[0], layout), *rest], InfoColumns(order, columns) if columns else None
+    return [encode_value(infos[0], layout), *rest], InfoColumns(order, columns)
 
 
 def _with_columns(

@@ -51,6 +51,5 @@ MAX_VALUE_COST = 256 * 1024 * 1024
 #: What a writer counts one value of an info column at, at least (FORMAT.md §4).
 COLUMN_VALUE_COST = 64
 #: The most info values one batch's ``info_columns`` may rebuild (rows times columns): what
-#: a writer within :data:`MAX_VALUE_COST` can write, counting a value at least
-#: :data:`COLUMN_VALUE_COST`.
-MAX_INFO_CELLS = MAX_VALUE_COST // COLUMN_VALUE_COST
+#: a writer within :data:`MAX_VALUE_COST` can write, counting a value at least 64 bytes.
+MAX_INFO_CELLS = 4_194_304

@@ -22,7 +22,6 @@ from gym_recording.format.limits import JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
 from gym_recording.format.wire import DTYPES, ArrayRef
 
 __all__ = [
-    "SCALAR_COST",
     "decode_value",
     "encode_value",
     "flat_dict_cost",
@@ -136,7 +135,7 @@ def value_cost(value: Any, _depth: int = 0) -> int:
     :func:`~gym_recording.format.wire.json_cost` finds in the file.
     """
     t = type(value)
-    cost = SCALAR_COST.get(t)
+    cost = _SCALAR_COST.get(t)
     if cost is not None:
         return cost
     if t is str:
@@ -158,26 +157,25 @@ def value_cost(value: Any, _depth: int = 0) -> int:
 #: The :func:`value_cost` of a Python or numpy scalar, by its type: a numpy one is
 #: {"__type": "scalar", "dtype": ..., "value": ...}, its objects (a non-finite float and a
 #: complex value bring more), keys, separators and digits.
-SCALAR_COST: dict[type, int] = {
+_SCALAR_COST: dict[type, int] = {
     np.dtype(n).type: 2048 if np.dtype(n).kind == "c" else 1024 for n in DTYPES
 }
-SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
+_SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
 #: The §6.1 name of each numpy scalar type of a blob dtype.
 _SCALAR_NAME: dict[type, str] = {np.dtype(n).type: n for n in DTYPES}
 #: The :func:`value_cost` of the ASCII keys seen (an env's info keys repeat every step).
 _KEY_COST: dict[str, int] = {}
 
 
-def flat_dict_cost(value: dict[Any, Any]) -> tuple[int, int] | None:
-    """A flat dict's :func:`value_cost`, and that of its keys alone (``None``: not flat).
+def flat_dict_cost(value: dict[Any, Any]) -> int | None:
+    """A flat dict's :func:`value_cost`; ``None`` if it is not flat.
 
-    Flat: ASCII str keys and Python or numpy scalars (an env's usual info), each value
-    costing :data:`SCALAR_COST` of its type.
+    Flat: ASCII str keys and Python or numpy scalars (an env's usual info).
     """
-    cost = keys_cost = 512
+    cost = 512
     keys = _KEY_COST
     for k, v in value.items():
-        c = SCALAR_COST.get(type(v))
+        c = _SCALAR_COST.get(type(v))
         if c is None:
             return None
         kc = keys.get(k) if type(k) is str else None
@@ -188,8 +186,7 @@ def flat_dict_cost(value: dict[Any, Any]) -> tuple[int, int] | None:
             if len(keys) < 4096:
                 keys[k] = kc
         cost += c + kc
-        keys_cost += kc
-    return cost, keys_cost
+    return cost
 
 
 def snapshot_cost(value: Any) -> tuple[Any, int]:
@@ -202,9 +199,9 @@ def snapshot_cost(value: Any) -> tuple[Any, int]:
         ValueError: as :func:`snapshot`.
     """
     if type(value) is dict:
-        costs = flat_dict_cost(value)
-        if costs is not None:
-            return dict(value), costs[0]
+        cost = flat_dict_cost(value)
+        if cost is not None:
+            return dict(value), cost
     kept = snapshot(value)
     return kept, value_cost(kept)
 

@@ -34,7 +34,6 @@ from gym_recording.format.batch import InfoRows, Span, frame_problem
 from gym_recording.format.codec import Compressor
 from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
 from gym_recording.format.values import (
-    SCALAR_COST,
     flat_dict_cost,
     snapshot,
     snapshot_cost,
@@ -608,10 +607,11 @@ _NONE = np.zeros((0,), np.float64)
 
 @dataclass(slots=True)
 class _Rows(InfoRows):
-    """Step infos kept as rows, with what a row costs (see :class:`Values`)."""
+    """Step infos kept as rows: the types of a row's values, and what a row costs."""
 
-    keys_cost: int = 0  # (a row's JSON cost, but its values')
-    as_info: int = 0
+    types: tuple[type, ...] = ()
+    cost: int = 0  # (as JSON)
+    as_info: int = 0  # (as info columns)
 
 
 #: What a step info kept as a row counts against ``batch_bytes`` besides its values (its
@@ -626,7 +626,7 @@ class Values:
     JSON, against what readers accept; past either bound, :attr:`full`. A step info kept as
     a row (see :meth:`keep_step_info`) is stored as the ``info_columns`` it becomes:
     ``_EMPTY_INFO_COST`` and :data:`~gym_recording.format.limits.COLUMN_VALUE_COST` a
-    value; anything else, as its JSON.
+    value, until its rows turn into dicts (then as their JSON); anything else, as its JSON.
 
     Args:
         batch_bytes: The recording's batch size.
@@ -674,40 +674,38 @@ class Values:
         """Keep a step's info in ``span`` (whose ``infos`` hold at least the first), counted.
 
         The step infos of a span are kept as rows of values (:class:`InfoRows`, no dict per
-        step) while they are flat dicts of the same ASCII str keys (one or more) and Python
-        or numpy scalars; from the first that is not, as copies.
+        step) while they are flat dicts of the same ASCII str keys (one or more), each
+        value of the type it had in the first (a Python or numpy scalar, not ``None``): as
+        they go to ``info_columns``. From the first that is not, as copies.
 
         Raises:
             RecordingError: as :meth:`keep`; nothing is kept.
         """
         rows: Any = span.info_rows  # (a _Rows, made here)
         if type(info) is dict:
-            if rows is not None and tuple(info) == rows.keys:
-                values = info.values()
-                try:
-                    cost = rows.keys_cost + sum(map(_scalar_cost, map(type, values)))
-                except KeyError:  # (a value that is not a scalar: no row)
-                    cost = MAX_VALUE_COST + 1
-                if cost <= MAX_VALUE_COST:
-                    rows.values.extend(values)
-                    self._count(cost, rows.as_info)
+            if rows is not None:
+                if tuple(info) == rows.keys and tuple(map(type, info.values())) == rows.types:
+                    rows.values.extend(info.values())
+                    self._count(rows.cost, rows.as_info)
                     return
-            elif rows is None and info and len(span.infos) == 1:  # type: ignore[arg-type]
-                costs = flat_dict_cost(info)
-                if costs is not None and costs[0] <= MAX_VALUE_COST:
-                    as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(info)
-                    keys = tuple(info)
-                    span.info_rows = _Rows(keys, list(info.values()), costs[1], as_info)
-                    self._count(costs[0], as_info)
+            elif info and len(span.infos) == 1:  # type: ignore[arg-type]
+                cost = flat_dict_cost(info)
+                types = tuple(map(type, info.values()))
+                if cost is not None and cost <= MAX_VALUE_COST and _NONE_TYPE not in types:
+                    as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(types)
+                    rows = _Rows(tuple(info), list(info.values()), types, cost, as_info)
+                    span.info_rows = rows
+                    self._count(rows.cost, as_info)
                     return
         kept = self.keep(info, "the step's info")
-        if rows is not None:  # (these step infos are not all rows: dicts from now on)
+        if rows is not None:  # (not all rows: dicts from now on, counted as their JSON)
             span.infos.extend(rows.dicts())  # type: ignore[union-attr]
             span.info_rows = None
+            self._count(0, len(rows) * (rows.cost - rows.as_info))
         span.infos.append(kept)  # type: ignore[union-attr]
 
 
-_scalar_cost = SCALAR_COST.__getitem__
+_NONE_TYPE = type(None)
 
 
 def reward_value(reward: Any) -> float:

@@ -53,23 +53,26 @@ def _batches(d: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_bytes()) for p in sorted(d.glob("openaigym.trace.*.ep*.json"))]
 
 
+def _record(d: Path, step_infos: list[Any], steps: int, **kwargs: Any) -> list[list[Any]]:
+    """Record an episode for each of ``step_infos`` (``t -> info``): its infos, as given."""
+    infos = []
+    with TraceRecording(d, record_infos=True, **kwargs) as rec:
+        for e, info_of in enumerate(step_infos):
+            rec.add_reset(np.zeros(2, np.float32), info={"reset": e})
+            infos.append([{"reset": e}])
+            for t in range(steps):
+                info = info_of(t)
+                rec.add_step(t % 2, np.full(2, t, np.float32), 1.0, info=info)
+                infos[-1].append(info)
+            rec.end_episode()
+    return infos
+
+
 @pytest.mark.parametrize("compression", [None, "zstd"])
 @pytest.mark.parametrize("batch_bytes", [5_000_000, 60_000])
 def test_numeric_info_keys_become_columns_and_come_back(tmp_path, compression, batch_bytes):
     """Every kind of column, next to keys kept as JSON; parts of split episodes too."""
-    infos = []
-    with TraceRecording(
-        tmp_path, record_infos=True, compression=compression, batch_bytes=batch_bytes
-    ) as rec:
-        for e in range(3):
-            first = {"reset": e}
-            rec.add_reset(np.zeros(2, np.float32), info=first)
-            infos.append([first])
-            for t in range(40):
-                info = _info(t)
-                rec.add_step(t % 2, np.full(2, t, np.float32), 1.0, info=info)
-                infos[-1].append(info)
-            rec.end_episode()
+    infos = _record(tmp_path, [_info] * 3, 40, compression=compression, batch_bytes=batch_bytes)
     objects = [o for b in _batches(tmp_path) for o in b["episodes"]]
     columns = [o["info_columns"] for o in objects if "info_columns" in o]
     assert columns, "no info columns written"
@@ -148,16 +151,7 @@ def test_infos_kept_as_rows_until_one_differs_come_back_exactly(tmp_path, batch_
         "empty": lambda t: {},
         "steady": _row,
     }
-    want: list[list[Any]] = []
-    with TraceRecording(tmp_path, record_infos=True, batch_bytes=batch_bytes) as rec:
-        for e, make in enumerate(changes.values()):
-            rec.add_reset(np.zeros(2, np.float32), info={"reset": e})
-            want.append([{"reset": e}])
-            for t in range(30):
-                info = make(t)
-                rec.add_step(t % 2, np.full(2, t, np.float32), 1.0, info=info)
-                want[-1].append(info)
-            rec.end_episode()
+    want = _record(tmp_path, list(changes.values()), 30, batch_bytes=batch_bytes)
     objects = [o for b in _batches(tmp_path) for o in b["episodes"]]
     if batch_bytes < 100_000:
         assert any(o.get("part") for o in objects)

@@ -75,8 +75,8 @@ def _check_readable(directory: Path) -> list[Any]:
 
 @pytest.mark.parametrize(
     "bad",
-    [np.array([1.0, 101.0]), np.array([0.5]), None, "1.5", 1 + 2j, np.array(["x"])],
-    ids=["vector", "one-element-array", "None", "string", "complex", "str-array"],
+    [np.array([1.0, 101.0]), np.array([0.5]), None, "1.5", 1 + 2j, np.array(["x"]), 10**400],
+    ids=["vector", "one-element-array", "None", "string", "complex", "str-array", "huge-int"],
 )
 def test_a_reward_that_is_not_a_real_number_is_refused(tmp_path: Path, bad: Any) -> None:
     rewards = [0.0, 1.0, 2.0, bad] + [3.0] * 4
@@ -125,8 +125,21 @@ def _deep(n: int) -> Any:
         ({"a": _recursive()}, "nests deeper"),
         ({"a": "\ud800"}, "lone surrogate"),
         ({"a": np.array(["x"] * 1000, dtype="<U1000")}, "object array"),
+        ({"a": 10**5000}, "4300 digits"),
+        ({"a": [1, {"b": -(10**5000)}]}, "4300 digits"),
     ],
-    ids=["structured", "void", "datetime", "longdouble", "deep", "recursive", "surrogate", "wide"],
+    ids=[
+        "structured",
+        "void",
+        "datetime",
+        "longdouble",
+        "deep",
+        "recursive",
+        "surrogate",
+        "wide",
+        "huge-int",
+        "nested-huge-int",
+    ],
 )
 def test_an_info_the_reader_would_refuse_is_refused_at_the_step(
     tmp_path: Path, info: Any, says: str
@@ -142,6 +155,27 @@ def test_an_info_the_reader_would_refuse_is_refused_at_the_step(
     assert [ep.length for ep in eps] == [2, 4]
     assert [i["a"] for i in eps[0].infos[1:]] == [1.0, 2.0]
     assert eps[0].infos[0] == {}  # (the reset info)
+
+
+def test_an_int_past_what_json_readers_convert_is_refused_among_int_infos(
+    tmp_path: Path,
+) -> None:
+    """Step infos of ints (kept as rows of values, as an Atari env's lives and frame
+    numbers): one of more than 4,300 digits, which JSON readers do not convert, is refused
+    at its step, and so is one as the reset options or seed; ints of 4,300 digits are kept."""
+    big = 10**4300 - 1
+    infos = [{"lives": 3, "frame": 1}, {"lives": 3, "frame": big}, {"lives": 2, "frame": 10**4300}]
+    env = TraceRecordingWrapper(RewardEnv([1.0], infos), tmp_path, record_infos=True)
+    errors = _play(env, 2, 3)
+    with pytest.raises(RecordingError, match="4300 digits"):
+        env.reset(options={"level": -(10**4300)})
+    with pytest.raises(RecordingError, match="4300 digits"):
+        env.recording.add_reset(np.zeros(2), seed=10**4300)
+    env.close()
+    assert len(errors) == 2 and all("4300 digits" in e for e in errors)
+    eps = _check_readable(tmp_path)
+    assert [ep.length for ep in eps] == [2, 0]
+    assert eps[0].infos[1:] == infos[:2]
 
 
 def test_an_object_array_of_the_same_strings_is_kept(tmp_path: Path) -> None:

@@ -18,12 +18,14 @@ import msgspec
 import numpy as np
 
 from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
-from gym_recording.format.limits import JSONARRAY_RATIO, MAX_NDIM, MAX_NESTING
+from gym_recording.format.limits import JSONARRAY_RATIO, MAX_INT_DIGITS, MAX_NDIM, MAX_NESTING
 from gym_recording.format.wire import DTYPES, ArrayRef
 
 __all__ = [
+    "INT_BOUND",
     "decode_value",
     "encode_value",
+    "check_int",
     "flat_dict_cost",
     "snapshot",
     "snapshot_cost",
@@ -38,6 +40,25 @@ _JSONARRAY_READ_KINDS = frozenset("biufcUSMmO")
 _PLAIN = (str, int, float, bool, type(None))
 
 
+#: Ints within this (in absolute value) have at most :data:`MAX_INT_DIGITS` digits.
+INT_BOUND = 10**MAX_INT_DIGITS
+
+
+def check_int(value: int) -> int:
+    """``value``, if it has at most :data:`MAX_INT_DIGITS` digits.
+
+    Raises:
+        ValueError: it has more (JSON readers would not convert it).
+    """
+    if -INT_BOUND < value < INT_BOUND:
+        return value
+    msg = (
+        f"an int of {value.bit_length()} bits has more than {MAX_INT_DIGITS} digits, more "
+        "than JSON readers convert (FORMAT.md §6); store it as a str"
+    )
+    raise ValueError(msg)
+
+
 def snapshot(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` that later mutation by the env cannot change, checked storable.
 
@@ -50,11 +71,15 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
             a string that is not valid Unicode (a lone surrogate), an array of a dtype with
             no exact stored form (structured, void, ``longdouble``, datetime), or a str or
             bytes array whose fixed width takes more than 16 times its text (which readers
-            refuse, §9: an object array holds the same strings exactly). The message says
-            which and what to do.
+            refuse, §9: an object array holds the same strings exactly), or an int of more
+            than :data:`~gym_recording.format.limits.MAX_INT_DIGITS` digits. The message
+            says which and what to do.
     """
-    if value is None or type(value) in (bool, int, float):
+    t = type(value)
+    if value is None or t is bool or t is float:
         return value
+    if t is int:
+        return check_int(value)
     if _depth > MAX_NESTING:
         msg = (
             f"it nests deeper than {MAX_NESTING} levels (or refers to itself); "
@@ -72,7 +97,10 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, np.generic):
         _check_dtype(value.dtype, "scalar")
         return value
-    if isinstance(value, (bytes, complex, int, float)):
+    if isinstance(value, int):  # (an int subclass: bool went above)
+        check_int(value)
+        return value
+    if isinstance(value, (bytes, complex, float)):
         return value
     if isinstance(value, np.ndarray):
         _check_dtype(value.dtype, "array")
@@ -176,7 +204,7 @@ def flat_dict_cost(value: dict[Any, Any]) -> int | None:
     keys = _KEY_COST
     for k, v in value.items():
         c = _SCALAR_COST.get(type(v))
-        if c is None:
+        if c is None or (type(v) is int and not -INT_BOUND < v < INT_BOUND):
             return None
         kc = keys.get(k) if type(k) is str else None
         if kc is None:

@@ -34,6 +34,7 @@ from gym_recording.format.batch import InfoRows, Span, frame_problem
 from gym_recording.format.codec import Compressor
 from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
 from gym_recording.format.values import (
+    INT_BOUND,
     flat_dict_cost,
     snapshot,
     snapshot_cost,
@@ -612,6 +613,7 @@ class _Rows(InfoRows):
     types: tuple[type, ...] = ()
     cost: int = 0  # (as JSON)
     as_info: int = 0  # (as info columns)
+    ints: tuple[int, ...] = ()  # (where a row's Python ints are: checked a row at a time)
 
 
 #: What a step info kept as a row counts against ``batch_bytes`` besides its values (its
@@ -684,7 +686,11 @@ class Values:
         rows: Any = span.info_rows  # (a _Rows, made here)
         if type(info) is dict:
             if rows is not None:
-                if tuple(info) == rows.keys and tuple(map(type, info.values())) == rows.types:
+                if (
+                    tuple(info) == rows.keys
+                    and tuple(map(type, info.values())) == rows.types
+                    and (not rows.ints or _small_ints(list(info.values()), rows.ints))
+                ):
                     rows.values.extend(info.values())
                     self._count(rows.cost, rows.as_info)
                     return
@@ -693,7 +699,8 @@ class Values:
                 types = tuple(map(type, info.values()))
                 if cost is not None and cost <= MAX_VALUE_COST and _NONE_TYPE not in types:
                     as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(types)
-                    rows = _Rows(tuple(info), list(info.values()), types, cost, as_info)
+                    ints = tuple(i for i, t in enumerate(types) if t is int)
+                    rows = _Rows(tuple(info), list(info.values()), types, cost, as_info, ints)
                     span.info_rows = rows
                     self._count(rows.cost, as_info)
                     return
@@ -708,6 +715,11 @@ class Values:
 _NONE_TYPE = type(None)
 
 
+def _small_ints(values: list[Any], at: tuple[int, ...]) -> bool:
+    """Whether the ints ``values[i]`` (``i`` in ``at``) have a JSON reader's digits at most."""
+    return all(-INT_BOUND < values[i] < INT_BOUND for i in at)
+
+
 def reward_value(reward: Any) -> float:
     """A step's reward as the float64 that is stored.
 
@@ -716,12 +728,21 @@ def reward_value(reward: Any) -> float:
 
     Raises:
         RecordingError: anything else: ``None``, a string (``"1.5"`` is not converted), a
-            complex number, or an array with one or more dimensions (a vector reward).
+            complex number, an int past float64's range, or an array with one or more
+            dimensions (a vector reward).
     """
     if type(reward) is float:
         return reward
     if isinstance(reward, (int, float, np.integer, np.floating, np.bool_)):
-        return float(reward)
+        try:
+            return float(reward)
+        except OverflowError:  # (an int past float64's range)
+            bits = int(reward).bit_length()
+            msg = (
+                "expected the reward to be a real number within float64's range, got an "
+                f"int of {bits} bits"
+            )
+            raise RecordingError(msg) from None
     if isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "biuf":
         return float(reward)
     shape = f" of shape {reward.shape}" if isinstance(reward, np.ndarray) else ""

@@ -54,7 +54,7 @@ def check_int(value: int) -> int:
         return value
     msg = (
         f"an int of {value.bit_length()} bits has more than {MAX_INT_DIGITS} digits, more "
-        "than JSON readers convert (FORMAT.md §6); store it as a str"
+        "than JSON readers convert (FORMAT.md §9); store it as a str"
     )
     raise ValueError(msg)
 

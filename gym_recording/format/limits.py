@@ -28,7 +28,7 @@ MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_BATCH_JSON_BYTES = 512 * 1024 * 1024
 #: How deeply values (§6) and fields (§5) may nest: JSON containers plus ``__type`` wrappers.
 MAX_NESTING = 100
-#: The most digits of a JSON int (§6): what Python converts to and from text by default
+#: The most digits of a JSON int (§9): what Python converts to and from text by default
 #: (``sys.get_int_max_str_digits()``), the writer's JSON encoder and a reader's alike.
 MAX_INT_DIGITS = 4300
 #: How deeply a manifest's JSON may nest (its metadata and env spec reach users as they are).

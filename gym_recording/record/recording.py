@@ -27,8 +27,7 @@ import numpy as np
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
-from gym_recording.format.limits import MAX_INT_DIGITS
-from gym_recording.format.values import INT_BOUND
+from gym_recording.format.values import check_int
 from gym_recording.format.wire import part_keys
 from gym_recording.record import buffer, lifetime
 from gym_recording.record import steps as _steps
@@ -267,9 +266,11 @@ class TraceRecording:
         if seed is not None and (type(seed) is not int and not isinstance(seed, np.integer)):
             msg = f"expected seed to be an int or None, got {type(seed).__name__}"
             raise TypeError(msg)
-        if type(seed) is int and not -INT_BOUND < seed < INT_BOUND:
-            msg = f"cannot record the seed: it has more than {MAX_INT_DIGITS} digits (FORMAT.md §9)"
-            raise RecordingError(msg)
+        if type(seed) is int:
+            try:
+                check_int(seed)
+            except ValueError as exc:
+                raise RecordingError(f"cannot record the seed: {exc}") from None
         if self._open is not None:
             self.end_episode()
         if len(self._pending) >= MAX_BATCH_EPISODES:

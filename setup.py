@@ -1,8 +1,9 @@
-"""Build the optional C step recorder; everything else is configured in pyproject.toml.
+"""Build the optional C extension; everything else is configured in pyproject.toml.
 
-``gym_recording.record._speedups`` stores the commonest steps in C (see
-``gym_recording/record/steps.py``). It is optional: if it cannot be compiled (no C
-compiler), the install still succeeds and the library records the same steps in Python.
+``gym_recording._speedups`` holds the accelerated pieces (see ``gym_recording/_accel.py``):
+the commonest steps stored in C, batch files written on a thread without the GIL, and a
+batch's arrays viewed. It is optional: if it cannot be compiled (no C compiler), the install
+still succeeds and the library writes and reads the same files in Python.
 """
 
 import numpy

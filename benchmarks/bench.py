@@ -174,6 +174,13 @@ ABLATION_WORKLOADS: dict[str, dict[str, Any]] = {
         "needs": "mujoco",
         "record_infos": True,
     },
+    "Ant-v5, record_infos=True": {
+        "make": lambda: gym.make("Ant-v5"),
+        "action": lambda env: np.zeros(8, np.float32),
+        "steps": 10_000,
+        "needs": "mujoco",
+        "record_infos": True,
+    },
     "ALE/Pong-v5 frames, zstd": {
         "make": lambda: _atari("ALE/Pong-v5"),
         "action": lambda env: 2,
@@ -229,6 +236,13 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
             "ALE/Breakout-v5 frames",
             "synthetic f64[17], act f32[6]",
         ],
+        [],
+    ),
+    "C info rows": (
+        "step infos kept as rows appended by the C step recorder (else each handed to the "
+        "recording's Python code)",
+        [(recording_module, "INFO_ROWS_IN_C", False)],
+        ["HalfCheetah-v5, record_infos=True", "Ant-v5, record_infos=True"],
         [],
     ),
     "rows at once": (

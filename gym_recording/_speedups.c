@@ -3,26 +3,20 @@
  * code that stays the reference, imported only by gym_recording/_accel.py and run beside that
  * code over one corpus by tests/test_accelerated.py. Nothing here reads a Python object's
  * layout beyond the public C API of CPython and NumPy.
- * 1. StepRecorder(slow, on_flags, rewards), for gym_recording.record.steps.PlainStepRecorder:
- *    a wrapper's step calls recorder.record(action, result). When result is a gymnasium
- *    5-tuple whose observation and action fit the leaves configure() named (rows of one
- *    dtype and shape in a bytearray: a C-contiguous ndarray of exactly that dtype and shape;
- *    for a scalar leaf a numpy scalar of that dtype, or a Python int when it holds int64),
- *    whose reward is a float, and while the buffer has room, it hands the info to keep_info
- *    (if configured) and appends the step's bytes itself, calling on_flags(terminated,
- *    truncated) if either is set. Every other step goes to slow(action, result).
- * 2. start_write(directory, files, mode), for LocalStorage's Python group write
- *    (gym_recording/storage/local.py): the same files, renames and fsyncs in the same order,
- *    on a thread that never takes the GIL.
+ * 1. StepRecorder, for gym_recording.record.steps.PlainStepRecorder: recorder.record(action,
+ *    result) stores a gymnasium 5-tuple whose observation and action fit the leaves
+ *    configure() named and whose reward is a float, while the buffer has room, by appending
+ *    its bytes (its info's values, if a row of rows, else the info to keep_info); every other
+ *    step goes to slow(action, result).
+ * 2. start_write(directory, files, mode), for LocalStorage's Python group write: the same
+ *    files, renames and fsyncs in the same order, on a thread that never takes the GIL.
  * 3. views(refs, blob, name, dtypes, min_ndim), for BatchBlob.array over a list of ndarray
- *    references (gym_recording/format/arrays.py): the same checks and arrays; a reference
- *    that breaks a rule sends the list back to the Python code, which says which.
+ *    references: the same checks and arrays, or None for the Python code to say what is wrong.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 #include <string.h>
-
 #ifndef _WIN32
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +47,8 @@ typedef struct {
     PyObject *slow;
     PyObject *on_flags;
     PyObject *keep_info; /* called with the step's info before it is stored; or NULL */
+    PyObject *rows;      /* (values, keys, types): the step infos kept as rows, or None */
+    Py_ssize_t row_room; /* rows it may append to rows before keep_info must take one */
     PyObject *rewards;   /* bytearray of float64 */
     Py_ssize_t room;   /* steps the buffer may hold; -1 while no episode is recorded */
     int fast;          /* both leaves are configured */
@@ -143,19 +139,46 @@ call2(PyObject *f, PyObject *a, PyObject *b)
     return 0;
 }
 
+/* If info is a row of rows = (values, keys, types), a dict of keys (the same objects, in that
+   order) whose values are each of exactly its type in types (an int within 64 bits): append
+   them to values, return 1. Else 0, nothing appended (no memory: keep_info raises). */
+static int
+take_row(StepRecorder *self, PyObject *info)
+{
+    PyObject *r = self->rows, *values, *keys, *types, *k, *v;
+    Py_ssize_t pos = 0, i = 0, n;
+    if (self->row_room <= 0 || r == NULL || !PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 3 ||
+        !PyList_CheckExact(values = PyTuple_GET_ITEM(r, 0)) ||
+        !PyTuple_CheckExact(keys = PyTuple_GET_ITEM(r, 1)) ||
+        !PyTuple_CheckExact(types = PyTuple_GET_ITEM(r, 2)) || !PyDict_CheckExact(info) ||
+        (n = PyDict_GET_SIZE(info)) != PyTuple_GET_SIZE(keys) || n != PyTuple_GET_SIZE(types)) {
+        return 0;
+    }
+    n = PyList_GET_SIZE(values);
+    for (int big = 0; PyDict_Next(info, &pos, &k, &v); i++) { /* (a big int: Python checks it) */
+        PyObject *type = (PyObject *)Py_TYPE(v);
+        if (k != PyTuple_GET_ITEM(keys, i) || type != PyTuple_GET_ITEM(types, i) ||
+            (type == (PyObject *)&PyLong_Type && (PyLong_AsLongLongAndOverflow(v, &big), big)) ||
+            PyList_Append(values, v) < 0) {
+            (void)PyList_SetSlice(values, n, PY_SSIZE_T_MAX, NULL);
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    self->row_room--;
+    return 1;
+}
+
 /* record(action, result): store the step, or hand it to slow; return result, or NULL. */
 static PyObject *
 recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     StepRecorder *self = (StepRecorder *)op;
     if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "record() takes 2 arguments (%zd given)", nargs);
-        return NULL;
+        return PyErr_Format(PyExc_TypeError, "record() takes 2 arguments (%zd given)", nargs);
     }
-    PyObject *action = args[0];
-    PyObject *result = args[1];
-    /* Every check before anything is stored: a mismatch leaves the buffers as they were.
-       (numpy's float64 is a float.) */
+    PyObject *action = args[0], *result = args[1];
+    /* Every check first: a mismatch stores nothing. (numpy's float64 is a float.) */
     if (!self->fast || !PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
         (PyByteArray_GET_SIZE(self->rewards) >> 3) >= self->room ||
         !PyFloat_Check(PyTuple_GET_ITEM(result, 1))) {
@@ -168,7 +191,7 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     if (o_src == NULL) {
         goto slow;
     }
-    if (self->keep_info != NULL) {
+    if (self->keep_info != NULL && !take_row(self, PyTuple_GET_ITEM(result, 4))) {
         PyObject *kept = PyObject_CallOneArg(self->keep_info, PyTuple_GET_ITEM(result, 4));
         Py_XDECREF(kept);
         if (kept == NULL || !self->fast) { /* (keep_info must leave the leaves as they are) */
@@ -181,8 +204,7 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         append(self->rewards, &r, sizeof r) < 0) {
         return NULL;
     }
-    PyObject *terminated = PyTuple_GET_ITEM(result, 2);
-    PyObject *truncated = PyTuple_GET_ITEM(result, 3);
+    PyObject *terminated = PyTuple_GET_ITEM(result, 2), *truncated = PyTuple_GET_ITEM(result, 3);
     if (terminated != Py_False || truncated != Py_False) {
         int t = PyObject_IsTrue(terminated);
         int u = t < 0 ? -1 : PyObject_IsTrue(truncated);
@@ -206,8 +228,7 @@ leaf_set(Leaf *s, PyObject *layout, const char *what)
     }
     PyObject *buf, *dtype, *shape;
     int int_ok;
-    if (!PyTuple_Check(layout) ||
-        !PyArg_ParseTuple(layout, "O!O!O!p", &PyByteArray_Type, &buf, &PyArrayDescr_Type, &dtype,
+    if (!PyArg_ParseTuple(layout, "O!O!O!p", &PyByteArray_Type, &buf, &PyArrayDescr_Type, &dtype,
                           &PyTuple_Type, &shape, &int_ok) ||
         PyTuple_GET_SIZE(shape) > NPY_MAXDIMS) {
         if (!PyErr_Occurred()) {
@@ -255,10 +276,7 @@ recorder_configure(PyObject *op, PyObject *args)
         return NULL;
     }
     self->fast = 0;
-    Py_CLEAR(self->keep_info);
-    if (keep_info != Py_None) {
-        self->keep_info = Py_NewRef(keep_info);
-    }
+    Py_XSETREF(self->keep_info, keep_info == Py_None ? NULL : Py_NewRef(keep_info));
     if (leaf_set(&self->obs, obs, "observations") < 0 || leaf_set(&self->act, act, "actions") < 0) {
         leaf_clear(&self->obs);
         leaf_clear(&self->act);
@@ -295,6 +313,7 @@ recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->slow);
     Py_VISIT(self->on_flags);
     Py_VISIT(self->keep_info);
+    Py_VISIT(self->rows);
     Py_VISIT(self->rewards);
     Py_VISIT(self->obs.buf);
     Py_VISIT(self->obs.descr);
@@ -311,6 +330,7 @@ recorder_clear(PyObject *op)
     Py_CLEAR(self->slow);
     Py_CLEAR(self->on_flags);
     Py_CLEAR(self->keep_info);
+    Py_CLEAR(self->rows);
     Py_CLEAR(self->rewards);
     leaf_clear(&self->obs);
     leaf_clear(&self->act);
@@ -338,6 +358,8 @@ static PyMethodDef recorder_methods[] = {
 static PyMemberDef recorder_members[] = {
     {"room", T_PYSSIZET, offsetof(StepRecorder, room), 0,
      "Steps the buffer may hold before the Python code must run; -1 without an episode."},
+    {"rows", T_OBJECT, offsetof(StepRecorder, rows), 0, "(values, keys, types), or None."},
+    {"row_room", T_PYSSIZET, offsetof(StepRecorder, row_room), 0, "Rows it may append."},
     {"fast", T_INT, offsetof(StepRecorder, fast), READONLY, "Whether it stores steps itself."},
     {NULL, 0, 0, 0, NULL},
 };
@@ -362,10 +384,6 @@ static PyTypeObject StepRecorderType = {
 
 #ifndef _WIN32
 /* ------------------------------------------------------------------ write_files */
-
-#ifndef IOV_MAX
-#define IOV_MAX 1024
-#endif
 
 typedef struct {
     PyObject *tmp, *name; /* bytes: the temporary and the final name, in the directory */
@@ -413,10 +431,8 @@ writev_all(int fd, struct iovec *iov, int n, Py_ssize_t *written)
 #define STREAM_IOV 64
 
 /* Write the iovecs to a new file fd whole: 0, or an errno. A file of two windows or more is
- * streamed: written a window at a time, the writeback of each window started as soon as it is
- * written (sync_file_range), so that the disk writes one window while the next is copied into
- * the page cache, and the fsync that follows waits for the last window only. Only a hint:
- * the file is fsynced as any other. */
+ * written a window at a time, each window's writeback started once it is written (a hint: the
+ * disk writes one window while the next is copied; the file is fsynced as any other). */
 static int
 write_file(int fd, struct iovec *iov, int n, Py_ssize_t *written)
 {
@@ -461,13 +477,11 @@ write_file(int fd, struct iovec *iov, int n, Py_ssize_t *written)
     return writev_all(fd, iov, n, written);
 }
 
-/* The whole protocol for files f[0..nf), without the GIL: every temporary file created and
- * written, every one fsynced, then each renamed in order, the directory fsynced after those
- * that ask for it. Returns 0, or an errno with *failed_at the file the failing call was about
- * and *failed what: 't' its temporary file, 'n' its final name, 'd' the directory, 's' the
- * directory's fsync after the file was renamed (it is visible, but not durable).
- * *published counts the files renamed (and synced, where asked) before any failure; the
- * temporary files of the others are removed. */
+/* The whole protocol for files f[0..nf), without the GIL: every temporary file created, written
+ * and fsynced, then each renamed in order, the directory fsynced after those that ask. 0, or an
+ * errno with *failed_at the file the failing call was about and *failed what: 't' its temporary
+ * file, 'n' its name, 'd' the directory, 's' the directory's fsync after its rename. *published
+ * counts the files renamed (and synced, where asked); the others' temporary files are removed. */
 static int
 write_group_nogil(const char *dir, GroupFile *f, int nf, mode_t mode, int *published,
                   int *failed_at, char *failed, Py_ssize_t *written)
@@ -496,9 +510,8 @@ write_group_nogil(const char *dir, GroupFile *f, int nf, mode_t mode, int *publi
         }
     }
 #if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
-    /* Start every file's writeback before the first fsync: their blocks are then allocated
-     * in one journal transaction, which that fsync commits, instead of one commit per file.
-     * Only a hint: each file is still fsynced below. */
+    /* Every file's writeback started before the first fsync (a hint): their blocks are then
+     * allocated in one journal transaction, which that fsync commits. */
     for (i = nf - 1; nf > 1 && i >= 0; i--) {
         (void)sync_file_range(f[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     }
@@ -657,14 +670,12 @@ group_parse(Group *g, PyObject *dir, PyObject *files, int mode)
 static void
 group_run(Group *g)
 {
-    g->written = 0;
     g->err = write_group_nogil(PyBytes_AS_STRING(g->dir), g->f, g->nf, (mode_t)g->mode,
                                &g->n_published, &g->failed_at, &g->failed, &g->written);
 }
 
-/* After group_run, with the GIL: append the names published to the list `published`, and
- * return the bytes written, or NULL with an OSError naming what failed: the file the failing
- * call was about; for the directory's fsync after a rename, the directory, then the file. */
+/* After group_run, with the GIL: the names published appended to `published`, the bytes written
+ * returned, or NULL with an OSError naming the file the failing call was about (or both). */
 static PyObject *
 group_result(Group *g, PyObject *published)
 {
@@ -681,8 +692,8 @@ group_result(Group *g, PyObject *published)
         GroupFile *f = &g->f[g->failed_at];
         PyObject *about = failed == 't' ? f->tmp : failed == 'n' ? f->name : g->dir;
         PyObject *name = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(about));
-        PyObject *name2 =
-            failed != 's' ? NULL : PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(f->name));
+        const char *also = failed == 's' ? PyBytes_AS_STRING(f->name) : NULL;
+        PyObject *name2 = also ? PyUnicode_DecodeFSDefault(also) : NULL;
         if (name != NULL && (failed != 's' || name2 != NULL)) {
             errno = g->err;
             PyErr_SetFromErrnoWithFilenameObjects(PyExc_OSError, name, name2);
@@ -694,12 +705,9 @@ group_result(Group *g, PyObject *published)
     return PyLong_FromSsize_t(g->written);
 }
 
-/* ------------------------------------------------------------------ WriteTask
- *
- * A batch's files written on a POSIX thread that never takes the GIL (a Python thread needs it
- * back after each of a batch's ~20 system calls). task.wait(published) joins it; until then
- * the task holds the chunks' buffers. Signals are blocked in the thread.
- */
+/* ------------------------------------------------------------------ WriteTask: a batch's files
+ * written on a POSIX thread that never takes the GIL (a Python thread needs it back after each
+ * system call), signals blocked; until task.wait(published) joins it, it holds the buffers. */
 
 typedef struct {
     PyObject_HEAD
@@ -717,8 +725,7 @@ write_task_main(void *arg)
     return NULL;
 }
 
-/* Join the thread: 0, or -1 in a process forked while it ran (the thread is not in this
- * process: the write goes on in the parent, and nothing of it can be waited for here). */
+/* Join the thread: 0, or -1 in a process forked while it ran (the write goes on in the parent). */
 static int
 write_task_join(WriteTask *self)
 {
@@ -751,18 +758,15 @@ PyDoc_STRVAR(write_task_wait_doc,
 static PyObject *
 write_task_wait(WriteTask *self, PyObject *published)
 {
-    if (!PyList_Check(published) || self->waited) {
-        PyErr_SetString(self->waited ? PyExc_ValueError : PyExc_TypeError,
-                        self->waited ? "wait: this write was waited for already"
-                                     : "wait: published must be a list");
-        return NULL;
+    if (self->waited || !PyList_Check(published)) {
+        return PyErr_Format(self->waited ? PyExc_ValueError : PyExc_TypeError, "wait: %s",
+                            self->waited ? "this write was waited for already"
+                                         : "published must be a list");
     }
     if (write_task_join(self) < 0) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "wait: this write runs in process %ld, which this one was forked from; "
-                     "a forked process cannot wait for it (record in the child with a "
-                     "TraceRecording of its own)", (long)self->owner);
-        return NULL;
+        return PyErr_Format(PyExc_RuntimeError, "wait: this write runs in process %ld, which "
+                            "this one was forked from (record in the child with a "
+                            "TraceRecording of its own)", (long)self->owner);
     }
     self->waited = 1;
     PyObject *result = group_result(&self->g, published);
@@ -787,11 +791,10 @@ static PyTypeObject WriteTaskType = {
 
 PyDoc_STRVAR(start_write_doc,
 "start_write(directory, files, mode) -> WriteTask\n\n"
-"LocalStorage's group write of files, a sequence of (tmp_name, name, chunks, sync_dir), on a\n"
-"thread of its own that never takes the GIL: every temporary file created (O_EXCL, bits\n"
-"mode) and written (streamed from 4 MiB), every one fsynced, then each renamed in order, the\n"
-"directory fsynced after those with sync_dir. task.wait(published) reports it. If no thread\n"
-"can be started, the write is done here (without the GIL).");
+"LocalStorage's group write of files, each (tmp_name, name, chunks, sync_dir), on a thread\n"
+"that never takes the GIL (or here, if none can start): every temporary file created (O_EXCL,\n"
+"bits mode), written and fsynced, then each renamed in order, the directory fsynced after\n"
+"those with sync_dir. task.wait(published) reports it.");
 
 static PyObject *
 start_write(PyObject *Py_UNUSED(module), PyObject *args)
@@ -906,19 +909,16 @@ add_span(PyObject *spans, Py_ssize_t start, Py_ssize_t stop)
 
 PyDoc_STRVAR(views_doc,
 "views(refs, blob, name, dtypes, min_ndim, /)\n\n"
-"The views of non-empty ndarray references as BatchBlob.array makes them, each checked as\n"
-"it checks it: (views, spans), spans the byte ranges (start, stop) they cover, one per run\n"
-"of arrays each right after the last; or None if any reference breaks a rule or is empty\n"
-"(the Python code then deals with the list). name is the batch's blob's, dtypes maps dtype\n"
-"names to dtypes.");
+"The views of non-empty ndarray references as BatchBlob.array makes and checks them, and the\n"
+"byte ranges (start, stop) they cover, one per run of adjacent arrays: (views, spans); or\n"
+"None if any breaks a rule or is empty. name is the blob's, dtypes maps names to dtypes.");
 
 static PyObject *
 views(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[3]) ||
         !PyLong_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "views(refs: list, blob, name, dtypes: dict, int)");
-        return NULL;
+        return PyErr_Format(PyExc_TypeError, "views(refs: list, blob, name, dtypes: dict, int)");
     }
     PyObject *refs = args[0], *blob = args[1];
     int min_ndim = (int)PyLong_AsLong(args[4]);

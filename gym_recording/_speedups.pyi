@@ -6,6 +6,8 @@ _Layout = tuple[bytearray, Any, tuple[int, ...], bool]
 
 class StepRecorder:
     room: int
+    rows: tuple[list[Any], tuple[str, ...], tuple[type, ...]] | None
+    row_room: int
     def __init__(
         self,
         slow: Callable[[Any, Any], Any],
@@ -13,4 +15,10 @@ class StepRecorder:
         rewards: bytearray,
     ) -> None: ...
     def record(self, action: Any, result: _T, /) -> _T: ...
-    def configure(self, observations: _Layout | None, actions: _Layout | None, /) -> None: ...
+    def configure(
+        self,
+        observations: _Layout | None,
+        actions: _Layout | None,
+        keep_info: Callable[[Any], None] | None = None,
+        /,
+    ) -> None: ...

@@ -11,10 +11,13 @@ writer, and every hostile recording of ``tests/hostile``.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import pytest
 from compat_expect import COMPAT_DIR, compat_cases
@@ -111,6 +114,62 @@ def test_both_paths_write_the_same_bytes(obs_name, tmp_path, monkeypatch):
         accelerated, plain_ = both(monkeypatch, run)
         assert accelerated[0] == plain_[0], f"{obs_name} x {act_name}: blobs differ"
         assert accelerated[1] == plain_[1], f"{obs_name} x {act_name}: episodes differ"
+
+
+class NumericInfoEnv(gymnasium.Env[np.ndarray, int]):
+    """Step infos of numbers, as a MuJoCo env's, whose keys or types change in some episodes.
+
+    Episode ``e`` (of ``length`` steps): ``e % 4 == 1`` adds a key at its last step (as
+    RecordEpisodeStatistics does); ``e % 4 == 2`` holds Python ints, one past 64 bits (whose
+    digits the Python code checks); ``e % 4 == 3`` turns a value's type at step 7.
+    """
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, length: int) -> None:
+        self.length, self.e, self.t = length, -1, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.e, self.t = self.e + 1, 0
+        return np.zeros(3, np.float32), {"start": self.e}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        t, e, done = self.t, self.e, self.t >= self.length
+        info: dict[str, Any] = {"x": np.float64(t / 7), "v": t / 3, "ok": t % 2 == 0}
+        info["c"] = np.float32(-t) if e % 4 != 3 or t < 7 else -t / 1
+        if e % 4 == 2:
+            info["n"] = t * 1000 if t != 9 else 2**70  # (past 64 bits: Python checks it)
+        if e % 4 == 1 and done:
+            info["episode"] = {"r": float(t), "l": t}
+        return np.full(3, t / 100, np.float32), 1.0, done, False, info
+
+
+@pytest.mark.parametrize("batch_bytes", [900, 20_000, 5_000_000])
+def test_both_paths_keep_info_rows_alike(batch_bytes, tmp_path, monkeypatch):
+    """Numeric step infos, which the C step appends as rows: the same batches, bytes and infos.
+
+    Small batches fill with rows in the middle of an episode (split in parts), and rows the C
+    step appended turn into dicts when a key or a type changes.
+    """
+
+    def run() -> Any:
+        out = tmp_path / ("plain" if steps.speedups is None else "c")
+        record(NumericInfoEnv(length=45), out, 8, batch_bytes=batch_bytes, record_infos=True)
+        # (the batch JSON but for names and times, which differ run to run)
+        varying = rb'("(npyfile|started_at|ended_at)": ?)[^,}]*'
+        batches = [
+            json.loads(re.sub(varying, rb"\g<1>0", p.read_bytes()))
+            for p in sorted(out.glob("*.ep*.json"))
+        ]
+        return blobs(out), batches, read(out)
+
+    accelerated, plain_ = both(monkeypatch, run)
+    columns = [o for b in plain_[1] for o in b["episodes"] if "info_columns" in o]
+    assert columns, "no info columns written"
+    assert accelerated == plain_
 
 
 @pytest.mark.parametrize("case", compat_cases())

@@ -358,6 +358,40 @@ def test_record_infos_keeps_infos_with_either_step(hot_path, tmp_path):
     assert ep.infos == infos
 
 
+class _Numbers(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """CartPole whose step infos are numbers, as a MuJoCo env's are."""
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {"x": obs[0], "v": float(obs[1]), "ok": True}
+
+
+def test_numeric_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, monkeypatch):
+    """The C step appends numeric infos to their episode's rows itself: the Python code takes
+    only the first (which starts the rows). What makes infos cheap is not visible through the
+    public API, hence the count of calls to the recording's private ``_keep_info``."""
+    calls = []
+    keep = TraceRecording._keep_info
+
+    def counted(self: TraceRecording, info: Any) -> None:
+        calls.append(info)
+        keep(self, info)
+
+    monkeypatch.setattr(TraceRecording, "_keep_info", counted)
+    env = TraceRecordingWrapper(
+        _Numbers(gymnasium.make("CartPole-v1")), tmp_path, record_infos=True
+    )
+    _, first = env.reset(seed=0)
+    infos = [first] + [env.step(t % 2)[4] for t in range(8)]
+    env.close()
+    assert len(calls) == (1 if hot_path == "c" else 8)
+    (ep,) = _load_all(tmp_path)
+    assert len(ep.infos) == 9
+    for got, want in zip(ep.infos, infos, strict=True):
+        assert list(got) == list(want)
+        assert all(type(got[k]) is type(want[k]) and got[k] == want[k] for k in want)
+
+
 def test_an_info_refused_cuts_the_episode_before_its_step(hot_path, tmp_path):
     """Either path refuses the step whose info cannot be stored, and keeps the steps before."""
     env = TraceRecordingWrapper(_Infos(bad=4), tmp_path, record_infos=True)

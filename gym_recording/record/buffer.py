@@ -614,6 +614,7 @@ class _Rows(InfoRows):
     cost: int = 0  # (as JSON)
     as_info: int = 0  # (as info columns)
     ints: tuple[int, ...] = ()  # (where a row's Python ints are: checked a row at a time)
+    counted: int = 0  # (rows counted so far)
 
 
 #: What a step info kept as a row counts against ``batch_bytes`` besides its values (its
@@ -630,23 +631,51 @@ class Values:
     ``_EMPTY_INFO_COST`` and :data:`~gym_recording.format.limits.COLUMN_VALUE_COST` a
     value, until its rows turn into dicts (then as their JSON); anything else, as its JSON.
 
+    The C step recorder appends rows itself, as many as :meth:`room_for` allowed; they are
+    counted when anything next is (rows of one span at a time: the last kept).
+
     Args:
         batch_bytes: The recording's batch size.
     """
 
     def __init__(self, batch_bytes: int) -> None:
         self._budget = min(batch_bytes, MAX_VALUE_COST)
+        self._live: _Rows | None = None  # (the rows counted last: the C recorder's, if any)
         self.clear()
 
     def clear(self) -> None:
         """Count nothing (the batch is handed to the write)."""
         self._stored = self._json = 0
         self.full = False
+        if self._live is not None:  # (its rows so far are not counted again)
+            self._live.counted = len(self._live)
 
     def _count(self, cost: int, as_info: int) -> None:
+        live = self._live
+        if live is not None and (n := len(live) - live.counted):  # (rows appended in C)
+            live.counted += n
+            cost += n * live.cost
+            as_info += n * live.as_info
         self._stored += as_info
         self._json += cost
         self.full = self._stored > self._budget or self._json > MAX_VALUE_COST
+
+    def _track(self, rows: _Rows | None) -> None:
+        """Count the rows kept so far, then keep counting ``rows``'s from its uncounted on."""
+        if rows is not self._live:
+            self._count(0, 0)
+            self._live = rows
+        self._count(0, 0)
+
+    def room_for(self, rows: InfoRows) -> int:
+        """How many more rows ``rows`` may take before the batch is full, all counted."""
+        r: Any = rows
+        self._track(r)
+        if self.full:
+            return 0
+        return min(
+            (self._budget - self._stored) // r.as_info, (MAX_VALUE_COST - self._json) // r.cost
+        )
 
     def keep(self, value: Any, what: str) -> Any:
         """A storable copy of ``value`` (``None`` as it is), counted.
@@ -692,7 +721,7 @@ class Values:
                     and (not rows.ints or _small_ints(list(info.values()), rows.ints))
                 ):
                     rows.values.extend(info.values())
-                    self._count(rows.cost, rows.as_info)
+                    self._track(rows)
                     return
             elif info and len(span.infos) == 1:  # type: ignore[arg-type]
                 cost = flat_dict_cost(info)
@@ -702,10 +731,12 @@ class Values:
                     ints = tuple(i for i, t in enumerate(types) if t is int)
                     rows = _Rows(tuple(info), list(info.values()), types, cost, as_info, ints)
                     span.info_rows = rows
-                    self._count(rows.cost, as_info)
+                    self._track(rows)
                     return
         kept = self.keep(info, "the step's info")
         if rows is not None:  # (not all rows: dicts from now on, counted as their JSON)
+            self._track(rows)
+            self._live = None
             span.infos.extend(rows.dicts())  # type: ignore[union-attr]
             span.info_rows = None
             self._count(0, len(rows) * (rows.cost - rows.as_info))

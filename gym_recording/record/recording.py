@@ -45,6 +45,9 @@ MAX_BATCH_EPISODES = 50_000
 #: Whether :meth:`TraceRecording.add_rows` stores rows at once where they fit (else row by
 #: row; ``benchmarks/bench.py --ablate`` measures both).
 ROWS_AT_ONCE = True
+#: Whether the C step recorder appends step infos kept as rows itself (else each goes to
+#: :meth:`TraceRecording._keep_info`; ``benchmarks/bench.py --ablate`` measures both).
+INFO_ROWS_IN_C = True
 
 _writer_counter = itertools.count()
 
@@ -190,6 +193,7 @@ class TraceRecording:
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
         self._recorders: list[_steps.StepRecorder] = []
+        self._rows_in_c = False  # (a C step recorder keeps info rows: _sync_room)
         lifetime.register(id(self), self.directory, self.close, self._forget)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
 
@@ -496,6 +500,8 @@ class TraceRecording:
         if self._values.full:  # (write the batch at the next step)
             self._room = (len(self._rew.buf) >> 3) + 1
             self._sync_room()
+        elif self._rows_in_c:  # (the rows, and how many more fit)
+            self._sync_room()
 
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
         """Store one step of ``field`` (of ``rows`` rows), or raise RecordingError, storing none."""
@@ -589,6 +595,11 @@ class TraceRecording:
 
         recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
         self._recorders.append(recorder)
+        self._rows_in_c = (
+            INFO_ROWS_IN_C
+            and self.record_infos
+            and any(not isinstance(r, _steps.PlainStepRecorder) for r in self._recorders)
+        )
         _steps.configure(recorder, self._obs, self._act, self._step_infos())
         self._sync_room()
         return recorder
@@ -603,10 +614,20 @@ class TraceRecording:
         return self._keep_info if self.record_infos else None
 
     def _sync_room(self) -> None:
-        """Tell the step recorders how many steps the buffer may hold, -1 if no episode is open."""
-        room = self._room if self._open is not None else -1
+        """Tell the step recorders how many steps the buffer may hold, and which info rows.
+
+        Room is -1 while no episode is open; the rows are the open episode's, if its step
+        infos are rows, with how many more the batch has room for (shared by the recorders).
+        """
+        ep = self._open
+        room = self._room if ep is not None else -1
+        rows: Any = ep.info_rows if ep is not None and self._rows_in_c else None
+        given, quota = None, 0
+        if rows is not None:
+            given = (rows.values, rows.keys, rows.types)
+            quota = self._values.room_for(rows) // len(self._recorders)
         for r in self._recorders:
-            r.room = room
+            r.room, r.rows, r.row_room = room, given, quota
 
     def _layout_known(self) -> None:
         """Once both fields have a layout: size batches by it, and tell the recorders."""

@@ -8,8 +8,10 @@ the one place that chooses between the two implementations, which store the same
 - the accelerated one, ``StepRecorder`` of the optional C extension (see
   :mod:`gym_recording._accel`): it stores the commonest steps itself (an array or scalar
   observation and action, each of the layout the buffer chose, a float reward) by
-  appending their bytes to the buffer's ``bytearray`` rows, handing only their infos (when
-  infos are kept) to the recording's Python code, and hands every other step to that code.
+  appending their bytes to the buffer's ``bytearray`` rows, and their infos (when infos are
+  kept) to the recording's Python code, or, while they are of the rows the recording
+  handed it (:attr:`StepRecorder.rows`), their values to those rows. It hands every other
+  step to that code.
   ``benchmarks/bench.py --ablate`` measures what it buys.
 """
 
@@ -23,7 +25,7 @@ import numpy as np
 from gym_recording._accel import speedups
 from gym_recording.record.buffer import Field, Rewards, RowLeaf
 
-__all__ = ["ACCELERATED", "PlainStepRecorder", "StepRecorder", "configure", "step_recorder"]
+__all__ = ["ACCELERATED", "PlainStepRecorder", "Rows", "StepRecorder", "configure", "step_recorder"]
 
 #: Whether the C step recorder is in use.
 ACCELERATED = speedups is not None
@@ -33,6 +35,8 @@ KeepInfo = Callable[[Any], None]
 #: A leaf the C recorder may append to: its rows, dtype, shape, and whether a Python int is
 #: one of its values (an int64 scalar leaf).
 Layout = tuple[bytearray, np.dtype[Any], tuple[int, ...], bool]
+#: Step infos a recorder may keep itself: ``(values, keys, types)`` (see StepRecorder.rows).
+Rows = tuple[list[Any], tuple[str, ...], tuple[type, ...]]
 
 
 class StepRecorder(Protocol):
@@ -41,6 +45,14 @@ class StepRecorder(Protocol):
     #: Steps it may store before handing the next to the Python code (which makes room);
     #: ``-1`` while no episode is recorded.
     room: int
+    #: ``(values, keys, types)``, or ``None``: the C recorder keeps up to :attr:`row_room`
+    #: step infos that are dicts of the ``keys`` (the same objects, in that order), each
+    #: value of exactly its type in ``types`` (an int within 64 bits, whose digits need no
+    #: check), by appending their values to ``values`` instead of calling ``keep_info``
+    #: (the recording counts them later, see :class:`~gym_recording.record.buffer.Values`).
+    #: The plain one keeps none itself.
+    rows: Rows | None
+    row_room: int
 
     def record(self, action: Any, result: Any, /) -> Any:
         """Store the step ``env.step(action)`` returned ``result``; return ``result``."""
@@ -73,6 +85,8 @@ class PlainStepRecorder:
         #: Store the step ``env.step(action)`` returned ``result``; return ``result``.
         self.record: Record = slow
         self.room = -1
+        self.rows: Rows | None = None
+        self.row_room = 0
 
     def configure(self, *layouts: Any) -> None:
         """Nothing to do: every step takes the Python code."""

@@ -44,16 +44,14 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *slow;
-    PyObject *on_flags;
+    PyObject *slow, *on_flags;
     PyObject *keep_info; /* called with the step's info before it is stored; or NULL */
     PyObject *rows;      /* (values, keys, types): the step infos kept as rows, or None */
     Py_ssize_t row_room; /* rows it may append to rows before keep_info must take one */
     PyObject *rewards;   /* bytearray of float64 */
     Py_ssize_t room;   /* steps the buffer may hold; -1 while no episode is recorded */
     int fast;          /* both leaves are configured */
-    Leaf obs;
-    Leaf act;
+    Leaf obs, act;
 } StepRecorder;
 
 static void
@@ -63,8 +61,9 @@ leaf_clear(Leaf *s)
     Py_CLEAR(s->descr);
 }
 
-/* The bytes of v if it fits the leaf (as described above), in *src; else NULL. tmp receives
-   a scalar's or an int's value. */
+/* The bytes of v if it fits the leaf, else NULL: a C-contiguous ndarray of exactly its dtype
+   and shape; for a scalar leaf, a numpy scalar of its dtype, or a Python int if it holds int64
+   (the value of either in *tmp). */
 static inline const void *
 leaf_bytes(PyObject *v, const Leaf *s, npy_int64 *tmp)
 {
@@ -154,13 +153,18 @@ take_row(StepRecorder *self, PyObject *info)
         (n = PyDict_GET_SIZE(info)) != PyTuple_GET_SIZE(keys) || n != PyTuple_GET_SIZE(types)) {
         return 0;
     }
-    n = PyList_GET_SIZE(values);
     for (int big = 0; PyDict_Next(info, &pos, &k, &v); i++) { /* (a big int: Python checks it) */
         PyObject *type = (PyObject *)Py_TYPE(v);
         if (k != PyTuple_GET_ITEM(keys, i) || type != PyTuple_GET_ITEM(types, i) ||
-            (type == (PyObject *)&PyLong_Type && (PyLong_AsLongLongAndOverflow(v, &big), big)) ||
-            PyList_Append(values, v) < 0) {
-            (void)PyList_SetSlice(values, n, PY_SSIZE_T_MAX, NULL);
+            (type == (PyObject *)&PyLong_Type && (PyLong_AsLongLongAndOverflow(v, &big), big))) {
+            return 0;
+        }
+    }
+    for (pos = 0, n = PyList_GET_SIZE(values); PyDict_Next(info, &pos, &k, &v);) {
+        if (PyList_Append(values, v) < 0) { /* (no memory: the row taken back, one by one) */
+            for (i = PyList_GET_SIZE(values); i > n; i--) {
+                (void)PySequence_DelItem(values, i - 1);
+            }
             PyErr_Clear();
             return 0;
         }
@@ -356,17 +360,12 @@ static PyMethodDef recorder_methods[] = {
 };
 
 static PyMemberDef recorder_members[] = {
-    {"room", T_PYSSIZET, offsetof(StepRecorder, room), 0,
-     "Steps the buffer may hold before the Python code must run; -1 without an episode."},
+    {"room", T_PYSSIZET, offsetof(StepRecorder, room), 0, "Steps it may store; -1: none."},
     {"rows", T_OBJECT, offsetof(StepRecorder, rows), 0, "(values, keys, types), or None."},
     {"row_room", T_PYSSIZET, offsetof(StepRecorder, row_room), 0, "Rows it may append."},
     {"fast", T_INT, offsetof(StepRecorder, fast), READONLY, "Whether it stores steps itself."},
     {NULL, 0, 0, 0, NULL},
 };
-
-PyDoc_STRVAR(recorder_doc,
-"StepRecorder(slow, on_flags, rewards)\n\n"
-"Stores steps of the layouts configure() names; see record().");
 
 static PyTypeObject StepRecorderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -374,7 +373,7 @@ static PyTypeObject StepRecorderType = {
     .tp_basicsize = sizeof(StepRecorder),
     .tp_dealloc = recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = recorder_doc,
+    .tp_doc = "StepRecorder(slow, on_flags, rewards): stores the steps configure() allows.",
     .tp_traverse = recorder_traverse,
     .tp_clear = recorder_clear,
     .tp_methods = recorder_methods,

@@ -26,7 +26,8 @@ import gym_recording
 from gym_recording import TraceFormatError
 from gym_recording._accel import speedups
 from gym_recording.format.arrays import BatchBlob
-from gym_recording.record import steps
+from gym_recording.record import steps, writer
+from gym_recording.wrappers import TraceRecordingWrapper
 from tests.conftest import ACTION_SPACES, OBSERVATION_SPACES, SpaceEnv, record
 
 pytestmark = pytest.mark.skipif(
@@ -186,3 +187,50 @@ def test_both_paths_refuse_hostile_recordings_alike(case, monkeypatch):
     accelerated, plain_ = both(monkeypatch, lambda: read(HOSTILE / case))
     assert isinstance(accelerated, str) and accelerated.startswith("refused"), case
     assert accelerated == plain_
+
+
+class _Wide(gymnasium.Env[np.ndarray, int]):
+    """2 KB observations, so that an episode of 150 steps is split by its steps into parts,
+    and numeric infos, which the C step appends to rows."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (500,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        self.t = 0
+        return np.zeros(500, np.float32), {}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        return np.full(500, self.t, np.float32), 1.0, self.t >= 150, False, {"t": self.t}
+
+
+def test_a_batch_interrupted_as_it_is_handed_over_keeps_the_infos_in_step(tmp_path, monkeypatch):
+    """Ctrl-C as a split episode's first part is handed to the writer (the moment is reached
+    by patching the private ``BatchWriter.submit``): the rows went with that part, and the
+    C step appends none to them after it (found in review: the part's batch then had the
+    next part's infos, and the recording could not be read)."""
+    submit, fired = writer.BatchWriter.submit, []
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> None:
+        submit(self, *args, **kwargs)
+        if not fired:
+            fired.append(True)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer.BatchWriter, "submit", interrupted)
+    env = TraceRecordingWrapper(_Wide(), tmp_path, batch_bytes=100_000, record_infos=True)
+    env.reset(seed=0)
+    lost = []
+    for _ in range(150):
+        try:
+            env.step(0)
+        except KeyboardInterrupt:  # (the step interrupted is not recorded; the loop goes on)
+            lost.append(env.unwrapped.t)
+    env.close()
+    assert fired and len(lost) == 1
+    with gym_recording.load(tmp_path) as rec:
+        (ep,) = rec
+        steps = [t for t in range(1, 151) if t not in lost]
+        assert [info.get("t") for info in ep.infos] == [None, *steps]
+        assert ep.observations[1:, 0].tolist() == steps

@@ -6,6 +6,7 @@ reader sees: the same files, in the same order, with the same errors at the same
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,30 @@ def test_close_without_waiting_raises_the_last_write_error_at_the_next_close(
     assert rec.closed
     rec.close()  # (closed: nothing more to raise)
     assert _seeds(tmp_path) == list(range(12))  # (not episode 12)
+
+
+def test_a_write_whose_thread_cannot_start_is_done_in_the_recording_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When no thread can start (a process at its limit), a batch encoded on the writer's
+    thread (infos make it so) is written in the recording's instead (found in review: the next
+    wait raised "cannot join thread before it is started")."""
+    start = threading.Thread.start
+
+    def refused(self: threading.Thread) -> None:
+        if self.name == "gym-recording-writer":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    with TraceRecording(tmp_path, batch_bytes=2_000, record_infos=True) as rec:
+        for e in range(6):
+            rec.add_reset(np.zeros(3, np.float32), info={"e": e})
+            for t in range(20):
+                rec.add_step(t % 2, np.full(3, t, np.float32), 1.0, info={"t": t, "s": "x"})
+            rec.end_episode()
+        assert rec.batch_count > 1
+    with gym_recording.load(tmp_path) as got:
+        episodes = list(got)
+    assert [ep.infos[0] for ep in episodes] == [{"e": e} for e in range(6)]
+    assert all(ep.infos[1:] == [{"t": t, "s": "x"} for t in range(20)] for ep in episodes)

@@ -492,6 +492,8 @@ class TraceRecording:
         Raises:
             RecordingError: ``info`` cannot be stored; the episode is cut before the step.
         """
+        if self._rows_in_c:  # (the rows may change: none is appended to until _sync_room)
+            self._withdraw_rows()
         try:
             self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
         except RecordingError:
@@ -629,6 +631,11 @@ class TraceRecording:
         for r in self._recorders:
             r.room, r.rows, r.row_room = room, given, quota
 
+    def _withdraw_rows(self) -> None:
+        """Stop the step recorders appending to info rows, before the rows change hands."""
+        for r in self._recorders:
+            r.rows, r.row_room = None, 0
+
     def _layout_known(self) -> None:
         """Once both fields have a layout: size batches by it, and tell the recorders."""
         if self._sized or self._obs.root is None or self._act.root is None:
@@ -696,6 +703,7 @@ class TraceRecording:
                 self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
             ep.part += 1
             if ep.infos is not None:  # (the next part's first info is this one's last)
+                self._withdraw_rows()  # (the part takes the rows)
                 rows, ep.info_rows = ep.info_rows, None
                 ep.infos = ep.infos[-1:] if rows is None else rows.dicts(len(rows) - 1)
         self._submit_batch()

@@ -85,8 +85,13 @@ class _WriteJob:
         if self.prepare is None:
             self.pending = self.storage.start_write_files(self.files[self.done :])
             return
-        self.thread = threading.Thread(target=self.run, name="gym-recording-writer", daemon=True)
-        self.thread.start()
+        thread = threading.Thread(target=self.run, name="gym-recording-writer", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # (no thread can start: the write is done here)
+            self.run()
+            return
+        self.thread = thread
 
     def wait(self) -> None:
         """Wait for the write; raise its error (the job can then be run again)."""

@@ -349,8 +349,8 @@ def test_same_step_without_final_obs_is_an_error(tmp_path: Path) -> None:
 def test_long_runs_in_columns_equal_subenvs_alone(
     tmp_path: Path, mode: AutoresetMode, vectorization: str, batch_bytes: int
 ) -> None:
-    """Many vector steps (the wrapper holds them in columns and hands them over every few
-    hundred steps), in small batches (episodes split in parts) or one: each sub-env's
+    """Many vector steps (the wrapper holds them in columns and hands them over every 1,024
+    steps, or fewer), in small batches (episodes split in parts) or one: each sub-env's
     episodes equal the same env recorded alone, with times that follow the steps."""
 
     def make() -> gymnasium.Env[Any, Any]:

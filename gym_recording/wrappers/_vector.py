@@ -57,7 +57,7 @@ _ARRAY_SPACES = (
 )
 #: Vector steps the columns hold before they are handed to the sub-envs' recordings, and
 #: the most bytes they may take.
-COLUMN_STEPS = 256
+COLUMN_STEPS = 1024
 COLUMN_BYTES = 16 * 1024 * 1024
 
 #: Wrappers holding steps in columns, flushed at interpreter exit (this hook is registered
@@ -445,7 +445,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         cols = self._columns
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
             # The common case: the step's arrays go to columns, one copy each; the sub-envs'
-            # episodes are cut out of them every few hundred steps (_flush).
+            # episodes are cut out of them every COLUMN_STEPS steps (_flush).
             if self.autoreset_mode == AutoresetMode.SAME_STEP:
                 done = np.logical_or(terminations, truncations)
                 for i in np.flatnonzero(done).tolist():  # (each checked before a row is kept)

@@ -465,7 +465,7 @@ def test_infos_are_bounded_as_json_whatever_they_take_as_columns():
     counter, reached here directly (256 MiB of infos is too much for a test)."""
     from gym_recording.format.batch import Span
     from gym_recording.format.limits import MAX_VALUE_COST
-    from gym_recording.record.buffer import Values
+    from gym_recording.record.infos import Values
 
     values = Values(batch_bytes=MAX_VALUE_COST)
     span = Span(0, 0, 0, 0, {}, None, [{}])

@@ -30,16 +30,10 @@ import numpy as np
 
 from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
-from gym_recording.format.batch import InfoRows, Span, frame_problem
+from gym_recording.format.batch import Span, frame_problem
 from gym_recording.format.codec import Compressor
-from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
-from gym_recording.format.values import (
-    INT_BOUND,
-    flat_dict_cost,
-    snapshot,
-    snapshot_cost,
-    value_cost,
-)
+from gym_recording.format.limits import MAX_VALUE_COST
+from gym_recording.format.values import snapshot, value_cost
 from gym_recording.record import frames
 from gym_recording.record.frames import StreamedFrames
 
@@ -48,12 +42,12 @@ __all__ = [
     "FrameLeaf",
     "FrameStore",
     "ListLeaf",
+    "OpenSpan",
     "RowLeaf",
     "Rewards",
     "frame_store",
     "reward_value",
     "rgb_frame",
-    "Values",
 ]
 
 logger = logging.getLogger(__name__)
@@ -607,148 +601,14 @@ _NONE = np.zeros((0,), np.float64)
 
 
 @dataclass(slots=True)
-class _Rows(InfoRows):
-    """Step infos kept as rows: the types of a row's values, and what a row costs."""
+class OpenSpan(Span):
+    """A buffered episode object while it is recorded.
 
-    types: tuple[type, ...] = ()
-    cost: int = 0  # (as JSON)
-    as_info: int = 0  # (as info columns)
-    ints: tuple[int, ...] = ()  # (where a row's Python ints are: checked a row at a time)
-    counted: int = 0  # (rows counted so far)
-
-
-#: What a step info kept as a row counts against ``batch_bytes`` besides its values (its
-#: ``{}`` once its values went to ``info_columns``, rebuilt by a reader).
-_EMPTY_INFO_COST = 512
-
-
-class Values:
-    """A batch's buffered infos and options: kept, counted, and whether they fill the batch.
-
-    Each value is counted twice (FORMAT.md §9): as stored, against ``batch_bytes``, and as
-    JSON, against what readers accept; past either bound, :attr:`full`. A step info kept as
-    a row (see :meth:`keep_step_info`) is stored as the ``info_columns`` it becomes:
-    ``_EMPTY_INFO_COST`` and :data:`~gym_recording.format.limits.COLUMN_VALUE_COST` a
-    value, until its rows turn into dicts (then as their JSON); anything else, as its JSON.
-
-    The C step recorder appends rows itself, as many as :meth:`room_for` allowed; they are
-    counted when anything next is (rows of one span at a time: the last kept).
-
-    Args:
-        batch_bytes: The recording's batch size.
+    While the episode is open the stops are unset; ``flagged_at`` is the step count when a
+    step last set ``terminated`` or ``truncated``.
     """
 
-    def __init__(self, batch_bytes: int) -> None:
-        self._budget = min(batch_bytes, MAX_VALUE_COST)
-        self._live: _Rows | None = None  # (the rows counted last: the C recorder's, if any)
-        self.clear()
-
-    def clear(self) -> None:
-        """Count nothing (the batch is handed to the write)."""
-        self._stored = self._json = 0
-        self.full = False
-        if self._live is not None:  # (its rows so far are not counted again)
-            self._live.counted = len(self._live)
-
-    def _count(self, cost: int, as_info: int) -> None:
-        live = self._live
-        if live is not None and (n := len(live) - live.counted):  # (rows appended in C)
-            live.counted += n
-            cost += n * live.cost
-            as_info += n * live.as_info
-        self._stored += as_info
-        self._json += cost
-        self.full = self._stored > self._budget or self._json > MAX_VALUE_COST
-
-    def _track(self, rows: _Rows | None) -> None:
-        """Count the rows kept so far, then keep counting ``rows``'s from its uncounted on."""
-        if rows is not self._live:
-            self._count(0, 0)
-            self._live = rows
-        self._count(0, 0)
-
-    def room_for(self, rows: InfoRows) -> int:
-        """How many more rows ``rows`` may take before the batch is full, all counted."""
-        r: Any = rows
-        self._track(r)
-        if self.full:
-            return 0
-        return min(
-            (self._budget - self._stored) // r.as_info, (MAX_VALUE_COST - self._json) // r.cost
-        )
-
-    def keep(self, value: Any, what: str) -> Any:
-        """A storable copy of ``value`` (``None`` as it is), counted.
-
-        Raises:
-            RecordingError: ``value`` cannot be stored, or alone would take more of its
-                batch than readers accept (``what`` names it in the message).
-        """
-        if value is None:
-            return None
-        try:
-            kept, cost = snapshot_cost(value)
-        except ValueError as exc:
-            msg = f"cannot record {what}: {exc}"
-            raise RecordingError(msg) from None
-        if cost > MAX_VALUE_COST:
-            msg = (
-                f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "
-                f"once read, more than the {MAX_VALUE_COST >> 20} MiB readers accept "
-                "(FORMAT.md §9); split it, or record it in the observations"
-            )
-            raise RecordingError(msg)
-        self._count(cost, cost)
-        return kept
-
-    def keep_step_info(self, span: Span, info: Any) -> None:
-        """Keep a step's info in ``span`` (whose ``infos`` hold at least the first), counted.
-
-        The step infos of a span are kept as rows of values (:class:`InfoRows`, no dict per
-        step) while they are flat dicts of the same ASCII str keys (one or more), each
-        value of the type it had in the first (a Python or numpy scalar, not ``None``): as
-        they go to ``info_columns``. From the first that is not, as copies.
-
-        Raises:
-            RecordingError: as :meth:`keep`; nothing is kept.
-        """
-        rows: Any = span.info_rows  # (a _Rows, made here)
-        if type(info) is dict:
-            if rows is not None:
-                if (
-                    tuple(info) == rows.keys
-                    and tuple(map(type, info.values())) == rows.types
-                    and (not rows.ints or _small_ints(list(info.values()), rows.ints))
-                ):
-                    rows.values.extend(info.values())
-                    self._track(rows)
-                    return
-            elif info and len(span.infos) == 1:  # type: ignore[arg-type]
-                cost = flat_dict_cost(info)
-                types = tuple(map(type, info.values()))
-                if cost is not None and cost <= MAX_VALUE_COST and _NONE_TYPE not in types:
-                    as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(types)
-                    ints = tuple(i for i, t in enumerate(types) if t is int)
-                    rows = _Rows(tuple(info), list(info.values()), types, cost, as_info, ints)
-                    span.info_rows = rows
-                    self._track(rows)
-                    return
-        kept = self.keep(info, "the step's info")
-        if rows is not None:  # (not all rows: dicts from now on, counted as their JSON)
-            self._track(rows)
-            self._live = None
-            span.infos.extend(rows.dicts())  # type: ignore[union-attr]
-            span.info_rows = None
-            self._count(0, len(rows) * (rows.cost - rows.as_info))
-        span.infos.append(kept)  # type: ignore[union-attr]
-
-
-_NONE_TYPE = type(None)
-
-
-def _small_ints(values: list[Any], at: tuple[int, ...]) -> bool:
-    """Whether the ints ``values[i]`` (``i`` in ``at``) have a JSON reader's digits at most."""
-    return all(-INT_BOUND < values[i] < INT_BOUND for i in at)
+    flagged_at: int = -1
 
 
 def reward_value(reward: Any) -> float:

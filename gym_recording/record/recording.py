@@ -18,7 +18,6 @@ import struct
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -31,8 +30,9 @@ from gym_recording.format.values import check_int
 from gym_recording.format.wire import part_keys
 from gym_recording.record import buffer, lifetime
 from gym_recording.record import steps as _steps
-from gym_recording.record.buffer import Field, Rewards
+from gym_recording.record.buffer import Field, OpenSpan, Rewards
 from gym_recording.record.head import manifest_head
+from gym_recording.record.infos import Values
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
 from gym_recording.storage import Storage, open_storage
 
@@ -50,17 +50,6 @@ ROWS_AT_ONCE = True
 INFO_ROWS_IN_C = True
 
 _writer_counter = itertools.count()
-
-
-@dataclass(slots=True)
-class OpenSpan(Span):
-    """A buffered episode object while it is recorded.
-
-    While the episode is open the stops are unset; ``flagged_at`` is the step count when a
-    step last set ``terminated`` or ``truncated``.
-    """
-
-    flagged_at: int = -1
 
 
 _pack_reward = struct.Struct("<d").pack  # (a reward's bytes, as Rewards holds them)
@@ -188,11 +177,11 @@ class TraceRecording:
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
-        self._values = buffer.Values(batch_bytes)  # the buffered infos and options
+        self._values = Values(batch_bytes)  # the buffered infos and options
         self._sized = False
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
-        self._recorders: list[_steps.StepRecorder] = []
+        self._recorders = _steps.Recorders()
         self._rows_in_c = False  # (a C step recorder keeps info rows: _sync_room)
         lifetime.register(id(self), self.directory, self.close, self._forget)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
@@ -493,7 +482,7 @@ class TraceRecording:
             RecordingError: ``info`` cannot be stored; the episode is cut before the step.
         """
         if self._rows_in_c:  # (the rows may change: none is appended to until _sync_room)
-            self._withdraw_rows()
+            self._recorders.withdraw_rows()
         try:
             self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
         except RecordingError:
@@ -596,45 +585,31 @@ class TraceRecording:
             return result
 
         recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
-        self._recorders.append(recorder)
-        self._rows_in_c = (
-            INFO_ROWS_IN_C
-            and self.record_infos
-            and any(not isinstance(r, _steps.PlainStepRecorder) for r in self._recorders)
-        )
-        _steps.configure(recorder, self._obs, self._act, self._step_infos())
+        self._recorders.add(recorder)
+        self._rows_in_c = INFO_ROWS_IN_C and self.record_infos and self._recorders.accelerated
+        self._configure()
         self._sync_room()
         return recorder
 
     def _configure(self) -> None:
-        keep_info = self._step_infos()
-        for r in self._recorders:
-            _steps.configure(r, self._obs, self._act, keep_info)
-
-    def _step_infos(self) -> Callable[[Any], None] | None:
-        """What the step recorders hand each step's info to: ``None`` if infos are not kept."""
-        return self._keep_info if self.record_infos else None
+        """Tell the step recorders the buffer's layouts, and where infos go (if kept)."""
+        keep_info = self._keep_info if self.record_infos else None
+        self._recorders.configure(self._obs, self._act, keep_info)
 
     def _sync_room(self) -> None:
-        """Tell the step recorders how many steps the buffer may hold, and which info rows.
+        """Tell the step recorders the steps the buffer may hold, and the open episode's rows.
 
-        Room is -1 while no episode is open; the rows are the open episode's, if its step
-        infos are rows, with how many more the batch has room for (shared by the recorders).
+        Room is -1 while no episode is open; the rows, if its step infos are rows, come with
+        how many more the batch has room for.
         """
         ep = self._open
         room = self._room if ep is not None else -1
         rows: Any = ep.info_rows if ep is not None and self._rows_in_c else None
-        given, quota = None, 0
-        if rows is not None:
+        if rows is None:
+            self._recorders.sync(room)
+        else:
             given = (rows.values, rows.keys, rows.types)
-            quota = self._values.room_for(rows) // len(self._recorders)
-        for r in self._recorders:
-            r.room, r.rows, r.row_room = room, given, quota
-
-    def _withdraw_rows(self) -> None:
-        """Stop the step recorders appending to info rows, before the rows change hands."""
-        for r in self._recorders:
-            r.rows, r.row_room = None, 0
+            self._recorders.sync(room, given, self._values.room_for(rows))
 
     def _layout_known(self) -> None:
         """Once both fields have a layout: size batches by it, and tell the recorders."""
@@ -703,7 +678,7 @@ class TraceRecording:
                 self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
             ep.part += 1
             if ep.infos is not None:  # (the next part's first info is this one's last)
-                self._withdraw_rows()  # (the part takes the rows)
+                self._recorders.withdraw_rows()  # (the part takes the rows)
                 rows, ep.info_rows = ep.info_rows, None
                 ep.infos = ep.infos[-1:] if rows is None else rows.dicts(len(rows) - 1)
         self._submit_batch()

@@ -17,7 +17,7 @@ the one place that chooses between the two implementations, which store the same
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,7 +25,15 @@ import numpy as np
 from gym_recording._accel import speedups
 from gym_recording.record.buffer import Field, Rewards, RowLeaf
 
-__all__ = ["ACCELERATED", "PlainStepRecorder", "Rows", "StepRecorder", "configure", "step_recorder"]
+__all__ = [
+    "ACCELERATED",
+    "PlainStepRecorder",
+    "Recorders",
+    "Rows",
+    "StepRecorder",
+    "configure",
+    "step_recorder",
+]
 
 #: Whether the C step recorder is in use.
 ACCELERATED = speedups is not None
@@ -49,7 +57,7 @@ class StepRecorder(Protocol):
     #: step infos that are dicts of the ``keys`` (the same objects, in that order), each
     #: value of exactly its type in ``types`` (an int within 64 bits, whose digits need no
     #: check), by appending their values to ``values`` instead of calling ``keep_info``
-    #: (the recording counts them later, see :class:`~gym_recording.record.buffer.Values`).
+    #: (the recording counts them later, see :class:`~gym_recording.record.infos.Values`).
     #: The plain one keeps none itself.
     rows: Rows | None
     row_room: int
@@ -133,3 +141,39 @@ def configure(
         recorder.configure(None, None)
     else:
         recorder.configure(o, a, keep_info)
+
+
+class Recorders:
+    """The step recorders of one recording (one per wrapper), told what they may do together."""
+
+    def __init__(self) -> None:
+        self._all: list[StepRecorder] = []
+        #: Whether one of them is the C recorder (which may keep info rows itself).
+        self.accelerated = False
+
+    def __iter__(self) -> Iterator[StepRecorder]:
+        return iter(self._all)
+
+    def add(self, recorder: StepRecorder) -> None:
+        """Tell ``recorder`` too, from now on."""
+        self._all.append(recorder)
+        self.accelerated |= not isinstance(recorder, PlainStepRecorder)
+
+    def configure(self, observations: Field, actions: Field, keep_info: KeepInfo | None) -> None:
+        """:func:`configure` each of them."""
+        for r in self._all:
+            configure(r, observations, actions, keep_info)
+
+    def sync(self, room: int, rows: Rows | None = None, row_room: int = 0) -> None:
+        """Tell each the steps it may store, and the info rows it may append to.
+
+        ``row_room`` rows in all are shared out (see :attr:`StepRecorder.rows`).
+        """
+        share = row_room // len(self._all) if self._all else 0
+        for r in self._all:
+            r.room, r.rows, r.row_room = room, rows, share
+
+    def withdraw_rows(self) -> None:
+        """Stop each appending to info rows (before the rows change hands)."""
+        for r in self._all:
+            r.rows, r.row_room = None, 0

@@ -241,7 +241,7 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
     "C info rows": (
         "step infos kept as rows appended by the C step recorder (else each handed to the "
         "recording's Python code)",
-        [(recording_module, "INFO_ROWS_IN_C", False)],
+        [(step_path, "INFO_ROWS_IN_C", False)],
         ["HalfCheetah-v5, record_infos=True", "Ant-v5, record_infos=True"],
         [],
     ),

@@ -22,11 +22,11 @@ from gym_recording.format.limits import JSONARRAY_RATIO, MAX_INT_DIGITS, MAX_NDI
 from gym_recording.format.wire import DTYPES, ArrayRef
 
 __all__ = [
-    "INT_BOUND",
     "decode_value",
     "encode_value",
     "check_int",
     "flat_dict_cost",
+    "json_int",
     "snapshot",
     "snapshot_cost",
     "stack_steps",
@@ -40,8 +40,12 @@ _JSONARRAY_READ_KINDS = frozenset("biufcUSMmO")
 _PLAIN = (str, int, float, bool, type(None))
 
 
-#: Ints within this (in absolute value) have at most :data:`MAX_INT_DIGITS` digits.
-INT_BOUND = 10**MAX_INT_DIGITS
+_INT_BOUND = 10**MAX_INT_DIGITS
+
+
+def json_int(value: int) -> bool:
+    """Whether the int ``value`` has at most :data:`MAX_INT_DIGITS` digits (§9)."""
+    return -_INT_BOUND < value < _INT_BOUND
 
 
 def check_int(value: int) -> int:
@@ -50,7 +54,7 @@ def check_int(value: int) -> int:
     Raises:
         ValueError: it has more (JSON readers would not convert it).
     """
-    if -INT_BOUND < value < INT_BOUND:
+    if json_int(value):
         return value
     msg = (
         f"an int of {value.bit_length()} bits has more than {MAX_INT_DIGITS} digits, more "
@@ -204,7 +208,7 @@ def flat_dict_cost(value: dict[Any, Any]) -> int | None:
     keys = _KEY_COST
     for k, v in value.items():
         c = _SCALAR_COST.get(type(v))
-        if c is None or (type(v) is int and not -INT_BOUND < v < INT_BOUND):
+        if c is None or (type(v) is int and not json_int(v)):
             return None
         kc = keys.get(k) if type(k) is str else None
         if kc is None:

@@ -14,7 +14,7 @@ from typing import Any
 from gym_recording._errors import RecordingError
 from gym_recording.format.batch import InfoRows, Span
 from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
-from gym_recording.format.values import INT_BOUND, flat_dict_cost, snapshot_cost
+from gym_recording.format.values import flat_dict_cost, json_int, snapshot_cost
 
 __all__ = ["Values"]
 
@@ -161,4 +161,4 @@ _NONE_TYPE = type(None)
 
 def _small_ints(values: list[Any], at: tuple[int, ...]) -> bool:
     """Whether the ints ``values[i]`` (``i`` in ``at``) have a JSON reader's digits at most."""
-    return all(-INT_BOUND < values[i] < INT_BOUND for i in at)
+    return all(json_int(values[i]) for i in at)

@@ -45,9 +45,6 @@ MAX_BATCH_EPISODES = 50_000
 #: Whether :meth:`TraceRecording.add_rows` stores rows at once where they fit (else row by
 #: row; ``benchmarks/bench.py --ablate`` measures both).
 ROWS_AT_ONCE = True
-#: Whether the C step recorder appends step infos kept as rows itself (else each goes to
-#: :meth:`TraceRecording._keep_info`; ``benchmarks/bench.py --ablate`` measures both).
-INFO_ROWS_IN_C = True
 
 _writer_counter = itertools.count()
 
@@ -182,7 +179,6 @@ class TraceRecording:
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
         self._recorders = _steps.Recorders()
-        self._rows_in_c = False  # (a C step recorder keeps info rows: _sync_room)
         lifetime.register(id(self), self.directory, self.close, self._forget)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
 
@@ -481,7 +477,7 @@ class TraceRecording:
         Raises:
             RecordingError: ``info`` cannot be stored; the episode is cut before the step.
         """
-        if self._rows_in_c:  # (the rows may change: none is appended to until _sync_room)
+        if self._recorders.keep_rows:  # (the rows may change: none is appended until synced)
             self._recorders.withdraw_rows()
         try:
             self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
@@ -491,7 +487,7 @@ class TraceRecording:
         if self._values.full:  # (write the batch at the next step)
             self._room = (len(self._rew.buf) >> 3) + 1
             self._sync_room()
-        elif self._rows_in_c:  # (the rows, and how many more fit)
+        elif self._recorders.keep_rows:  # (the rows, and how many more fit)
             self._sync_room()
 
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
@@ -586,7 +582,6 @@ class TraceRecording:
 
         recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
         self._recorders.add(recorder)
-        self._rows_in_c = INFO_ROWS_IN_C and self.record_infos and self._recorders.accelerated
         self._configure()
         self._sync_room()
         return recorder
@@ -604,7 +599,7 @@ class TraceRecording:
         """
         ep = self._open
         room = self._room if ep is not None else -1
-        rows: Any = ep.info_rows if ep is not None and self._rows_in_c else None
+        rows: Any = ep.info_rows if ep is not None and self._recorders.keep_rows else None
         if rows is None:
             self._recorders.sync(room)
         else:

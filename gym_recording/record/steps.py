@@ -27,6 +27,7 @@ from gym_recording.record.buffer import Field, Rewards, RowLeaf
 
 __all__ = [
     "ACCELERATED",
+    "INFO_ROWS_IN_C",
     "PlainStepRecorder",
     "Recorders",
     "Rows",
@@ -37,6 +38,9 @@ __all__ = [
 
 #: Whether the C step recorder is in use.
 ACCELERATED = speedups is not None
+#: Whether the C step recorder appends step infos kept as rows itself (else each goes to
+#: ``keep_info``; ``benchmarks/bench.py --ablate`` measures both).
+INFO_ROWS_IN_C = True
 
 Record = Callable[[Any, Any], Any]
 KeepInfo = Callable[[Any], None]
@@ -148,8 +152,9 @@ class Recorders:
 
     def __init__(self) -> None:
         self._all: list[StepRecorder] = []
-        #: Whether one of them is the C recorder (which may keep info rows itself).
-        self.accelerated = False
+        #: Whether one of them keeps info rows itself (the C recorder, see
+        #: :data:`INFO_ROWS_IN_C`): then :meth:`sync` hands them rows.
+        self.keep_rows = False
 
     def __iter__(self) -> Iterator[StepRecorder]:
         return iter(self._all)
@@ -157,7 +162,7 @@ class Recorders:
     def add(self, recorder: StepRecorder) -> None:
         """Tell ``recorder`` too, from now on."""
         self._all.append(recorder)
-        self.accelerated |= not isinstance(recorder, PlainStepRecorder)
+        self.keep_rows |= INFO_ROWS_IN_C and not isinstance(recorder, PlainStepRecorder)
 
     def configure(self, observations: Field, actions: Field, keep_info: KeepInfo | None) -> None:
         """:func:`configure` each of them."""

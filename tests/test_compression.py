@@ -150,7 +150,7 @@ def test_references_carry_codec_and_raw_size_and_the_default_is_raw(tmp_path):
     assert obs["codec"] == "zstd" and obs["rawsize"] == 40 * 84 * 84 > 100 * obs["size"]
     assert obs["npyoff"] % 8 == 0
     manifest = json.loads(next((tmp_path / "z").glob("*.manifest.json")).read_bytes())
-    assert manifest["format_version"] == gym_recording.FORMAT_VERSION == "2.2"
+    assert manifest["format_version"] == gym_recording.FORMAT_VERSION == "2.3"
     assert _bytes(tmp_path / "z", ".bin") * 100 < _bytes(tmp_path / "raw", ".bin")
     _assert_same_episodes(tmp_path / "raw", tmp_path / "z", times=False)
 

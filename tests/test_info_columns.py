@@ -184,19 +184,92 @@ def test_a_refused_info_after_rows_keeps_the_rows_before(tmp_path):
 
 
 def test_rows_that_stay_json_count_as_json_against_the_batch(tmp_path):
-    """An episode's numeric infos whose last step adds a key (as Gymnasium's
-    RecordEpisodeStatistics does) are stored as JSON, not columns: once that step comes they
-    count as JSON against ``batch_bytes`` (~1.2 MB an episode here), so a 1 MB batch holds
-    one such episode, not five."""
+    """An episode's numeric infos whose last step changes a value's type are kept as dicts
+    from that step on: then they count as JSON against ``batch_bytes`` (~1.2 MB an episode
+    here), so a 1 MB batch holds one such episode, not five."""
     with TraceRecording(tmp_path, record_infos=True, batch_bytes=1_000_000) as rec:
         for _ in range(6):
             rec.add_reset(np.zeros(2, np.float32), info={})
             for t in range(250):
                 info: dict[str, Any] = {k: np.float64(t) for k in ("x", "v", "r", "c")}
                 if t == 249:
-                    info["episode"] = {"r": 250.0, "l": 250}
+                    info["x"] = float(t)
                 rec.add_step(0, np.ones(2, np.float32), 1.0, info=info)
             rec.end_episode()
-    batches = _batches(tmp_path)
-    assert [len(b["episodes"]) for b in batches] == [1] * 6
-    assert not any("info_columns" in o for b in batches for o in b["episodes"])
+    assert [len(b["episodes"]) for b in _batches(tmp_path)] == [1] * 6
+
+
+class _Stats(gymnasium.Env[np.ndarray, int]):
+    """Numeric step infos; the first episode's steps add a key now and then."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        info: dict[str, Any] = {"x": np.float64(self.t), "n": self.t, "ok": True}
+        if self.t % 10 == 3:
+            info["note"] = f"step {self.t}"
+        return np.full(2, self.t, np.float32), 1.0, self.t >= 30, False, info
+
+
+@pytest.mark.parametrize("batch_bytes", [5_000_000, 3_000])
+def test_a_step_info_with_more_keys_keeps_the_columns(tmp_path, batch_bytes):
+    """RecordEpisodeStatistics adds ``"episode"`` to an episode's last step info: the keys
+    every step info starts with stay columns, and that step's own keys go to its ``infos``
+    entry (FORMAT.md §4, version 2.3); every info reads back equal, keys in their order."""
+    env = gymnasium.wrappers.RecordEpisodeStatistics(_Stats())
+    want: list[list[Any]] = []
+    with TraceRecordingWrapper(env, tmp_path, record_infos=True, batch_bytes=batch_bytes) as w:
+        for _ in range(4):
+            want.append([w.reset(seed=0)[1]])
+            done = False
+            while not done:
+                *_, te, tr, info = w.step(0)
+                want[-1].append(info)
+                done = te or tr
+    assert "episode" in want[0][-1] and list(want[0][-1])[-1] == "episode"
+    objects = [o for b in _batches(tmp_path) for o in b["episodes"]]
+    if batch_bytes < 100_000:
+        assert any(o.get("part") for o in objects)
+    wide = [o for o in objects if o["rewards"]["shape"][0] > 1]  # (one step: no columns)
+    assert all(o["info_columns"]["order"] == ["x", "n", "ok"] for o in wide)
+    for o in objects:
+        if not o.get("continues"):  # (an episode's last step info: "episode" after the rest)
+            assert set(o["infos"][-1]) == {"episode"} | (
+                {"x", "n", "ok"} - set(o.get("info_columns", {}).get("columns", ()))
+            )
+    assert verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        assert len(r) == 4
+        for ep, w_ in zip(r, want, strict=True):
+            assert len(ep.infos) == len(w_)
+            for j, (got, exp) in enumerate(zip(ep.infos, w_, strict=True)):
+                assert _same(got, exp), (j, got, exp)
+
+
+def test_dict_infos_keep_the_keys_they_all_start_with_as_columns(tmp_path):
+    """Step infos kept as dicts (a value changed type) still store, as columns, the keys
+    they all start with; the rest, their own keys included, reads back in its order."""
+    want: list[Any] = [None]
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(0)
+        for t in range(8):
+            info: dict[str, Any] = {"a": t, "b": float(t) if t != 4 else np.float32(t)}
+            if t % 3 == 0:
+                info["extra"] = [t, "x"]
+            if t == 6:
+                del info["b"]
+            rec.add_step(0, t, 0.0, info=info)
+            want.append(info)
+        rec.end_episode()
+    (obj,) = [o for b in _batches(tmp_path) for o in b["episodes"]]
+    assert obj["info_columns"]["order"] == ["a"] and set(obj["info_columns"]["columns"]) == {"a"}
+    with gym_recording.load(tmp_path) as r:
+        got = r[0].infos
+    assert all(_same(g, w) for g, w in zip(got, want, strict=True))

@@ -954,6 +954,44 @@ def test_cartpole_recorded_by_the_library(
     viewer.screenshot(artifacts / "viewer-cartpole.png")
 
 
+def test_recorded_infos_with_episode_statistics(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """MuJoCo-style numeric infos under RecordEpisodeStatistics, whose last step info adds
+    ``"episode"`` beside the info columns (FORMAT.md §4, 2.3): the page reads every episode."""
+    import gymnasium
+
+    class Infos(gymnasium.Env[np.ndarray, int]):
+        observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        action_space = gymnasium.spaces.Discrete(2)
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            super().reset(seed=seed)
+            self.t = 0
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action: int) -> Any:
+            self.t += 1
+            info = {"x_velocity": np.float64(self.t / 3), "reward_ctrl": -0.1 * self.t}
+            return np.full(2, self.t / 40, np.float32), 1.0, self.t >= 12 + action, False, info
+
+    directory = tmp_path / "rec"
+    env = gymnasium.wrappers.RecordEpisodeStatistics(Infos())
+    with _wrapper()(env, str(directory), record_infos=True) as w:
+        for episode in range(3):
+            w.reset(seed=episode)
+            done = False
+            while not done:
+                done = any(w.step(episode % 2)[2:4])
+    (batch,) = directory.glob("openaigym.trace.*.ep*.json")
+    objects = json.loads(batch.read_text())["episodes"]
+    assert all("info_columns" in o and set(o["infos"][-1]) == {"episode"} for o in objects)
+    viewer = open_viewer(directory)
+    _assert_page_matches_reader(viewer, directory)
+    assert viewer.count() == 3
+    assert not viewer.error_visible()
+
+
 def _record_pixels_env(
     directory: Path,
     shape: tuple[int, ...],

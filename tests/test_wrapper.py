@@ -353,7 +353,7 @@ def test_metadata_and_manifest_fields(trace_dir):
     assert path.name == f"openaigym.trace.{writer}.manifest.json"
     m = manifest_of(trace_dir)
     assert m["format"] == "gym-recording"
-    assert m["format_version"] == "2.2" == gym_recording.FORMAT_VERSION
+    assert m["format_version"] == "2.3" == gym_recording.FORMAT_VERSION
     assert m["writer"] == writer
     created = datetime.datetime.fromisoformat(m["created"])
     assert created.utcoffset() == datetime.timedelta(0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from gym_recording.format.fields import (
     join_fields,
 )
 from gym_recording.format.limits import MAX_INFO_CELLS
-from gym_recording.format.values import decode_value, encode_value
+from gym_recording.format.values import decode_value, encode_value, plain_dict
 from gym_recording.format.wire import (
     DTYPES,
     EPISODE_KEYS,
@@ -57,23 +57,29 @@ __all__ = [
 
 @dataclass(slots=True)
 class InfoRows:
-    """Step infos that are dicts of the same ``keys`` in the same order, kept as their values.
+    """Step infos that are dicts starting with the same ``keys``, kept as their values.
 
-    Row ``j`` (step info ``j``) holds ``values[j * len(keys) : (j + 1) * len(keys)]``: a
+    Row ``j`` (step info ``j``) holds ``values[j * len(keys) : (j + 1) * len(keys)]``, and
+    ``extras[j]`` the info's further keys, if it has any (str keys, none ``__type``): a
     recording keeps an env's usual infos so, with no dict per step, and a batch's
     ``info_columns`` (§4) are slices of ``values``.
     """
 
     keys: tuple[str, ...]
     values: list[Any]
+    extras: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.values) // len(self.keys)
 
     def dicts(self, start: int = 0) -> list[dict[str, Any]]:
         """The step infos from row ``start`` on, as dicts."""
-        keys, v, n = self.keys, self.values, len(self.keys)
-        return [dict(zip(keys, v[j : j + n], strict=True)) for j in range(start * n, len(v), n)]
+        keys, v, n, extras = self.keys, self.values, len(self.keys), self.extras
+        out = [dict(zip(keys, v[j : j + n], strict=True)) for j in range(start * n, len(v), n)]
+        for j, more in extras.items():
+            if j >= start:
+                out[j - start].update(more)
+        return out
 
 
 @dataclass(slots=True)
@@ -166,6 +172,23 @@ _KINDS[int] = ("int", np.int64)
 _SCALARS = frozenset(np.dtype(n).type for n in DTYPES)
 
 
+def _common_keys(steps: list[Any]) -> list[Any]:
+    """The keys the step infos all start with, in order.
+
+    None unless each is a dict stored as a JSON object (§6).
+    """
+    if set(map(type, steps)) != {dict} or not all(map(plain_dict, steps)):
+        return []
+    order = list(steps[0])
+    for keys in map(list, steps):
+        if keys[: len(order)] != order:
+            k = 0
+            while k < len(keys) and keys[k] == order[k]:
+                k += 1
+            order = order[:k]
+    return order
+
+
 def _info_columns(
     infos: list[Any] | None, rows: InfoRows | None, layout: BlobLayout
 ) -> tuple[list[Any] | None, InfoColumns | None]:
@@ -183,10 +206,7 @@ def _info_columns(
     if rows is not None:
         n, order = len(rows), list(rows.keys) if len(rows) > 1 else []
     else:
-        n, first = len(steps), steps[0] if len(steps) > 1 else None
-        order = list(first) if type(first) is dict else []
-        if not (set(map(type, steps)) == {dict} and all(map(order.__eq__, map(list, steps)))):
-            order = []
+        n, order = len(steps), _common_keys(steps) if len(steps) > 1 else []
     if not order or "__type" in order or set(map(type, order)) != {str}:
         steps = steps if rows is None else rows.dicts()
         return [encode_value(i, layout) for i in (infos[0], *steps)], None
@@ -212,8 +232,12 @@ def _info_columns(
         except (OverflowError, ValueError):  # an int past int64; arrays of other shapes
             continue
         columns[key] = InfoColumn(kind, layout.add(col))  # type: ignore[arg-type]
-    if len(columns) == len(order):  # (every key a column: each step's info is {}, one dict)
-        rest: list[Any] = [{}] * n
+    if len(columns) == len(order) and (
+        rows is not None or all(len(i) == len(order) for i in steps)
+    ):
+        rest: list[Any] = [{}] * n  # (every key a column: each step's info is {}, one dict)
+        for j, more in rows.extras.items() if rows is not None else ():
+            rest[j] = encode_value(more, layout)
     else:
         steps = steps if rows is None else rows.dicts()
         if not columns:
@@ -246,9 +270,9 @@ def _with_columns(
                 f"expected {steps} {col.kind} values, got {arr.dtype}{list(arr.shape)}",
             )
         got[key] = (col.kind, arr)
-    out = [infos[0]]
+    out, others = [infos[0]], len(order) - len(got)  # (the keys of order each rest holds)
     for t, rest in enumerate(infos[1:]):
-        if type(rest) is not dict or len(rest) + len(got) != len(order):
+        if type(rest) is not dict:
             raise blob.fail(where, f"step info {t + 1} does not hold the other keys of 'order'")
         info = {}
         for key in order:
@@ -259,6 +283,11 @@ def _with_columns(
                 info[key] = rest[key]
             else:
                 raise blob.fail(where, f"step info {t + 1} has no {brief(key)}")
+        if len(rest) != others:  # (version 2.3: its own keys, after order's)
+            for key, value in rest.items():
+                if key in got:
+                    raise blob.fail(where, f"step info {t + 1} holds the column {brief(key)}")
+                info.setdefault(key, value)
         out.append(info)
     return out
 

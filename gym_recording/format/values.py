@@ -27,6 +27,7 @@ __all__ = [
     "check_int",
     "flat_dict_cost",
     "json_int",
+    "plain_dict",
     "snapshot",
     "snapshot_cost",
     "stack_steps",
@@ -254,6 +255,11 @@ def _encode_float(x: float) -> Any:
     return {"__type": "float", "value": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
 
 
+def plain_dict(value: dict[Any, Any]) -> bool:
+    """Whether a dict is stored as a JSON object (§6): str keys, none of them ``__type``."""
+    return "__type" not in value and all(type(k) is str for k in value)
+
+
 def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
     """One value (§6) as JSON data for :func:`~gym_recording.format.wire.encode`.
 
@@ -274,7 +280,7 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
         raise ValueError(msg)
     if t is dict and not value:  # (an info whose every key went to its info_columns)
         return {}
-    if t is dict and "__type" not in value and all(type(k) is str for k in value):
+    if t is dict and plain_dict(value):
         return {k: encode_value(v, layout, _depth + 1) for k, v in value.items()}
     if isinstance(value, np.generic):
         name = blob_dtype(value.dtype)

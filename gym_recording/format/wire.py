@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 FORMAT_NAME = "gym-recording"
-FORMAT_VERSION = "2.2"
+FORMAT_VERSION = "2.3"
 #: The newest major version this reader knows.
 KNOWN_MAJOR = 2
 

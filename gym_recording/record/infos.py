@@ -14,7 +14,7 @@ from typing import Any
 from gym_recording._errors import RecordingError
 from gym_recording.format.batch import InfoRows, Span
 from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
-from gym_recording.format.values import flat_dict_cost, json_int, snapshot_cost
+from gym_recording.format.values import flat_dict_cost, json_int, plain_dict, snapshot_cost
 
 __all__ = ["Values"]
 
@@ -136,13 +136,22 @@ class Values:
                     rows.values.extend(info.values())
                     self._track(rows)
                     return
+                if len(info) > len(rows.keys) and self._keep_extras(rows, info):
+                    return
             elif info and len(span.infos) == 1:  # type: ignore[arg-type]
                 cost = flat_dict_cost(info)
                 types = tuple(map(type, info.values()))
                 if cost is not None and cost <= MAX_VALUE_COST and _NONE_TYPE not in types:
                     as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(types)
                     ints = tuple(i for i, t in enumerate(types) if t is int)
-                    rows = _Rows(tuple(info), list(info.values()), types, cost, as_info, ints)
+                    rows = _Rows(
+                        tuple(info),
+                        list(info.values()),
+                        types=types,
+                        cost=cost,
+                        as_info=as_info,
+                        ints=ints,
+                    )
                     span.info_rows = rows
                     self._track(rows)
                     return
@@ -154,6 +163,32 @@ class Values:
             span.info_rows = None
             self._count(0, len(rows) * (rows.cost - rows.as_info))
         span.infos.append(kept)  # type: ignore[union-attr]
+
+    def _keep_extras(self, rows: _Rows, info: dict[Any, Any]) -> bool:
+        """Keep ``info`` as a row of ``rows`` and its further keys, if it is one.
+
+        As the last step info of ``RecordEpisodeStatistics`` is: a row, then ``"episode"``.
+
+        Raises:
+            RecordingError: as :meth:`keep` (for the further keys); nothing is kept.
+        """
+        n = len(rows.keys)
+        items = list(info.items())
+        head = items[:n]
+        if (
+            tuple(k for k, _ in head) != rows.keys
+            or tuple(type(v) for _, v in head) != rows.types
+            or (rows.ints and not _small_ints([v for _, v in head], rows.ints))
+        ):
+            return False
+        more = dict(items[n:])
+        if not plain_dict(more):
+            return False
+        kept = self.keep(more, "the step's info")
+        rows.extras[len(rows)] = kept
+        rows.values.extend(v for _, v in head)
+        self._track(rows)
+        return True
 
 
 _NONE_TYPE = type(None)

@@ -920,10 +920,12 @@
         throw fail(`info column ${show(key)}: expected ${steps} ${c.kind} values, got ${c.data.dtype}[${c.data.shape.join(", ")}]`);
       }
     }
+    // Each step info holds the keys of "order" that are not columns, then (version 2.3) its own.
+    const others = ic.order.filter((k) => !Object.hasOwn(ic.columns, k));
     obj.infos.slice(1).forEach((info, t) => {
-      const keys = isObject(info) && info.__type === undefined ? Object.keys(info) : null;
-      if (keys === null || keys.length + names.length !== ic.order.length ||
-          keys.some((k) => Object.hasOwn(ic.columns, k) || !ic.order.includes(k))) {
+      const plain = isObject(info) && info.__type === undefined;
+      if (!plain || others.some((k) => !Object.hasOwn(info, k)) ||
+          Object.keys(info).some((k) => Object.hasOwn(ic.columns, k))) {
         throw fail(`step info ${t + 1} does not hold the other keys of "order"`);
       }
     });

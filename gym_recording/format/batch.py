@@ -175,7 +175,7 @@ _SCALARS = frozenset(np.dtype(n).type for n in DTYPES)
 def _common_keys(steps: list[Any]) -> list[Any]:
     """The keys the step infos all start with, in order.
 
-    None unless each is a dict stored as a JSON object (§6).
+    No keys unless each is a dict stored as a JSON object (§6).
     """
     if set(map(type, steps)) != {dict} or not all(map(plain_dict, steps)):
         return []
@@ -459,8 +459,12 @@ def decode_batch(
                     f"episodes[{j}]",
                     f"expected 'infos' to be a list of N+1 = {steps[j] + 1} values",
                 )
-            infos[j] = [decode_value(i, blob, f"episodes[{j}].infos") for i in v]
             columns = objs[j].info_columns
+            if columns is not None and not all(
+                type(i) is dict and "__type" not in i for i in v[1:]
+            ):  # (§4: each step's rest of an info is a JSON object)
+                raise blob.fail(f"episodes[{j}]", "its step infos must be JSON objects")
+            infos[j] = [decode_value(i, blob, f"episodes[{j}].infos") for i in v]
             if columns is not None:
                 infos[j] = _with_columns(infos[j], columns, blob, steps[j], f"episodes[{j}]")
     render_frames: list[np.ndarray | None] = [None] * n

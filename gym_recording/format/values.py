@@ -255,7 +255,7 @@ def _encode_float(x: float) -> Any:
     return {"__type": "float", "value": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
 
 
-def plain_dict(value: dict[Any, Any]) -> bool:
+def plain_dict(value: Mapping[Any, Any]) -> bool:
     """Whether a dict is stored as a JSON object (§6): str keys, none of them ``__type``."""
     return "__type" not in value and all(type(k) is str for k in value)
 
@@ -316,7 +316,7 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
     if isinstance(value, tuple):
         return {"__type": "tuple", "items": [encode_value(v, layout, _depth + 1) for v in value]}
     if isinstance(value, Mapping):
-        if all(type(k) is str for k in value) and "__type" not in value:
+        if plain_dict(value):
             return {k: encode_value(v, layout, _depth + 1) for k, v in value.items()}
         return {
             "__type": "mapping",

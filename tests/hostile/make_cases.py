@@ -1055,6 +1055,12 @@ def _(rec: Rec) -> None:
     ep(rec)["infos"][1] = {"x": 3}
 
 
+@case("info-columns-rest-mapping", "a step info's other keys as a `mapping` object, not JSON's")
+def _(rec: Rec) -> None:
+    info_columns(rec)
+    ep(rec)["infos"][1] = {"__type": "mapping", "items": [["y", 1]]}
+
+
 def render_frames(rec: Rec, frames: np.ndarray, j: int = 0) -> None:
     """Episode object ``j`` of the first batch gets ``frames`` as its ``render_frames``."""
     blob = bytearray(rec.raw[BIN0])

@@ -715,7 +715,7 @@
       throw new TraceFormatError(name, `format_version ${show(version)} is not a version like "2.0"`);
     }
     if (Number(version.split(".")[0]) > 2) {
-      throw new TraceFormatError(name, `format_version ${version} is newer than this viewer knows (2.2)`);
+      throw new TraceFormatError(name, `format_version ${version} is newer than this viewer knows (2.3)`);
     }
     if (!Array.isArray(doc.batches)) throw new TraceFormatError(name, 'has no "batches" list');
     const seen = new Set();

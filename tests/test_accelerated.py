@@ -27,7 +27,7 @@ from gym_recording import TraceFormatError
 from gym_recording._accel import speedups
 from gym_recording.format.arrays import BatchBlob
 from gym_recording.record import steps, writer
-from gym_recording.wrappers import TraceRecordingWrapper
+from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 from tests.conftest import ACTION_SPACES, OBSERVATION_SPACES, SpaceEnv, record
 
 pytestmark = pytest.mark.skipif(
@@ -170,6 +170,48 @@ def test_both_paths_keep_info_rows_alike(batch_bytes, tmp_path, monkeypatch):
     accelerated, plain_ = both(monkeypatch, run)
     columns = [o for b in plain_[1] for o in b["episodes"] if "info_columns" in o]
     assert columns, "no info columns written"
+    assert accelerated == plain_
+
+
+class _VecInfoEnv(NumericInfoEnv):
+    """Numeric step infos a vector env can batch; every fifth step adds a key."""
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        info: dict[str, Any] = {"x": self.t / 7, "n": self.t * (self.e + 1), "ok": action == 1}
+        if self.t % 5 == 0 or self.t >= self.length:
+            info["note"] = np.float32(self.t)
+        return np.full(3, self.t / 100, np.float32), 1.0, self.t >= self.length, False, info
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_both_paths_record_vector_infos_alike(mode, tmp_path, monkeypatch):
+    """A vector env's infos, which take each sub-env's step recorder (some steps add a key,
+    as RecordEpisodeStatistics's last one does): the same batches, bytes and infos both ways."""
+
+    def run() -> Any:
+        out = tmp_path / f"{mode}-{'plain' if steps.speedups is None else 'c'}"
+        envs = gymnasium.vector.SyncVectorEnv(
+            [lambda i=i: _VecInfoEnv(13 + i) for i in range(3)],
+            autoreset_mode=gymnasium.vector.AutoresetMode(mode),
+        )
+        with TraceRecordingVectorWrapper(envs, out, record_infos=True, batch_bytes=3_000) as w:
+            w.reset(seed=5)
+            for t in range(120):
+                w.step(np.array([t % 2, 1, 0]))
+        varying = rb'("(npyfile|started_at|ended_at)": ?)[^,}]*'  # (names, times)
+        manifests = [json.loads(p.read_bytes()) for p in out.glob("*.manifest.json")]
+        manifests.sort(key=lambda m: m["metadata"]["vector_env"]["index"])
+        batches = [
+            json.loads(re.sub(varying, rb"\g<1>0", (out / b["fn"]).read_bytes()))
+            for m in manifests
+            for b in m["batches"]
+        ]
+        bins = [(out / b["bin"]).read_bytes() for m in manifests for b in m["batches"]]
+        return batches, bins, read(out)
+
+    accelerated, plain_ = both(monkeypatch, run)
+    assert any("info_columns" in o for b in plain_[0] for o in b["episodes"])
     assert accelerated == plain_
 
 

@@ -200,24 +200,37 @@ def _unbatch(
     return [_index(single, batch, i) for i in range(n)]
 
 
-def _sub_info(infos: Mapping[str, Any] | None, i: int, n: int) -> dict[str, Any]:
-    """Sub-env ``i``'s info out of a vector info dict (``key`` values with ``_key`` masks)."""
-    out: dict[str, Any] = {}
+def _no_episode(action: Any, result: Any) -> None:
+    """A sub-env's step recorder was handed a step outside an episode (the wrapper never does)."""
+    msg = "a sub-env's step was recorded outside an episode"
+    raise RecordingError(msg)
+
+
+def _sub_infos(infos: Mapping[str, Any] | None, n: int) -> list[dict[str, Any]]:
+    """Each sub-env's info out of a vector info dict (``key`` values with ``_key`` masks)."""
+    outs: list[dict[str, Any]] = [{} for _ in range(n)]
     if not infos:
-        return out
+        return outs
     for key, value in infos.items():
         if key.startswith("_") and key[1:] in infos:
             continue  # a mask
-        mask = infos.get(f"_{key}")
-        if mask is not None and not bool(mask[i]):
-            continue
         if isinstance(value, Mapping):
-            out[key] = _sub_info(value, i, n)
+            items: list[Any] = _sub_infos(value, n)
         elif isinstance(value, (np.ndarray, list, tuple)) and len(value) == n:
-            out[key] = value[i]
+            items = list(value)
         else:
-            out[key] = value
-    return out
+            items = [value] * n
+        mask = infos.get(f"_{key}")
+        if mask is not None:
+            has = mask.tolist() if type(mask) is np.ndarray else [mask[i] for i in range(n)]
+            if not all(has):
+                for out, item, there in zip(outs, items, has, strict=True):
+                    if there:
+                        out[key] = item
+                continue
+        for out, item in zip(outs, items, strict=True):
+            out[key] = item
+    return outs
 
 
 class TraceRecordingVectorWrapper(VectorWrapper):
@@ -353,6 +366,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         # Steps not handed to the recordings yet, when the spaces batch into single arrays.
         columns = not (record_infos or self._render_choice is not None)
         self._columns = self._make_columns(n) if columns else None
+        # Steps that do not go to columns go to each sub-env's step recorder, one by one.
+        self._step_recorders = [rec.step_recorder(_no_episode).record for rec in self.recordings]
         if self._columns is not None:
             _holding.add(self)
 
@@ -416,9 +431,10 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 frames = self._frames()
             except Exception as exc:  # (the episodes start without frames; then it is raised)
                 failure = exc
+        subs = _sub_infos(infos, n) if self.record_infos else None
         for i in targets:
             self._pending_reset[i] = False
-            info = _sub_info(infos, i, n) if self.record_infos else None
+            info = subs[i] if subs is not None else None
             self._start(i, all_obs[i], seeds[i], sub_options, info, frames=frames)
         if failure is not None:
             raise failure
@@ -475,37 +491,48 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         self.recordings[i].end_episode()
                         self._active[i] = self._rendering[i] = False
         errors: list[RecordingError] = []  # (every sub-env's step is handled first)
+        subs: list[Any] = _sub_infos(infos, n) if keep_infos else [None] * n
+        finals: list[Any] | None = None  # (SAME_STEP: the final and the reset infos)
+        resets: list[Any] | None = None
         for i in range(n):
             rec = self.recordings[i]
             if self._pending_reset[i]:
                 # NEXT_STEP: this step reset sub-env i (its action was ignored).
                 self._pending_reset[i] = False
-                info = _sub_info(infos, i, n) if keep_infos else None
-                self._start(i, all_obs[i], None, None, info, frames=frames)
+                self._start(i, all_obs[i], None, None, subs[i], frames=frames)
                 continue
             terminated, truncated = bool(terminations[i]), bool(truncations[i])
             done = terminated or truncated
             if done and mode == AutoresetMode.SAME_STEP:
                 final_obs = self._final_obs(infos, i)
+                if finals is None or resets is None:
+                    finals, resets = [None] * n, [None] * n
+                    if keep_infos:
+                        finals = _sub_infos(infos.get("final_info"), n)
+                        rest = {k: v for k, v in infos.items() if k not in _FINAL_KEYS}
+                        resets = _sub_infos(rest, n)
                 if self._active[i]:
-                    final_info = _sub_info(infos.get("final_info"), i, n) if keep_infos else None
                     rec.add_step(
-                        all_acts[i], final_obs, rewards[i], terminated, truncated, final_info
+                        all_acts[i], final_obs, rewards[i], terminated, truncated, finals[i]
                     )
-                reset_info = None
-                if keep_infos:
-                    reset_info = _sub_info(
-                        {k: v for k, v in infos.items() if k not in _FINAL_KEYS}, i, n
-                    )
-                self._start(i, all_obs[i], None, None, reset_info)
+                self._start(i, all_obs[i], None, None, resets[i])
                 continue
             if self._active[i]:
-                info = _sub_info(infos, i, n) if keep_infos else None
                 frame = frames[i] if self._rendering[i] and frames is not None else None
                 try:
-                    rec.add_step(
-                        all_acts[i], all_obs[i], rewards[i], terminated, truncated, info, frame
-                    )
+                    if frame is None:  # (the step recorder: its C step where it is built)
+                        step = (all_obs[i], rewards[i], terminated, truncated, subs[i])
+                        self._step_recorders[i](all_acts[i], step)
+                    else:
+                        rec.add_step(
+                            all_acts[i],
+                            all_obs[i],
+                            rewards[i],
+                            terminated,
+                            truncated,
+                            subs[i],
+                            frame,
+                        )
                 except RecordingError as exc:
                     self._active[i] = self._rendering[i] = False  # (its episode was cut)
                     errors.append(exc)

@@ -3,11 +3,10 @@
  * code that stays the reference, imported only by gym_recording/_accel.py and run beside that
  * code over one corpus by tests/test_accelerated.py. Nothing here reads a Python object's
  * layout beyond the public C API of CPython and NumPy.
- * 1. StepRecorder, for gym_recording.record.steps.PlainStepRecorder: recorder.record(action,
- *    result) stores a gymnasium 5-tuple whose observation and action fit the leaves
- *    configure() named and whose reward is a float, while the buffer has room, by appending
- *    its bytes (its info's values, if a row of rows, else the info to keep_info); every other
- *    step goes to slow(action, result).
+ * 1. StepRecorder (for record.steps.PlainStepRecorder): record(action, result) appends the bytes
+ *    of a gymnasium 5-tuple whose observation and action fit configure()'s leaves and whose
+ *    reward is a float, while the buffer has room (its info: to its row, else to keep_info);
+ *    every other step goes to slow(action, result).
  * 2. start_write(directory, files, mode), for LocalStorage's Python group write: the same
  *    files, renames and fsyncs in the same order, on a thread that never takes the GIL.
  * 3. views(refs, blob, name, dtypes, min_ndim), for BatchBlob.array over a list of ndarray
@@ -61,9 +60,8 @@ leaf_clear(Leaf *s)
     Py_CLEAR(s->descr);
 }
 
-/* The bytes of v if it fits the leaf, else NULL: a C-contiguous ndarray of exactly its dtype
-   and shape; for a scalar leaf, a numpy scalar of its dtype, or a Python int if it holds int64
-   (the value of either in *tmp). */
+/* The bytes of v if it fits the leaf, else NULL: a C-contiguous ndarray of its dtype and shape;
+   for a scalar leaf, a numpy scalar of its dtype or (int64) a Python int, its value in *tmp. */
 static inline const void *
 leaf_bytes(PyObject *v, const Leaf *s, npy_int64 *tmp)
 {
@@ -140,7 +138,7 @@ call2(PyObject *f, PyObject *a, PyObject *b)
 
 /* If info is a row of rows = (values, keys, types), a dict of keys (the same objects, in that
    order) whose values are each of exactly its type in types (an int within 64 bits): append
-   them to values, return 1. Else 0, nothing appended (no memory: keep_info raises). */
+   them to values (None for a row of no keys), return 1. Else 0, nothing appended. */
 static int
 take_row(StepRecorder *self, PyObject *info)
 {
@@ -159,6 +157,10 @@ take_row(StepRecorder *self, PyObject *info)
             (type == (PyObject *)&PyLong_Type && (PyLong_AsLongLongAndOverflow(v, &big), big))) {
             return 0;
         }
+    }
+    if (i == 0 && PyList_Append(values, Py_None) < 0) { /* (a row of no keys: one None) */
+        PyErr_Clear();
+        return 0;
     }
     for (pos = 0, n = PyList_GET_SIZE(values); PyDict_Next(info, &pos, &k, &v);) {
         if (PyList_Append(values, v) < 0) { /* (no memory: the row taken back, one by one) */
@@ -705,8 +707,8 @@ group_result(Group *g, PyObject *published)
 }
 
 /* ------------------------------------------------------------------ WriteTask: a batch's files
- * written on a POSIX thread that never takes the GIL (a Python thread needs it back after each
- * system call), signals blocked; until task.wait(published) joins it, it holds the buffers. */
+ * written on a POSIX thread that never takes the GIL, signals blocked; it holds the buffers
+ * until task.wait(published) joins it. */
 
 typedef struct {
     PyObject_HEAD
@@ -879,8 +881,7 @@ ref_view(PyObject *r, PyObject *blob, const char *buf, Py_ssize_t size, PyObject
     if (*nbytes != n || *off < 0 || *off > size - n) {
         goto done;
     }
-    Py_INCREF(descr);
-    /* (flags 0: not writeable; the rest is worked out by UpdateFlags) */
+    Py_INCREF(descr); /* (flags 0 below: not writeable; UpdateFlags works out the rest) */
     v = PyArray_NewFromDescr(&PyArray_Type, descr, ndim, dims, NULL, (char *)buf + *off, 0, NULL);
     if (v != NULL && PyArray_SetBaseObject((PyArrayObject *)v, Py_NewRef(blob)) < 0) {
         Py_CLEAR(v); /* (the reference to blob was stolen all the same) */

@@ -392,6 +392,33 @@ def test_numeric_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, monkey
         assert all(type(got[k]) is type(want[k]) and got[k] == want[k] for k in want)
 
 
+def test_empty_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, monkeypatch):
+    """A classic-control env's ``{}`` step infos are rows of no keys, which the C step keeps
+    itself; RecordEpisodeStatistics' last one (``{"episode": ...}``) takes the Python code.
+    Every info reads back equal, the last step's ``episode`` included."""
+    calls = []
+    keep = TraceRecording._keep_info
+
+    def counted(self: TraceRecording, info: Any) -> None:
+        calls.append(info)
+        keep(self, info)
+
+    monkeypatch.setattr(TraceRecording, "_keep_info", counted)
+    env = gymnasium.wrappers.RecordEpisodeStatistics(gymnasium.make("CartPole-v1"))
+    env = TraceRecordingWrapper(env, tmp_path, record_infos=True)
+    infos = [env.reset(seed=0)[1]]
+    done = False
+    while not done:
+        *_, terminated, truncated, info = env.step(0)
+        infos.append(info)
+        done = terminated or truncated
+    env.close()
+    assert infos[1] == {} and "episode" in infos[-1] and len(infos) > 5
+    assert len(calls) == (2 if hot_path == "c" else len(infos) - 1)
+    (ep,) = _load_all(tmp_path)
+    assert ep.infos == infos and list(ep.infos[-1]) == ["episode"]
+
+
 def test_an_info_refused_cuts_the_episode_before_its_step(hot_path, tmp_path):
     """Either path refuses the step whose info cannot be stored, and keeps the steps before."""
     env = TraceRecordingWrapper(_Infos(bad=4), tmp_path, record_infos=True)

@@ -9,7 +9,7 @@ batch JSON and its blob; :func:`decode_batch` turns a batch file back into a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,8 @@ __all__ = [
 class InfoRows:
     """Step infos that are dicts starting with the same ``keys``, kept as their values.
 
-    Row ``j`` (step info ``j``) holds ``values[j * len(keys) : (j + 1) * len(keys)]``, and
+    Row ``j`` (step info ``j``) holds ``values[j * len(keys) : (j + 1) * len(keys)]`` (one
+    ``None`` where there are no keys: the ``{}`` infos of classic-control envs), and
     ``extras[j]`` the info's further keys, if it has any (str keys, none ``__type``): a
     recording keeps an env's usual infos so, with no dict per step, and a batch's
     ``info_columns`` (§4) are slices of ``values``.
@@ -70,12 +71,22 @@ class InfoRows:
     extras: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return len(self.values) // len(self.keys)
+        return len(self.values) // (len(self.keys) or 1)
+
+    def add(self, values: Iterable[Any]) -> None:
+        """Append a row: the values of ``keys``, in order."""
+        if self.keys:
+            self.values.extend(values)
+        else:
+            self.values.append(None)
 
     def dicts(self, start: int = 0) -> list[dict[str, Any]]:
         """The step infos from row ``start`` on, as dicts."""
         keys, v, n, extras = self.keys, self.values, len(self.keys), self.extras
-        out = [dict(zip(keys, v[j : j + n], strict=True)) for j in range(start * n, len(v), n)]
+        if n:
+            out = [dict(zip(keys, v[j : j + n], strict=True)) for j in range(start * n, len(v), n)]
+        else:
+            out = [{} for _ in range(start, len(v))]
         for j, more in extras.items():
             if j >= start:
                 out[j - start].update(more)
@@ -189,6 +200,14 @@ def _common_keys(steps: list[Any]) -> list[Any]:
     return order
 
 
+def _extras(rows: InfoRows | None, n: int, layout: BlobLayout) -> list[Any]:
+    """``n`` step infos ``{}`` (one dict), but for each row's own keys (``rows.extras``)."""
+    rest: list[Any] = [{}] * n
+    for j, more in rows.extras.items() if rows is not None else ():
+        rest[j] = encode_value(more, layout)
+    return rest
+
+
 def _info_columns(
     infos: list[Any] | None, rows: InfoRows | None, layout: BlobLayout
 ) -> tuple[list[Any] | None, InfoColumns | None]:
@@ -207,6 +226,8 @@ def _info_columns(
         n, order = len(rows), list(rows.keys) if len(rows) > 1 else []
     else:
         n, order = len(steps), _common_keys(steps) if len(steps) > 1 else []
+    if rows is not None and not rows.keys:  # ({} infos, but for the steps' own keys)
+        return [encode_value(infos[0], layout), *_extras(rows, n, layout)], None
     if not order or "__type" in order or set(map(type, order)) != {str}:
         steps = steps if rows is None else rows.dicts()
         return [encode_value(i, layout) for i in (infos[0], *steps)], None
@@ -235,9 +256,7 @@ def _info_columns(
     if len(columns) == len(order) and (
         rows is not None or all(len(i) == len(order) for i in steps)
     ):
-        rest: list[Any] = [{}] * n  # (every key a column: each step's info is {}, one dict)
-        for j, more in rows.extras.items() if rows is not None else ():
-            rest[j] = encode_value(more, layout)
+        rest = _extras(rows, n, layout)  # (every key a column: each step's info is {})
     else:
         steps = steps if rows is None else rows.dicts()
         if not columns:

@@ -118,7 +118,7 @@ class Values:
         """Keep a step's info in ``span`` (whose ``infos`` hold at least the first), counted.
 
         The step infos of a span are kept as rows of values (:class:`InfoRows`, no dict per
-        step) while they are flat dicts of the same ASCII str keys (one or more), each
+        step) while they are flat dicts of the same ASCII str keys (or of none), each
         value of the type it had in the first (a Python or numpy scalar, not ``None``): as
         they go to ``info_columns``. From the first that is not, as copies.
 
@@ -133,25 +133,21 @@ class Values:
                     and tuple(map(type, info.values())) == rows.types
                     and (not rows.ints or _small_ints(list(info.values()), rows.ints))
                 ):
-                    rows.values.extend(info.values())
+                    rows.add(info.values())
                     self._track(rows)
                     return
                 if len(info) > len(rows.keys) and self._keep_extras(rows, info):
                     return
-            elif info and len(span.infos) == 1:  # type: ignore[arg-type]
+            elif len(span.infos) == 1:  # type: ignore[arg-type]
                 cost = flat_dict_cost(info)
                 types = tuple(map(type, info.values()))
                 if cost is not None and cost <= MAX_VALUE_COST and _NONE_TYPE not in types:
                     as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(types)
                     ints = tuple(i for i, t in enumerate(types) if t is int)
                     rows = _Rows(
-                        tuple(info),
-                        list(info.values()),
-                        types=types,
-                        cost=cost,
-                        as_info=as_info,
-                        ints=ints,
+                        tuple(info), [], types=types, cost=cost, as_info=as_info, ints=ints
                     )
+                    rows.add(info.values())
                     span.info_rows = rows
                     self._track(rows)
                     return
@@ -186,7 +182,7 @@ class Values:
             return False
         kept = self.keep(more, "the step's info")
         rows.extras[len(rows)] = kept
-        rows.values.extend(v for _, v in head)
+        rows.add(v for _, v in head)
         self._track(rows)
         return True
 

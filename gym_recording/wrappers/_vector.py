@@ -191,6 +191,8 @@ def _unbatch(
     single: gymnasium.Space[Any], batched: gymnasium.Space[Any], batch: Any, n: int
 ) -> list[Any]:
     """Split a batched value into the ``n`` sub-env values."""
+    if isinstance(batched, _ARRAY_SPACES) and type(batch) is np.ndarray and batch.shape[:1] == (n,):
+        return list(batch)  # (as gymnasium's iterate does for these spaces, without dispatch)
     try:
         items = list(iterate(batched, batch))
         if len(items) == n:
@@ -214,13 +216,15 @@ def _sub_infos(infos: Mapping[str, Any] | None, n: int) -> list[dict[str, Any]]:
     for key, value in infos.items():
         if key.startswith("_") and key[1:] in infos:
             continue  # a mask
-        if isinstance(value, Mapping):
-            items: list[Any] = _sub_infos(value, n)
-        elif isinstance(value, (np.ndarray, list, tuple)) and len(value) == n:
+        if isinstance(value, np.ndarray):  # (the commonest: one value per sub-env)
+            items: list[Any] = list(value) if value.shape[:1] == (n,) else [value] * n
+        elif isinstance(value, Mapping):
+            items = _sub_infos(value, n)
+        elif isinstance(value, (list, tuple)) and len(value) == n:
             items = list(value)
         else:
             items = [value] * n
-        mask = infos.get(f"_{key}")
+        mask = infos.get("_" + key)
         if mask is not None:
             has = mask.tolist() if type(mask) is np.ndarray else [mask[i] for i in range(n)]
             if not all(has):
@@ -251,7 +255,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         directory: Where to write (a path or an fsspec URL); created if missing. ``None`` makes
             a fresh directory under the system temporary directory.
         batch_bytes: The size each sub-env's batch files aim at.
-        record_infos: Also record each sub-env's reset and step infos (unbatched).
+        record_infos: Also record each sub-env's reset and step infos (unbatched). Under
+            ``SAME_STEP``, the info of a step that ends a sub-env's episode holds, as
+            Gymnasium lays it out, its ``final_info`` (recorded as that last step's info)
+            and the next episode's reset info (recorded as such): so keys a vector wrapper
+            adds there, such as RecordEpisodeStatistics' ``"episode"``, go with the next
+            episode's reset info.
         episode_trigger: Called with a sub-env's episode index (0, 1, ... for each sub-env) at
             each of its resets; the episode is recorded only if it returns true.
         metadata: A JSON-able dict stored with each sub-env's recording.

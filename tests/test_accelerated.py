@@ -123,7 +123,8 @@ class NumericInfoEnv(gymnasium.Env[np.ndarray, int]):
     Episode ``e`` (of ``length`` steps): ``e % 4 == 1`` adds a key at its last step (as
     RecordEpisodeStatistics does); ``e % 4 == 2`` holds Python ints, one past 64 bits (whose
     digits the Python code checks); ``e % 4 == 3`` turns a value's type at step 7;
-    ``e % 5 == 4`` has ``{}`` infos but for a key at its last step.
+    ``e % 5 == 4`` has ``{}`` infos but for a key at its last step; ``e % 3 == 0`` holds an
+    array the env reuses, whose shape changes at step 30.
     """
 
     observation_space = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -131,6 +132,7 @@ class NumericInfoEnv(gymnasium.Env[np.ndarray, int]):
 
     def __init__(self, length: int) -> None:
         self.length, self.e, self.t = length, -1, 0
+        self.ten = np.zeros(2, np.float32)
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
         super().reset(seed=seed)
@@ -146,6 +148,9 @@ class NumericInfoEnv(gymnasium.Env[np.ndarray, int]):
             info["n"] = t * 1000 if t != 9 else 2**70  # (past 64 bits: Python checks it)
         if e % 4 == 1 and done:
             info["episode"] = {"r": float(t), "l": t}
+        if e % 3 == 0:  # (an array the env reuses, as Humanoid's tendon_length, its shape
+            self.ten[:] = t  # changing at step 30)
+            info["ten"] = self.ten if t < 30 else self.ten[:1]
         if e % 5 == 4:  # (a classic-control env's {} infos, then one with a key)
             info = {"end": t} if done else {}
         return np.full(3, t / 100, np.float32), 1.0, done, False, info

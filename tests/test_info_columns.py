@@ -109,20 +109,23 @@ def test_infos_that_do_not_fit_columns_stay_as_they_were(tmp_path):
     assert all(_same(g, w) for g, w in zip(got[1:], want[1:], strict=True))
 
 
-def test_mujoco_infos_take_the_bytes_of_their_arrays(tmp_path):
-    """HalfCheetah's infos: on disk within 1.2x of the run without infos plus the infos'
-    raw bytes (issue 19's measure), and equal to what the env returned."""
+@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Humanoid-v5"])
+def test_mujoco_infos_take_the_bytes_of_their_arrays(tmp_path, env_id):
+    """MuJoCo infos (Humanoid's hold arrays): on disk within 1.2x of the run without infos
+    plus the infos' raw bytes (issue 19's measure), and equal to what the env returned."""
     pytest.importorskip("mujoco")
     sizes = {}
     kept: list[dict[str, Any]] = []
     for name, record_infos in (("plain", False), ("infos", True)):
-        env = gymnasium.make("HalfCheetah-v5", max_episode_steps=300)
+        env = gymnasium.make(env_id, max_episode_steps=300)
         with TraceRecordingWrapper(env, tmp_path / name, record_infos=record_infos) as w:
             w.reset(seed=1)
             for _ in range(600):
-                *_, te, tr, info = w.step(np.full(6, 0.1, np.float32))
+                *_, te, tr, info = w.step(np.full(w.action_space.shape, 0.1, np.float32))
                 if record_infos:
-                    kept.append(dict(info))
+                    kept.append(
+                        {k: np.copy(v) if type(v) is np.ndarray else v for k, v in info.items()}
+                    )
                 if te or tr:
                     w.reset()
         sizes[name] = sum(p.stat().st_size for p in (tmp_path / name).iterdir())
@@ -131,6 +134,9 @@ def test_mujoco_infos_take_the_bytes_of_their_arrays(tmp_path):
     with gym_recording.load(tmp_path / "infos") as r:
         got = [i for ep in r for i in ep.infos[1:]]
     assert len(got) == len(kept) and all(_same(g, w) for g, w in zip(got, kept, strict=True))
+    objects = [o for b in _batches(tmp_path / "infos") for o in b["episodes"]]
+    stepped = [o for o in objects if len(o["infos"]) > 2]  # (the last: a reset only)
+    assert stepped and all(set(o["info_columns"]["columns"]) == set(kept[0]) for o in stepped)
 
 
 def _row(t: int) -> dict[str, Any]:
@@ -273,3 +279,48 @@ def test_dict_infos_keep_the_keys_they_all_start_with_as_columns(tmp_path):
     with gym_recording.load(tmp_path) as r:
         got = r[0].infos
     assert all(_same(g, w) for g, w in zip(got, want, strict=True))
+
+
+class _Tendons(gymnasium.Env[np.ndarray, int]):
+    """Humanoid-like step infos: numbers and two arrays the env writes in place each step."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.length = np.zeros(2, np.float64)
+        self.velocity = np.zeros((2, 3), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        self.length[:] = self.t
+        self.velocity[...] = -self.t
+        info = {"x": np.float64(self.t), "tendon_length": self.length, "v": self.velocity}
+        return np.full(2, self.t, np.float32), 1.0, self.t >= 25, False, info
+
+
+@pytest.mark.parametrize("batch_bytes", [5_000_000, 4_000])
+def test_info_arrays_the_env_reuses_are_kept_as_they_were(tmp_path, batch_bytes):
+    """Arrays in step infos that the env overwrites at the next step read back as they were
+    at each step, as columns of kind ``array``."""
+    want: list[list[Any]] = []
+    with TraceRecordingWrapper(
+        _Tendons(), tmp_path, record_infos=True, batch_bytes=batch_bytes
+    ) as w:
+        for _ in range(3):
+            want.append([w.reset()[1]])
+            done = False
+            while not done:
+                *_, te, tr, info = w.step(0)
+                want[-1].append({k: getattr(v, "copy", lambda v=v: v)() for k, v in info.items()})
+                done = te or tr
+    objects = [o for b in _batches(tmp_path) for o in b["episodes"] if len(o["infos"]) > 2]
+    assert all(o["info_columns"]["columns"]["v"]["kind"] == "array" for o in objects)
+    with gym_recording.load(tmp_path) as r:
+        for ep, w_ in zip(r, want, strict=True):
+            assert all(_same(g, e) for g, e in zip(ep.infos, w_, strict=True))

@@ -6,7 +6,7 @@ tuples of leaves. Each leaf keeps one leaf's value for every buffered step:
 - :class:`RowLeaf`: values of one dtype and shape (Box arrays, numpy scalars, Python ints,
   floats and bools), their bytes appended row after row to a ``bytearray``: the cheapest
   copy CPython offers for a few dozen bytes, and the form the C step recorder appends to;
-- :class:`FrameLeaf`: the same for rows of 2 KiB or more (images): rows of a preallocated
+- :class:`FrameLeaf`: the same for rows of more than 4 KiB (images): rows of a preallocated
   array, so each byte is copied once on the way in and written from there; in a
   compressed recording, a :class:`~gym_recording.record.frames.StreamedFrames` instead (a
   field's root only), which compresses them as they come;
@@ -52,8 +52,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Rows up to this many bytes go to a :class:`RowLeaf`; larger ones to a :class:`FrameLeaf`.
-SMALL_ROW_BYTES = 2048
+#: Rows up to this many bytes go to a :class:`RowLeaf` (which the C step appends to: the
+#: 2,784 bytes of a Humanoid observation among them); larger ones to a :class:`FrameLeaf`.
+SMALL_ROW_BYTES = 4096
 _FIRST_ROWS = 32
 _INT64 = np.dtype(np.int64)
 _FLOAT64 = np.dtype(np.float64)
@@ -259,14 +260,14 @@ class FrameLeaf:
         return self.dtype.itemsize * math.prod(self.shape)
 
 
-#: Where a recording keeps rows of 2 KiB or more (see :func:`frame_store`).
+#: Where a recording keeps rows of more than 4 KiB (see :func:`frame_store`).
 FrameStore = FrameLeaf | StreamedFrames
 
 
 def frame_store(
     dtype: np.dtype[Any], shape: tuple[int, ...], compressor: Compressor | None
 ) -> FrameStore:
-    """Where a recording keeps rows of ``dtype`` and ``shape`` of 2 KiB or more until written."""
+    """Where a recording keeps rows of ``dtype`` and ``shape`` of more than 4 KiB until written."""
     if compressor is not None and frames.STREAM:
         return StreamedFrames(dtype, shape, compressor)
     return FrameLeaf(dtype, shape)
@@ -476,7 +477,7 @@ class Field:
     ``put(value)`` stores one step and returns whether the value fitted the layout; on
     ``False`` the caller calls :meth:`fallback` with the number of rows stored before.
 
-    With a ``compressor``, a field whose values are arrays of 2 KiB or more (images)
+    With a ``compressor``, a field whose values are arrays of more than 4 KiB (images)
     compresses them as they come (:func:`frame_store`); the recording then says where each
     episode's part begins (:meth:`begin_part`).
     """

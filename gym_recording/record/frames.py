@@ -1,6 +1,6 @@
 """Large rows of a compressed recording, compressed as they are recorded.
 
-A raw recording keeps a batch's frames (observations of 2 KiB or more, and rendered frames)
+A raw recording keeps a batch's frames (observations of more than 4 KiB, and rendered frames)
 in a :class:`~gym_recording.record.buffer.FrameLeaf` until the batch is written. A compressed
 one streams them instead (:class:`StreamedFrames`): each row goes into the zstd frame of its
 episode's part (FORMAT.md §6.2: one frame per array), which a worker thread of zstd's own

@@ -11,10 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gym_recording._errors import RecordingError
+from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import InfoRows, Span
 from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
-from gym_recording.format.values import flat_dict_cost, json_int, plain_dict, snapshot_cost
+from gym_recording.format.values import (
+    flat_dict_cost,
+    json_int,
+    plain_dict,
+    snapshot_cost,
+    value_cost,
+)
 
 __all__ = ["Values"]
 
@@ -28,6 +37,22 @@ class _Rows(InfoRows):
     as_info: int = 0  # (as info columns)
     ints: tuple[int, ...] = ()  # (where a row's Python ints are: checked a row at a time)
     counted: int = 0  # (rows counted so far)
+    #: Where a row's arrays are, and each one's dtype and shape (a row holds copies of them:
+    #: the C step, which would keep the env's own, takes no such rows).
+    arrays: tuple[tuple[int, np.dtype[Any], tuple[int, ...]], ...] = ()
+
+    def row(self, values: list[Any]) -> list[Any] | None:
+        """``values`` as a row of these rows (its arrays copied), or ``None`` if they are not."""
+        if tuple(map(type, values)) != self.types or (
+            self.ints and not _small_ints(values, self.ints)
+        ):
+            return None
+        for i, dtype, shape in self.arrays:
+            a = values[i]
+            if a.dtype != dtype or a.shape != shape:
+                return None
+            values[i] = a.copy()
+        return values
 
 
 #: What a step info kept as a row counts against ``batch_bytes`` besides its values (its
@@ -128,26 +153,17 @@ class Values:
         rows: Any = span.info_rows  # (a _Rows, made here)
         if type(info) is dict:
             if rows is not None:
-                if (
-                    tuple(info) == rows.keys
-                    and tuple(map(type, info.values())) == rows.types
-                    and (not rows.ints or _small_ints(list(info.values()), rows.ints))
-                ):
-                    rows.add(info.values())
-                    self._track(rows)
-                    return
+                if tuple(info) == rows.keys:
+                    row = rows.row(list(info.values()))
+                    if row is not None:
+                        rows.add(row)
+                        self._track(rows)
+                        return
                 if len(info) > len(rows.keys) and self._keep_extras(rows, info):
                     return
             elif len(span.infos) == 1:  # type: ignore[arg-type]
-                cost = flat_dict_cost(info)
-                types = tuple(map(type, info.values()))
-                if cost is not None and cost <= MAX_VALUE_COST and _NONE_TYPE not in types:
-                    as_info = _EMPTY_INFO_COST + COLUMN_VALUE_COST * len(types)
-                    ints = tuple(i for i, t in enumerate(types) if t is int)
-                    rows = _Rows(
-                        tuple(info), [], types=types, cost=cost, as_info=as_info, ints=ints
-                    )
-                    rows.add(info.values())
+                rows = _new_rows(info)
+                if rows is not None:
                     span.info_rows = rows
                     self._track(rows)
                     return
@@ -170,24 +186,58 @@ class Values:
         """
         n = len(rows.keys)
         items = list(info.items())
-        head = items[:n]
-        if (
-            tuple(k for k, _ in head) != rows.keys
-            or tuple(type(v) for _, v in head) != rows.types
-            or (rows.ints and not _small_ints([v for _, v in head], rows.ints))
-        ):
-            return False
         more = dict(items[n:])
-        if not plain_dict(more):
+        if tuple(k for k, _ in items[:n]) != rows.keys or not plain_dict(more):
+            return False
+        row = rows.row([v for _, v in items[:n]])
+        if row is None:
             return False
         kept = self.keep(more, "the step's info")
         rows.extras[len(rows)] = kept
-        rows.add(v for _, v in head)
+        rows.add(row)
         self._track(rows)
         return True
 
 
 _NONE_TYPE = type(None)
+
+
+def _new_rows(info: dict[Any, Any]) -> _Rows | None:
+    """Rows that start with the step info ``info``, if it is one.
+
+    A row is a flat dict (see :func:`~gym_recording.format.values.flat_dict_cost`) but for
+    arrays of a blob dtype (as Humanoid's ``tendon_length``), none of its values ``None``.
+    """
+    values = list(info.values())
+    types = tuple(map(type, values))
+    if _NONE_TYPE in types:
+        return None
+    at = [i for i, t in enumerate(types) if t is np.ndarray]
+    if not at:
+        cost = flat_dict_cost(info)
+    elif all(values[i].ndim and blob_dtype(values[i].dtype) for i in at):
+        flat = flat_dict_cost({k: 0.0 if type(v) is np.ndarray else v for k, v in info.items()})
+        cost = None if flat is None else flat + sum(value_cost(values[i]) for i in at)
+    else:
+        return None
+    if cost is None or cost > MAX_VALUE_COST:
+        return None
+    rows = _Rows(
+        tuple(info),
+        [],
+        types=types,
+        cost=cost,
+        as_info=_EMPTY_INFO_COST
+        + COLUMN_VALUE_COST * len(types)
+        + sum(values[i].nbytes for i in at),
+        ints=tuple(i for i, t in enumerate(types) if t is int),
+        arrays=tuple((i, values[i].dtype, values[i].shape) for i in at),
+    )
+    row = rows.row(values)
+    if row is None:  # (not after the checks above)
+        return None
+    rows.add(row)
+    return rows
 
 
 def _small_ints(values: list[Any], at: tuple[int, ...]) -> bool:

@@ -600,7 +600,7 @@ class TraceRecording:
         ep = self._open
         room = self._room if ep is not None else -1
         rows: Any = ep.info_rows if ep is not None and self._recorders.keep_rows else None
-        if rows is None:
+        if rows is None or rows.arrays:  # (rows of arrays copy them: Python's, not C's)
             self._recorders.sync(room)
         else:
             given = (rows.values, rows.keys, rows.types)

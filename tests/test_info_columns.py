@@ -324,3 +324,20 @@ def test_info_arrays_the_env_reuses_are_kept_as_they_were(tmp_path, batch_bytes)
     with gym_recording.load(tmp_path) as r:
         for ep, w_ in zip(r, want, strict=True):
             assert all(_same(g, e) for g, e in zip(ep.infos, w_, strict=True))
+
+
+def test_zero_d_arrays_in_infos_and_options_keep_their_shape(tmp_path):
+    """A 0-d array (``np.array(1.5)``) in an info or the reset options reads back 0-d, of its
+    dtype, in JSON values and in info columns alike (it used to come back of shape ``[1]``)."""
+    want: list[Any] = [{"z": np.array(True)}]
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(0, info=want[0], options={"o": np.array(3, np.int8)})
+        for t in range(4):
+            info = {"z": np.array(t / 2), "w": np.array([t, t], np.int16)}
+            rec.add_step(0, t, 0.0, info=info)
+            want.append(info)
+        rec.end_episode()
+    with gym_recording.load(tmp_path) as r:
+        (ep,) = r
+        assert _same(ep.options, {"o": np.array(3, np.int8)})
+        assert all(_same(g, w) for g, w in zip(ep.infos, want, strict=True))

@@ -159,7 +159,7 @@ class BlobLayout:
         if name is None:
             msg = f"arrays of dtype {arr.dtype} have no blob form"
             raise TypeError(msg)
-        arr = np.ascontiguousarray(arr, dtype=DTYPE[name])
+        arr = np.asarray(arr, dtype=DTYPE[name], order="C")  # (0-d stays 0-d)
         offset = self._append(arr)
         ref = ArrayRef(list(arr.shape), name, self.name, offset, arr.nbytes)
         self._refs.append((ref, arr, 0, -1))

@@ -205,6 +205,19 @@ class BufferReuseEnv(gymnasium.Env[Any, Any]):
         return self._obs, float(self._k), self._t >= self.episode_len, False, self._info
 
 
+class StepCounter(gymnasium.Env[np.ndarray, int]):
+    """Two float32 observations and two actions; counts its steps in ``t``. Tests give it
+    the ``step`` (its infos) they need."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+
 class LegacyEnv:
     """A pre-gymnasium env, a subclass of nothing: ``reset() -> obs``, ``step() -> 4-tuple``.
 

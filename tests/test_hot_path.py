@@ -366,11 +366,14 @@ class _Numbers(gymnasium.Wrapper[Any, Any, Any, Any]):
         return obs, reward, terminated, truncated, {"x": obs[0], "v": float(obs[1]), "ok": True}
 
 
-def test_numeric_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, monkeypatch):
-    """The C step appends numeric infos to their episode's rows itself: the Python code takes
-    only the first (which starts the rows). What makes infos cheap is not visible through the
-    public API, hence the count of calls to the recording's private ``_keep_info``."""
-    calls = []
+@pytest.fixture
+def keep_info_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The infos the recording's Python code keeps (the C step keeps the others itself).
+
+    What makes infos cheap is not visible through the public API, hence the count of calls
+    to the recording's private ``_keep_info``.
+    """
+    calls: list[Any] = []
     keep = TraceRecording._keep_info
 
     def counted(self: TraceRecording, info: Any) -> None:
@@ -378,6 +381,13 @@ def test_numeric_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, monkey
         keep(self, info)
 
     monkeypatch.setattr(TraceRecording, "_keep_info", counted)
+    return calls
+
+
+def test_numeric_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, keep_info_calls):
+    """The C step appends numeric infos to their episode's rows itself: the Python code takes
+    only the first (which starts the rows)."""
+    calls = keep_info_calls
     env = TraceRecordingWrapper(
         _Numbers(gymnasium.make("CartPole-v1")), tmp_path, record_infos=True
     )
@@ -392,18 +402,11 @@ def test_numeric_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, monkey
         assert all(type(got[k]) is type(want[k]) and got[k] == want[k] for k in want)
 
 
-def test_empty_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, monkeypatch):
+def test_empty_infos_go_to_their_rows_in_the_c_step(hot_path, tmp_path, keep_info_calls):
     """A classic-control env's ``{}`` step infos are rows of no keys, which the C step keeps
     itself; RecordEpisodeStatistics' last one (``{"episode": ...}``) takes the Python code.
     Every info reads back equal, the last step's ``episode`` included."""
-    calls = []
-    keep = TraceRecording._keep_info
-
-    def counted(self: TraceRecording, info: Any) -> None:
-        calls.append(info)
-        keep(self, info)
-
-    monkeypatch.setattr(TraceRecording, "_keep_info", counted)
+    calls = keep_info_calls
     env = gymnasium.wrappers.RecordEpisodeStatistics(gymnasium.make("CartPole-v1"))
     env = TraceRecordingWrapper(env, tmp_path, record_infos=True)
     infos = [env.reset(seed=0)[1]]

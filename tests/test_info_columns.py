@@ -20,6 +20,7 @@ import gym_recording
 from gym_recording import TraceRecording
 from gym_recording.tools.verify import verify
 from gym_recording.wrappers import TraceRecordingWrapper
+from tests.conftest import StepCounter
 
 
 def _info(t: int) -> dict[str, Any]:
@@ -47,6 +48,17 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, np.generic):
         return a.dtype == b.dtype and a.tobytes() == b.tobytes()
     return bool(a == b)
+
+
+def _assert_infos(d: Path, want: list[list[Any]]) -> None:
+    """The recording in ``d`` verifies, and its episodes' infos are ``want``, exactly."""
+    assert verify(d).ok
+    with gym_recording.load(d) as r:
+        assert len(r) == len(want)
+        for ep, infos in zip(r, want, strict=True):
+            assert len(ep.infos) == len(infos)
+            for j, (got, w) in enumerate(zip(ep.infos, infos, strict=True)):
+                assert _same(got, w), (ep.index, j, got, w)
 
 
 def _batches(d: Path) -> list[dict[str, Any]]:
@@ -80,14 +92,9 @@ def test_numeric_info_keys_become_columns_and_come_back(tmp_path, compression, b
         assert any(o.get("part") for o in objects)
     assert set(columns[0]["columns"]) == {"x", "ctrl", "f", "n", "flag", "vec", "nan"}
     assert all(set(i) == {"text"} for o in objects for i in o["infos"][1:])
-    assert verify(tmp_path).ok
+    _assert_infos(tmp_path, infos)
     with gym_recording.load(tmp_path) as r:
-        assert len(r) == 3
-        for ep, want in zip(r, infos, strict=True):
-            assert len(ep.infos) == len(want)
-            for j, (got, w) in enumerate(zip(ep.infos, want, strict=True)):
-                assert _same(got, w), (j, got, w)
-            assert ep.infos[5]["vec"].flags.writeable is False
+        assert all(ep.infos[5]["vec"].flags.writeable is False for ep in r)
 
 
 def test_infos_that_do_not_fit_columns_stay_as_they_were(tmp_path):
@@ -205,16 +212,8 @@ def test_rows_that_stay_json_count_as_json_against_the_batch(tmp_path):
     assert [len(b["episodes"]) for b in _batches(tmp_path)] == [1] * 6
 
 
-class _Stats(gymnasium.Env[np.ndarray, int]):
-    """Numeric step infos; the first episode's steps add a key now and then."""
-
-    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-    action_space = gymnasium.spaces.Discrete(2)
-
-    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(2, np.float32), {}
+class _Stats(StepCounter):
+    """Numeric step infos; every tenth step, from the third, adds a key."""
 
     def step(self, action: int) -> Any:
         self.t += 1
@@ -250,13 +249,7 @@ def test_a_step_info_with_more_keys_keeps_the_columns(tmp_path, batch_bytes):
             assert set(o["infos"][-1]) == {"episode"} | (
                 {"x", "n", "ok"} - set(o.get("info_columns", {}).get("columns", ()))
             )
-    assert verify(tmp_path).ok
-    with gym_recording.load(tmp_path) as r:
-        assert len(r) == 4
-        for ep, w_ in zip(r, want, strict=True):
-            assert len(ep.infos) == len(w_)
-            for j, (got, exp) in enumerate(zip(ep.infos, w_, strict=True)):
-                assert _same(got, exp), (j, got, exp)
+    _assert_infos(tmp_path, want)
 
 
 def test_dict_infos_keep_the_keys_they_all_start_with_as_columns(tmp_path):
@@ -281,20 +274,12 @@ def test_dict_infos_keep_the_keys_they_all_start_with_as_columns(tmp_path):
     assert all(_same(g, w) for g, w in zip(got, want, strict=True))
 
 
-class _Tendons(gymnasium.Env[np.ndarray, int]):
+class _Tendons(_Stats):
     """Humanoid-like step infos: numbers and two arrays the env writes in place each step."""
-
-    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-    action_space = gymnasium.spaces.Discrete(2)
 
     def __init__(self) -> None:
         self.length = np.zeros(2, np.float64)
         self.velocity = np.zeros((2, 3), np.float32)
-
-    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(2, np.float32), {}
 
     def step(self, action: int) -> Any:
         self.t += 1

@@ -961,15 +961,9 @@ def test_recorded_infos_with_episode_statistics(
     ``"episode"`` beside the info columns (FORMAT.md §4, 2.3): the page reads every episode."""
     import gymnasium
 
-    class Infos(gymnasium.Env[np.ndarray, int]):
-        observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        action_space = gymnasium.spaces.Discrete(2)
+    from tests.conftest import StepCounter
 
-        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-            super().reset(seed=seed)
-            self.t = 0
-            return np.zeros(2, np.float32), {}
-
+    class Infos(StepCounter):
         def step(self, action: int) -> Any:
             self.t += 1
             info = {"x_velocity": np.float64(self.t / 3), "reward_ctrl": -0.1 * self.t}

@@ -8,6 +8,7 @@ batch JSON and its blob; :func:`decode_batch` turns a batch file back into a
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -271,7 +272,7 @@ def _with_columns(
     infos: list[Any], columns: InfoColumns, blob: BatchBlob, steps: int, where: str
 ) -> list[Any]:
     """The step infos rebuilt from their ``info_columns`` (FORMAT.md §4), checked."""
-    order, got = columns.order, {}
+    order, got = columns.order, {}  # (key -> the column's values, row by row)
     if len(set(order)) != len(order) or not set(columns.columns) <= set(order):
         raise blob.fail(where, "info_columns' order must name each key once, columns included")
     for key, col in columns.columns.items():
@@ -288,26 +289,36 @@ def _with_columns(
                 f"{where}.{key}",
                 f"expected {steps} {col.kind} values, got {arr.dtype}{list(arr.shape)}",
             )
-        got[key] = (col.kind, arr)
+        # (each row's value as arr[t] gives it, a Python scalar for the Python kinds)
+        got[key] = arr.tolist() if col.kind in ("float", "int", "bool") else list(arr)
     out, others = [infos[0]], len(order) - len(got)  # (the keys of order each rest holds)
+    zipped = order and not others  # (every key a column: the rows zipped, then own keys)
+    if zipped:
+        rows = zip(*map(got.get, order), strict=True)
+        out.extend(map(dict, map(zip, itertools.repeat(order), rows)))
+        if infos[1:].count({}) == steps:  # (no step holds keys of its own: the common case)
+            return out
     for t, rest in enumerate(infos[1:]):
         if type(rest) is not dict:
             raise blob.fail(where, f"step info {t + 1} does not hold the other keys of 'order'")
-        info = {}
-        for key in order:
-            if key in got:
-                kind, arr = got[key]
-                info[key] = arr[t].item() if kind in ("float", "int", "bool") else arr[t]
-            elif key in rest:
-                info[key] = rest[key]
-            else:
-                raise blob.fail(where, f"step info {t + 1} has no {brief(key)}")
+        if zipped:
+            info = out[t + 1]
+        else:
+            info = {}
+            for key in order:
+                values = got.get(key)
+                if values is not None:
+                    info[key] = values[t]
+                elif key in rest:
+                    info[key] = rest[key]
+                else:
+                    raise blob.fail(where, f"step info {t + 1} has no {brief(key)}")
+            out.append(info)
         if len(rest) != others:  # (version 2.3: its own keys, after order's)
             for key, value in rest.items():
                 if key in got:
                     raise blob.fail(where, f"step info {t + 1} holds the column {brief(key)}")
                 info.setdefault(key, value)
-        out.append(info)
     return out
 
 
@@ -479,11 +490,14 @@ def decode_batch(
                     f"expected 'infos' to be a list of N+1 = {steps[j] + 1} values",
                 )
             columns = objs[j].info_columns
-            if columns is not None and not all(
-                type(i) is dict and "__type" not in i for i in v[1:]
+            if (
+                columns is not None
+                and v[1:].count({}) != steps[j]
+                and not all(type(i) is dict and "__type" not in i for i in v[1:])
             ):  # (§4: each step's rest of an info is a JSON object)
                 raise blob.fail(f"episodes[{j}]", "its step infos must be JSON objects")
-            infos[j] = [decode_value(i, blob, f"episodes[{j}].infos") for i in v]
+            where = f"episodes[{j}].infos"
+            infos[j] = [decode_value(i, blob, where) if i else i for i in v]  # ({} as it is)
             if columns is not None:
                 infos[j] = _with_columns(infos[j], columns, blob, steps[j], f"episodes[{j}]")
     render_frames: list[np.ndarray | None] = [None] * n

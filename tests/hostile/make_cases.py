@@ -1061,6 +1061,12 @@ def _(rec: Rec) -> None:
     ep(rec)["infos"][1] = {"__type": "mapping", "items": [["y", 1]]}
 
 
+@case("info-columns-rest-mapping-2", "the same after an empty reset info, before an empty step's")
+def _(rec: Rec) -> None:
+    info_columns(rec)
+    ep(rec)["infos"][:2] = [{}, {"__type": "mapping", "items": [["y", 1]]}]
+
+
 def render_frames(rec: Rec, frames: np.ndarray, j: int = 0) -> None:
     """Episode object ``j`` of the first batch gets ``frames`` as its ``render_frames``."""
     blob = bytearray(rec.raw[BIN0])

@@ -127,6 +127,7 @@ def _deep(n: int) -> Any:
         ({"a": np.array(["x"] * 1000, dtype="<U1000")}, "object array"),
         ({"a": 10**5000}, "4300 digits"),
         ({"a": [1, {"b": -(10**5000)}]}, "4300 digits"),
+        ({"a": np.ma.masked_array([1.0, 2.0], mask=[False, True])}, "masked array"),
     ],
     ids=[
         "structured",
@@ -139,6 +140,7 @@ def _deep(n: int) -> Any:
         "wide",
         "huge-int",
         "nested-huge-int",
+        "masked",
     ],
 )
 def test_an_info_the_reader_would_refuse_is_refused_at_the_step(
@@ -227,6 +229,8 @@ def test_a_value_that_fits_nothing_in_an_observation_is_refused(tmp_path: Path) 
         rec.add_step(0, "b", 1.0)
         with pytest.raises(RecordingError, match="cannot record the observation"):
             rec.add_step(0, big, 1.0)
+        with pytest.raises(RecordingError, match="masked array"):  # (its mask would be lost)
+            rec.add_reset(np.ma.masked_array([1.0], mask=[True]))
         rec.add_reset("c")  # (the refused step cut its episode)
         rec.add_step(0, "d", 1.0)
     del big

@@ -73,8 +73,9 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
     Raises:
         ValueError: ``value`` cannot be stored exactly: it nests deeper than
             :data:`~gym_recording.format.limits.MAX_NESTING` levels (or refers to itself), holds
-            a string that is not valid Unicode (a lone surrogate), an array of a dtype with
-            no exact stored form (structured, void, ``longdouble``, datetime), or a str or
+            a string that is not valid Unicode (a lone surrogate), a masked array (its mask),
+            an array of a dtype with no exact stored form (structured, void, ``longdouble``,
+            datetime), or a str or
             bytes array whose fixed width takes more than 16 times its text (which readers
             refuse, §9: an object array holds the same strings exactly), or an int of more
             than :data:`~gym_recording.format.limits.MAX_INT_DIGITS` digits. The message
@@ -108,6 +109,12 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, (bytes, complex, float)):
         return value
     if isinstance(value, np.ndarray):
+        if isinstance(value, np.ma.MaskedArray):
+            msg = (
+                "it holds a masked array (numpy.ma), whose mask no reader would get back; "
+                "record its data and its mask as two arrays (np.ma.getdata, np.ma.getmaskarray)"
+            )
+            raise ValueError(msg)
         _check_dtype(value.dtype, "array")
         if value.dtype.kind in "US":
             _check_width(value)

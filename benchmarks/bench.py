@@ -174,6 +174,13 @@ ABLATION_WORKLOADS: dict[str, dict[str, Any]] = {
         "needs": "mujoco",
         "record_infos": True,
     },
+    "CartPole-v1, record_infos=True": {
+        "make": lambda: gym.make("CartPole-v1", max_episode_steps=EPISODE_STEPS),
+        "action": lambda env: 1,
+        "steps": 100_000,
+        "alternate": True,
+        "record_infos": True,
+    },
     "Ant-v5, record_infos=True": {
         "make": lambda: gym.make("Ant-v5"),
         "action": lambda env: np.zeros(8, np.float32),
@@ -242,7 +249,11 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
         "step infos kept as rows appended by the C step recorder (else each handed to the "
         "recording's Python code)",
         [(step_path, "INFO_ROWS_IN_C", False)],
-        ["HalfCheetah-v5, record_infos=True", "Ant-v5, record_infos=True"],
+        [
+            "HalfCheetah-v5, record_infos=True",
+            "Ant-v5, record_infos=True",
+            "CartPole-v1, record_infos=True",
+        ],
         [],
     ),
     "rows at once": (

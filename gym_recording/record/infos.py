@@ -153,19 +153,12 @@ class Values:
         rows: Any = span.info_rows  # (a _Rows, made here)
         if type(info) is dict:
             if rows is not None:
-                if tuple(info) == rows.keys:
-                    row = rows.row(list(info.values()))
-                    if row is not None:
-                        rows.add(row)
-                        self._track(rows)
-                        return
-                if len(info) > len(rows.keys) and self._keep_extras(rows, info):
+                if self._keep_row(rows, info):
                     return
             elif len(span.infos) == 1:  # type: ignore[arg-type]
-                rows = _new_rows(info)
-                if rows is not None:
-                    span.info_rows = rows
-                    self._track(rows)
+                new = _new_rows(info)
+                if new is not None and self._keep_row(new, info):
+                    span.info_rows = new
                     return
         kept = self.keep(info, "the step's info")
         if rows is not None:  # (not all rows: dicts from now on, counted as their JSON)
@@ -176,24 +169,27 @@ class Values:
             self._count(0, len(rows) * (rows.cost - rows.as_info))
         span.infos.append(kept)  # type: ignore[union-attr]
 
-    def _keep_extras(self, rows: _Rows, info: dict[Any, Any]) -> bool:
-        """Keep ``info`` as a row of ``rows`` and its further keys, if it is one.
+    def _keep_row(self, rows: _Rows, info: dict[Any, Any]) -> bool:
+        """Keep ``info`` as a row of ``rows``, if it is one.
 
-        As the last step info of ``RecordEpisodeStatistics`` is: a row, then ``"episode"``.
+        Keys it has after the rows' own are kept with the row (as RecordEpisodeStatistics'
+        last step info: a row, then ``"episode"``).
 
         Raises:
             RecordingError: as :meth:`keep` (for the further keys); nothing is kept.
         """
-        n = len(rows.keys)
-        items = list(info.items())
-        more = dict(items[n:])
-        if tuple(k for k, _ in items[:n]) != rows.keys or not plain_dict(more):
+        n, keys = len(rows.keys), tuple(info)
+        if keys[:n] != rows.keys:
             return False
-        row = rows.row([v for _, v in items[:n]])
+        values = list(info.values())
+        more = dict(zip(keys[n:], values[n:], strict=True)) if len(keys) > n else None
+        if more is not None and not plain_dict(more):
+            return False
+        row = rows.row(values[:n])
         if row is None:
             return False
-        kept = self.keep(more, "the step's info")
-        rows.extras[len(rows)] = kept
+        if more is not None:
+            rows.extras[len(rows)] = self.keep(more, "the step's info")
         rows.add(row)
         self._track(rows)
         return True
@@ -203,7 +199,7 @@ _NONE_TYPE = type(None)
 
 
 def _new_rows(info: dict[Any, Any]) -> _Rows | None:
-    """Rows that start with the step info ``info``, if it is one.
+    """Rows (none yet) of the step info ``info``'s layout, if it is one.
 
     A row is a flat dict (see :func:`~gym_recording.format.values.flat_dict_cost`) but for
     arrays of a blob dtype (as Humanoid's ``tendon_length``), none of its values ``None``.
@@ -233,10 +229,6 @@ def _new_rows(info: dict[Any, Any]) -> _Rows | None:
         ints=tuple(i for i, t in enumerate(types) if t is int),
         arrays=tuple((i, values[i].dtype, values[i].shape) for i in at),
     )
-    row = rows.row(values)
-    if row is None:  # (not after the checks above)
-        return None
-    rows.add(row)
     return rows
 
 

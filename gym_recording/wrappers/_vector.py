@@ -191,8 +191,6 @@ def _unbatch(
     single: gymnasium.Space[Any], batched: gymnasium.Space[Any], batch: Any, n: int
 ) -> list[Any]:
     """Split a batched value into the ``n`` sub-env values."""
-    if isinstance(batched, _ARRAY_SPACES) and type(batch) is np.ndarray and batch.shape[:1] == (n,):
-        return list(batch)  # (as gymnasium's iterate does for these spaces, without dispatch)
     try:
         items = list(iterate(batched, batch))
         if len(items) == n:
@@ -501,8 +499,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         self._active[i] = self._rendering[i] = False
         errors: list[RecordingError] = []  # (every sub-env's step is handled first)
         subs: list[Any] = _sub_infos(infos, n) if keep_infos else [None] * n
-        finals: list[Any] | None = None  # (SAME_STEP: the final and the reset infos)
-        resets: list[Any] | None = None
+        finals, resets = subs, subs  # (SAME_STEP: the ended episodes' last infos, and resets')
+        ended = mode == AutoresetMode.SAME_STEP and np.logical_or(terminations, truncations).any()
+        if keep_infos and ended:
+            finals = _sub_infos(infos.get("final_info"), n)
+            resets = _sub_infos({k: v for k, v in infos.items() if k not in _FINAL_KEYS}, n)
         for i in range(n):
             rec = self.recordings[i]
             if self._pending_reset[i]:
@@ -514,12 +515,6 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             done = terminated or truncated
             if done and mode == AutoresetMode.SAME_STEP:
                 final_obs = self._final_obs(infos, i)
-                if finals is None or resets is None:
-                    finals, resets = [None] * n, [None] * n
-                    if keep_infos:
-                        finals = _sub_infos(infos.get("final_info"), n)
-                        rest = {k: v for k, v in infos.items() if k not in _FINAL_KEYS}
-                        resets = _sub_infos(rest, n)
                 if self._active[i]:
                     rec.add_step(
                         all_acts[i], final_obs, rewards[i], terminated, truncated, finals[i]

@@ -298,9 +298,7 @@ def _with_columns(
         out.extend(map(dict, map(zip, itertools.repeat(order), rows)))
         if infos[1:].count({}) == steps:  # (no step holds keys of its own: the common case)
             return out
-    for t, rest in enumerate(infos[1:]):
-        if type(rest) is not dict:
-            raise blob.fail(where, f"step info {t + 1} does not hold the other keys of 'order'")
+    for t, rest in enumerate(infos[1:]):  # (each a dict: decode_batch checked their JSON)
         if zipped:
             info = out[t + 1]
         else:
@@ -493,7 +491,7 @@ def decode_batch(
             if (
                 columns is not None
                 and v[1:].count({}) != steps[j]
-                and not all(type(i) is dict and "__type" not in i for i in v[1:])
+                and not all(type(i) is dict and plain_dict(i) for i in v[1:])
             ):  # (§4: each step's rest of an info is a JSON object)
                 raise blob.fail(f"episodes[{j}]", "its step infos must be JSON objects")
             where = f"episodes[{j}].infos"

@@ -75,11 +75,10 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
             :data:`~gym_recording.format.limits.MAX_NESTING` levels (or refers to itself), holds
             a string that is not valid Unicode (a lone surrogate), a masked array (its mask),
             an array of a dtype with no exact stored form (structured, void, ``longdouble``,
-            datetime), or a str or
-            bytes array whose fixed width takes more than 16 times its text (which readers
-            refuse, §9: an object array holds the same strings exactly), or an int of more
-            than :data:`~gym_recording.format.limits.MAX_INT_DIGITS` digits. The message
-            says which and what to do.
+            datetime), or a str or bytes array whose fixed width takes more than 16 times its
+            text (which readers refuse, §9: an object array holds the same strings exactly),
+            or an int of more than :data:`~gym_recording.format.limits.MAX_INT_DIGITS`
+            digits. The message says which and what to do.
     """
     t = type(value)
     if value is None or t is bool or t is float:

@@ -218,7 +218,7 @@ def _new_rows(info: dict[Any, Any]) -> _Rows | None:
         return None
     if cost is None or cost > MAX_VALUE_COST:
         return None
-    rows = _Rows(
+    return _Rows(
         tuple(info),
         [],
         types=types,
@@ -229,7 +229,6 @@ def _new_rows(info: dict[Any, Any]) -> _Rows | None:
         ints=tuple(i for i, t in enumerate(types) if t is int),
         arrays=tuple((i, values[i].dtype, values[i].shape) for i in at),
     )
-    return rows
 
 
 def _small_ints(values: list[Any], at: tuple[int, ...]) -> bool:

@@ -500,8 +500,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         errors: list[RecordingError] = []  # (every sub-env's step is handled first)
         subs: list[Any] = _sub_infos(infos, n) if keep_infos else [None] * n
         finals, resets = subs, subs  # (SAME_STEP: the ended episodes' last infos, and resets')
-        ended = mode == AutoresetMode.SAME_STEP and np.logical_or(terminations, truncations).any()
-        if keep_infos and ended:
+        if (
+            keep_infos
+            and mode == AutoresetMode.SAME_STEP
+            and np.logical_or(terminations, truncations).any()
+        ):
             finals = _sub_infos(infos.get("final_info"), n)
             resets = _sub_infos({k: v for k, v in infos.items() if k not in _FINAL_KEYS}, n)
         for i in range(n):

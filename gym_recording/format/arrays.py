@@ -9,6 +9,7 @@ blob, no byte shared with another array of the batch), then handed out as a read
 
 from __future__ import annotations
 
+import bisect
 import math
 import operator
 from collections.abc import Callable
@@ -36,6 +37,7 @@ __all__ = [
 #: The little-endian dtype of each allowed dtype name.
 DTYPE: dict[str, np.dtype[Any]] = {n: np.dtype(n).newbyteorder("<") for n in DTYPES}
 _PAD = b"\x00" * 8
+_EMPTY = np.empty(0, np.uint8)
 #: Each allowed dtype, in either byte order, by its name (dtypes compare and hash by value:
 #: a structured dtype is none of these). A lookup here costs less than ``dtype.name``.
 _BLOB_NAMES: dict[np.dtype[Any], str] = {
@@ -127,19 +129,23 @@ class BlobLayout:
         self.chunks: list[Any] = []
         #: The blob's length so far.
         self.size = 0
-        # Each reference handed out, and the array it stands for: rows start:stop of it,
-        # or all of it where stop is -1 (a column's rows are sliced only if compressed).
-        self._refs: list[tuple[ArrayRef, Any, int, int]] = []
+        # Each reference handed out, in order (for compress): its raw bytes are the blob's at
+        # its offset; a Precompressed array's comes with it, as (reference, array).
+        self._refs: list[Any] = []
+        self._starts: list[int] = []  # each chunk's offset in the blob
+        self._sources: list[tuple[ArrayRef, Any]] | None = None  # (see compress)
         #: The raw bytes of the arrays to lay out :class:`Precompressed` (not in :attr:`size`).
         self.precompressed = 0
 
     def _append(self, arr: np.ndarray) -> int:
         pad = -self.size % 8
         if pad:
+            self._starts.append(self.size)
             self.chunks.append(_PAD[:pad])
             self.size += pad
         offset = self.size
         if arr.nbytes:
+            self._starts.append(offset)
             self.chunks.append(arr.reshape(-1).view(np.uint8).data)
             self.size += arr.nbytes
         return offset
@@ -152,7 +158,7 @@ class BlobLayout:
         """
         if isinstance(arr, Precompressed):
             ref = ArrayRef(list(arr.shape), arr.dtype, self.name, 0, 0)  # (set by compress)
-            self._refs.append((ref, arr, 0, -1))
+            self._refs.append((ref, arr))
             self.precompressed += arr.nbytes
             return ref
         name = blob_dtype(arr.dtype)
@@ -162,7 +168,7 @@ class BlobLayout:
         arr = np.asarray(arr, dtype=DTYPE[name], order="C")  # (0-d stays 0-d)
         offset = self._append(arr)
         ref = ArrayRef(list(arr.shape), name, self.name, offset, arr.nbytes)
-        self._refs.append((ref, arr, 0, -1))
+        self._refs.append(ref)
         return ref
 
     def rows(self, column: np.ndarray) -> Callable[[int, int], ArrayRef]:
@@ -187,12 +193,12 @@ class BlobLayout:
         base = self._append(column)
         fn = self.name
 
-        refs = self._refs
+        refs = self._refs.append
 
         def ref(start: int, stop: int) -> ArrayRef:
             n = stop - start
             r = ArrayRef([n, *tail], name, fn, base + start * row, n * row)
-            refs.append((r, column, start, stop))
+            refs(r)
             return r
 
         return ref
@@ -206,16 +212,15 @@ class BlobLayout:
         :class:`Precompressed` one is laid out as it is. Run it before the references are
         encoded (on a writer thread: the compressor releases the GIL).
         """
-        self.chunks, self.size, self.precompressed = [], 0, 0
-        for ref, arr, start, stop in self._refs:
-            if stop >= 0:  # (rows of a column)
-                arr = arr[start:stop]
-            if isinstance(arr, Precompressed):
-                frame = arr.frame()
-                ref.codec, ref.rawsize, ref.size = compressor.codec, arr.nbytes, len(frame)
+        if self._sources is None:  # (each array's bytes as first laid out; kept for a retry)
+            self._sources = [r if type(r) is tuple else (r, self._bytes_of(r)) for r in self._refs]
+        self.chunks, self._starts, self.size, self.precompressed = [], [], 0, 0
+        for ref, raw in self._sources:
+            if isinstance(raw, Precompressed):
+                frame = raw.frame()
+                ref.codec, ref.rawsize, ref.size = compressor.codec, raw.nbytes, len(frame)
                 ref.npyoff = self._append(np.frombuffer(frame, np.uint8))
                 continue
-            raw = arr.reshape(-1).view(np.uint8)
             frame = compressor.compress(raw) if raw.nbytes > 64 else b""
             if frame and len(frame) + 32 < raw.nbytes:  # (the two keys it adds take ~32 bytes)
                 ref.codec, ref.rawsize, ref.size = compressor.codec, raw.nbytes, len(frame)
@@ -223,6 +228,14 @@ class BlobLayout:
             else:
                 ref.codec, ref.rawsize, ref.size = UNSET, UNSET, raw.nbytes
                 ref.npyoff = self._append(raw)
+
+    def _bytes_of(self, ref: ArrayRef) -> np.ndarray:
+        """The bytes ``ref`` stands for, in the blob as laid out (before :meth:`compress`)."""
+        if not ref.size:
+            return _EMPTY
+        k = bisect.bisect_right(self._starts, ref.npyoff) - 1  # (the chunk it is in)
+        at = ref.npyoff - self._starts[k]
+        return np.frombuffer(self.chunks[k], np.uint8)[at : at + ref.size]
 
 
 class BatchBlob:

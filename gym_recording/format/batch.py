@@ -149,21 +149,24 @@ def lay_out_batch(
     obs = field_encoder(observations, layout)
     rew = layout.rows(np.asarray(rewards, dtype=np.float64))
     episodes = []
-    for sp in spans:
-        infos, columns = _info_columns(sp.infos, sp.info_rows, layout)
-        episodes.append(
-            EpisodeObject(
-                obs(sp.obs_start, sp.obs_stop),
-                act(sp.act_start, sp.act_stop),
-                rew(sp.act_start, sp.act_stop),
-                options=None if sp.options is None else encode_value(sp.options, layout),
-                infos=infos,
-                part=sp.part,
-                continues=sp.continues,
-                info_columns=columns,
-                **sp.keys,
-            )
+    for sp in spans:  # (the keys most objects leave at their defaults are set where not)
+        if sp.infos is not None:
+            infos, columns = _info_columns(sp.infos, sp.info_rows, layout)
+        obj = EpisodeObject(
+            obs(sp.obs_start, sp.obs_stop),
+            act(sp.act_start, sp.act_stop),
+            rew(sp.act_start, sp.act_stop),
+            **sp.keys,
         )
+        if sp.options is not None:
+            obj.options = encode_value(sp.options, layout)
+        if sp.infos is not None:
+            obj.infos, obj.info_columns = infos, columns
+        if sp.part:
+            obj.part, obj.continues = sp.part, sp.continues
+        elif sp.continues:
+            obj.continues = True
+        episodes.append(obj)
     if frames is not None:
         for sp, obj in zip(spans, episodes, strict=True):
             if sp.frame_start >= 0:

@@ -33,7 +33,7 @@ from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import Span, frame_problem
 from gym_recording.format.codec import Compressor
 from gym_recording.format.limits import MAX_VALUE_COST
-from gym_recording.format.values import snapshot, value_cost
+from gym_recording.format.values import check_int, snapshot, value_cost
 from gym_recording.record import frames
 from gym_recording.record.frames import StreamedFrames
 
@@ -45,6 +45,7 @@ __all__ = [
     "OpenSpan",
     "RowLeaf",
     "Rewards",
+    "check_seed",
     "frame_store",
     "reward_value",
     "rgb_frame",
@@ -143,9 +144,10 @@ class RowLeaf:
 
     def take(self, start: int, stop: int) -> np.ndarray:
         """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
-        # A copy (one memcpy): nothing keeps the bytearray exported, so it stays growable.
-        arr = np.frombuffer(bytes(self.buf[start * self.row : stop * self.row]), self.dtype)
-        return arr.reshape(stop - start, *self.shape)
+        # A copy (one memcpy); the view it is copied from goes at once, so that the bytearray
+        # is not left exported and stays growable.
+        rows = np.frombuffer(self.buf, np.uint8, (stop - start) * self.row, start * self.row)
+        return rows.copy().view(self.dtype).reshape(stop - start, *self.shape)
 
     def get(self, i: int) -> Any:
         """A copy of step ``i``'s value."""
@@ -612,6 +614,22 @@ class OpenSpan(Span):
     flagged_at: int = -1
 
 
+def check_seed(seed: Any) -> None:
+    """Refuse a seed that is not an int (of at most 64 bits) or a numpy integer.
+
+    Raises:
+        TypeError: not an int; RecordingError: an int past 64 bits.
+    """
+    if type(seed) is not int and not isinstance(seed, np.integer):
+        msg = f"expected seed to be an int or None, got {type(seed).__name__}"
+        raise TypeError(msg)
+    if type(seed) is int:
+        try:
+            check_int(seed)
+        except ValueError as exc:
+            raise RecordingError(f"cannot record the seed: {exc}") from None
+
+
 def reward_value(reward: Any) -> float:
     """A step's reward as the float64 that is stored.
 
@@ -662,7 +680,7 @@ class Rewards:
 
     def take(self, stop: int) -> np.ndarray:
         """The first ``stop`` rewards, as float64 (a copy)."""
-        return np.frombuffer(bytes(self.buf[: stop * 8]), dtype=np.float64)
+        return np.frombuffer(self.buf, np.float64, stop).copy()  # (the view goes at once)
 
     def release(self, keep_from: int) -> None:
         """Drop the rewards before ``keep_from``."""

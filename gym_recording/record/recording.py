@@ -26,7 +26,6 @@ import numpy as np
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
-from gym_recording.format.values import check_int
 from gym_recording.format.wire import part_keys
 from gym_recording.record import buffer, lifetime
 from gym_recording.record import steps as _steps
@@ -168,6 +167,7 @@ class TraceRecording:
         #: Complete episodes handed to the buffer.
         self.episode_count = 0
         self._obs = Field("observations", compressor=compressor)
+        self._compressed = compressor is not None
         self._act = Field("actions", action_space)
         self._rew = Rewards()
         self._frames: buffer.FrameStore | None = None  # one frame per observation
@@ -252,35 +252,27 @@ class TraceRecording:
         """
         if self.closed or self._forks != lifetime.forks:
             self._check_usable("add_reset")
-        if seed is not None and (type(seed) is not int and not isinstance(seed, np.integer)):
-            msg = f"expected seed to be an int or None, got {type(seed).__name__}"
-            raise TypeError(msg)
-        if type(seed) is int:
-            try:
-                check_int(seed)
-            except ValueError as exc:
-                raise RecordingError(f"cannot record the seed: {exc}") from None
+        if seed is not None:
+            buffer.check_seed(seed)
         if self._open is not None:
             self.end_episode()
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
-        frame = None if render_frame is None else buffer.rgb_frame(render_frame, None, None)
-        if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
-            self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
-            self._frames.close()
-            self._frames = None
-        kept_options = self._values.keep(options, "the reset options")
-        kept_info = [self._values.keep(info, "the reset info")] if self.record_infos else None
-        if frame is not None:
-            if self._frames is None:
-                self._frames = buffer.frame_store(frame.dtype, frame.shape, self._writer.compressor)
-                self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
-                self._sized = False  # (batches are sized with the frames)
-            self._frames.claim()  # (before the observation is stored)
+        frame = None if render_frame is None else self._reset_frame(render_frame)
+        values = self._values
+        kept_options = None if options is None else values.keep(options, "the reset options")
+        kept_info = [values.keep(info, "the reset info")] if self.record_infos else None
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
-        self._obs.begin_part(rows)
-        self._store(self._obs, observation, rows, "the reset observation")
+        obs = self._obs
+        if self._compressed:  # (only a compressed recording streams its observations)
+            obs.begin_part(rows)
+        try:
+            if not obs.put(observation):
+                self._refit(obs, observation, rows)
+        except ValueError as exc:
+            obs.truncate(rows)
+            raise RecordingError(f"cannot record the reset observation: {exc}") from None
         self._resets += 1
         frame_start = -1
         if frame is not None:
@@ -293,12 +285,29 @@ class TraceRecording:
         keys = {"started_at": _now() if started_at is None else float(started_at)}
         if seed is not None:
             keys["seed"] = int(seed)
-        self._open = OpenSpan(
-            rows, 0, steps, 0, keys, kept_options, kept_info, frame_start=frame_start
-        )
+        ep = self._open = OpenSpan(rows, 0, steps, 0, keys, kept_options, kept_info)
+        if frame_start >= 0:
+            ep.frame_start = frame_start
         if not self._sized:
             self._layout_known()
-        self._sync_room()
+        self._recorders.sync(self._room)  # (_sync_room: an open episode, its infos not rows yet)
+
+    def _reset_frame(self, render_frame: Any) -> np.ndarray:
+        """A reset's rendered frame, checked; the frame store made ready for it.
+
+        Its held row is compressed here, before the reset's observation is stored.
+        """
+        frame = buffer.rgb_frame(render_frame, None, None)
+        if self._frames is not None and frame.shape != self._frames.shape:
+            self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
+            self._frames.close()
+            self._frames = None
+        if self._frames is None:
+            self._frames = buffer.frame_store(frame.dtype, frame.shape, self._writer.compressor)
+            self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
+            self._sized = False  # (batches are sized with the frames)
+        self._frames.claim()
+        return frame
 
     def add_step(
         self,
@@ -490,16 +499,6 @@ class TraceRecording:
         elif self._recorders.keep_rows:  # (the rows, and how many more fit)
             self._sync_room()
 
-    def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
-        """Store one step of ``field`` (of ``rows`` rows), or raise RecordingError, storing none."""
-        try:
-            if not field.put(value):
-                self._refit(field, value, rows)
-        except ValueError as exc:
-            field.truncate(rows)
-            msg = f"cannot record {what}: {exc}"
-            raise RecordingError(msg) from None
-
     def _refit(self, field: Field, value: Any, rows: int) -> None:
         """``value`` does not fit the layout of ``field`` (``rows`` rows): go per step."""
         field.fallback(value, rows)
@@ -518,7 +517,7 @@ class TraceRecording:
         """The step just stored (the ``steps``-th buffered one) set a flag: the episode may end."""
         ep: Any = self._open
         ep.keys["terminated"], ep.keys["truncated"] = bool(terminated), bool(truncated)
-        ep.flagged_at = len(self._rew) if steps is None else steps
+        ep.flagged_at = len(self._rew.buf) >> 3 if steps is None else steps
 
     def end_episode(self, *, ended_at: float | None = None) -> None:
         """End the open episode, if any; it is written with the next batch.
@@ -539,7 +538,7 @@ class TraceRecording:
             return -1
         steps = len(self._rew.buf) >> 3
         self._finish(ep, steps, steps + self._resets, ended_at)
-        self._sync_room()
+        self._recorders.sync(-1)  # (_sync_room, with no episode open)
         return steps
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
@@ -687,9 +686,9 @@ class TraceRecording:
         obs = self._obs.take(0, last.obs_stop)
         act = self._act.take(0, last.act_stop)
         rewards = self._rew.take(last.act_stop)
-        frames_stop = max(sp.frame_stop for sp in pending)
-        store = self._frames
-        frames = store.take(0, frames_stop) if store is not None and frames_stop > 0 else None
+        store, frames = self._frames, None
+        if store is not None and (stop := max(sp.frame_stop for sp in pending)) > 0:
+            frames = store.take(0, stop)
         self._writer.wait()  # one batch in flight at a time keeps the write order
         # Keep only the open episode's rows (or nothing), at the front of the buffer.
         ep = self._open

@@ -615,10 +615,11 @@ class OpenSpan(Span):
 
 
 def check_seed(seed: Any) -> None:
-    """Refuse a seed that is not an int (of at most 64 bits) or a numpy integer.
+    """Refuse a seed that is neither an int nor a numpy integer, or an int JSON cannot hold.
 
     Raises:
-        TypeError: not an int; RecordingError: an int past 64 bits.
+        TypeError: ``seed`` is not an integer.
+        RecordingError: an int that no reader could read back exactly (see ``check_int``).
     """
     if type(seed) is not int and not isinstance(seed, np.integer):
         msg = f"expected seed to be an int or None, got {type(seed).__name__}"

@@ -258,10 +258,20 @@ class TraceRecording:
             self.end_episode()
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
-        frame = None if render_frame is None else self._reset_frame(render_frame)
+        frame = None if render_frame is None else buffer.rgb_frame(render_frame, None, None)
+        if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
+            self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
+            self._frames.close()
+            self._frames = None
         values = self._values
         kept_options = None if options is None else values.keep(options, "the reset options")
         kept_info = [values.keep(info, "the reset info")] if self.record_infos else None
+        if frame is not None:
+            if self._frames is None:
+                self._frames = buffer.frame_store(frame.dtype, frame.shape, self._writer.compressor)
+                self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
+                self._sized = False  # (batches are sized with the frames)
+            self._frames.claim()  # (before the observation is stored)
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
         obs = self._obs
@@ -291,23 +301,6 @@ class TraceRecording:
         if not self._sized:
             self._layout_known()
         self._recorders.sync(self._room)  # (_sync_room: an open episode, its infos not rows yet)
-
-    def _reset_frame(self, render_frame: Any) -> np.ndarray:
-        """A reset's rendered frame, checked; the frame store made ready for it.
-
-        Its held row is compressed here, before the reset's observation is stored.
-        """
-        frame = buffer.rgb_frame(render_frame, None, None)
-        if self._frames is not None and frame.shape != self._frames.shape:
-            self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
-            self._frames.close()
-            self._frames = None
-        if self._frames is None:
-            self._frames = buffer.frame_store(frame.dtype, frame.shape, self._writer.compressor)
-            self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
-            self._sized = False  # (batches are sized with the frames)
-        self._frames.claim()
-        return frame
 
     def add_step(
         self,

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from loops import EPISODE_STEPS, drive, drive_vector
 
 import gym_recording
 from gym_recording.format.arrays import BatchBlob
@@ -54,8 +55,6 @@ from gym_recording.record import steps as step_path
 from gym_recording.record import writer
 from gym_recording.storage.local import LocalStorage
 from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
-
-EPISODE_STEPS = 200
 
 # Minari warns on every dataset made without an eval_env; it says nothing about speed.
 warnings.filterwarnings("ignore", message=".*eval_env.*", category=UserWarning)
@@ -198,17 +197,6 @@ ABLATION_WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
-def drive(env: Any, action: Any, steps: int, alternate: bool = False) -> None:
-    """The training loop every contender runs: step, reset at episode end."""
-    env.reset(seed=0)
-    step, reset = env.step, env.reset
-    a0, a1 = action, (1 - action if alternate else action)
-    for i in range(steps):
-        _, _, terminated, truncated, _ = step(a0 if i & 1 else a1)
-        if terminated or truncated:
-            reset()
-
-
 # --------------------------------------------------------------------------- the pieces
 
 
@@ -331,7 +319,7 @@ def run_ours(
         if spec.get("vector"):  # (``steps`` vector steps)
             venv = TraceRecordingVectorWrapper(spec["make"](), d, compression=compression)
             t = time.perf_counter()
-            _drive_vector(venv, steps)
+            drive_vector(venv, steps)
             venv.close()
             dt = time.perf_counter() - t
             shutil.rmtree(d)
@@ -510,7 +498,7 @@ def child_rss(kind: str, steps: int, batch_bytes: int) -> None:
         with TraceRecordingVectorWrapper(
             envs, d, record_render=True, compression="zstd", batch_bytes=batch_bytes
         ) as venv:
-            _drive_vector(venv, steps)
+            drive_vector(venv, steps)
     else:
         spec = WORKLOADS[kind]
         env = TraceRecordingWrapper(spec["make"](), d, batch_bytes=batch_bytes)
@@ -657,14 +645,6 @@ def _vector(num_envs: int, mode: str) -> Any:
     return gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
 
 
-def _drive_vector(venv: Any, steps: int) -> None:
-    venv.reset(seed=0)
-    actions = np.ones(venv.num_envs, np.int64)
-    for i in range(steps):
-        actions[:] = i & 1
-        venv.step(actions)
-
-
 def vector_and_infos_report(
     scale: float,
     runs: int,
@@ -706,7 +686,7 @@ def vector_and_infos_report(
             env = make()
             t = time.perf_counter()
             if "x CartPole" in name:
-                _drive_vector(env, steps)
+                drive_vector(env, steps)
             else:
                 drive(env, np.zeros(env.action_space.shape, np.float32), steps)
             bare.append(time.perf_counter() - t)
@@ -715,7 +695,7 @@ def vector_and_infos_report(
             env = wrap(make(), d)
             t = time.perf_counter()
             if "x CartPole" in name:
-                _drive_vector(env, steps)
+                drive_vector(env, steps)
             else:
                 drive(env, np.zeros(env.action_space.shape, np.float32), steps)
             env.close()

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 #: Each workload: the env it makes, how many sub-envs (0: a single env), and the two
 #: lengths (steps of the env, vector steps of a vector env) whose difference is counted.
@@ -40,13 +41,13 @@ WORKLOADS: dict[str, tuple[str, int, int, int]] = {
 def child(kind: str, workload: str, steps: int) -> None:
     """Run one workload for ``steps`` steps, bare or recorded (in a process of its own).
 
-    The loop is ``bench.py``'s: 200-step episodes, alternating actions, ``close()`` included.
+    The loops are ``bench.py``'s (``loops.py``), ``close()`` included.
     """
     import gc
 
     gc.disable()
     import gymnasium as gym
-    import numpy as np
+    from loops import EPISODE_STEPS, drive, drive_vector
 
     from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
@@ -54,25 +55,15 @@ def child(kind: str, workload: str, steps: int) -> None:
     directory = tempfile.mkdtemp()
     try:
         if n:
-            venv: gym.vector.VectorEnv = gym.make_vec(env_id, n, vectorization_mode="sync")
+            env: Any = gym.make_vec(env_id, n, vectorization_mode="sync")
             if kind == "ours":
-                venv = TraceRecordingVectorWrapper(venv, directory)
-            venv.reset(seed=0)
-            actions = np.ones(n, np.int64)
-            for i in range(steps):
-                actions[:] = i & 1
-                venv.step(actions)
-            venv.close()
-            return
-        env: gym.Env = gym.make(env_id, max_episode_steps=200)
-        if kind == "ours":
-            env = TraceRecordingWrapper(env, directory)
-        env.reset(seed=0)
-        step, reset = env.step, env.reset
-        for i in range(steps):
-            _, _, terminated, truncated, _ = step(i & 1)
-            if terminated or truncated:
-                reset()
+                env = TraceRecordingVectorWrapper(env, directory)
+            drive_vector(env, steps)
+        else:
+            env = gym.make(env_id, max_episode_steps=EPISODE_STEPS)
+            if kind == "ours":
+                env = TraceRecordingWrapper(env, directory)
+            drive(env, 1, steps, alternate=True)  # (as bench.py's CartPole workload)
         env.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)

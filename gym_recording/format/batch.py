@@ -149,9 +149,8 @@ def lay_out_batch(
     obs = field_encoder(observations, layout)
     rew = layout.rows(np.asarray(rewards, dtype=np.float64))
     episodes = []
-    for sp in spans:  # (the keys most objects leave at their defaults are set where not)
-        if sp.infos is not None:
-            infos, columns = _info_columns(sp.infos, sp.info_rows, layout)
+    for sp in spans:  # (keys most objects leave at their defaults are set only where not)
+        infos = None if sp.infos is None else _info_columns(sp.infos, sp.info_rows, layout)
         obj = EpisodeObject(
             obs(sp.obs_start, sp.obs_stop),
             act(sp.act_start, sp.act_stop),
@@ -160,11 +159,11 @@ def lay_out_batch(
         )
         if sp.options is not None:
             obj.options = encode_value(sp.options, layout)
-        if sp.infos is not None:
-            obj.infos, obj.info_columns = infos, columns
+        if infos is not None:
+            obj.infos, obj.info_columns = infos
         if sp.part:
-            obj.part, obj.continues = sp.part, sp.continues
-        elif sp.continues:
+            obj.part = sp.part
+        if sp.continues:
             obj.continues = True
         episodes.append(obj)
     if frames is not None:

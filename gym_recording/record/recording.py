@@ -167,7 +167,6 @@ class TraceRecording:
         #: Complete episodes handed to the buffer.
         self.episode_count = 0
         self._obs = Field("observations", compressor=compressor)
-        self._compressed = compressor is not None
         self._act = Field("actions", action_space)
         self._rew = Rewards()
         self._frames: buffer.FrameStore | None = None  # one frame per observation
@@ -263,9 +262,8 @@ class TraceRecording:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
             self._frames.close()
             self._frames = None
-        values = self._values
-        kept_options = None if options is None else values.keep(options, "the reset options")
-        kept_info = [values.keep(info, "the reset info")] if self.record_infos else None
+        kept_options = self._values.keep(options, "the reset options")
+        kept_info = [self._values.keep(info, "the reset info")] if self.record_infos else None
         if frame is not None:
             if self._frames is None:
                 self._frames = buffer.frame_store(frame.dtype, frame.shape, self._writer.compressor)
@@ -274,15 +272,8 @@ class TraceRecording:
             self._frames.claim()  # (before the observation is stored)
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
-        obs = self._obs
-        if self._compressed:  # (only a compressed recording streams its observations)
-            obs.begin_part(rows)
-        try:
-            if not obs.put(observation):
-                self._refit(obs, observation, rows)
-        except ValueError as exc:
-            obs.truncate(rows)
-            raise RecordingError(f"cannot record the reset observation: {exc}") from None
+        self._obs.begin_part(rows)
+        self._store(self._obs, observation, rows, "the reset observation")
         self._resets += 1
         frame_start = -1
         if frame is not None:
@@ -295,12 +286,12 @@ class TraceRecording:
         keys = {"started_at": _now() if started_at is None else float(started_at)}
         if seed is not None:
             keys["seed"] = int(seed)
-        ep = self._open = OpenSpan(rows, 0, steps, 0, keys, kept_options, kept_info)
-        if frame_start >= 0:
-            ep.frame_start = frame_start
+        self._open = OpenSpan(
+            rows, 0, steps, 0, keys, kept_options, kept_info, frame_start=frame_start
+        )
         if not self._sized:
             self._layout_known()
-        self._recorders.sync(self._room)  # (_sync_room: an open episode, its infos not rows yet)
+        self._sync_room()
 
     def add_step(
         self,
@@ -492,6 +483,16 @@ class TraceRecording:
         elif self._recorders.keep_rows:  # (the rows, and how many more fit)
             self._sync_room()
 
+    def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
+        """Store one step of ``field`` (of ``rows`` rows), or raise RecordingError, storing none."""
+        try:
+            if not field.put(value):
+                self._refit(field, value, rows)
+        except ValueError as exc:
+            field.truncate(rows)
+            msg = f"cannot record {what}: {exc}"
+            raise RecordingError(msg) from None
+
     def _refit(self, field: Field, value: Any, rows: int) -> None:
         """``value`` does not fit the layout of ``field`` (``rows`` rows): go per step."""
         field.fallback(value, rows)
@@ -531,7 +532,7 @@ class TraceRecording:
             return -1
         steps = len(self._rew.buf) >> 3
         self._finish(ep, steps, steps + self._resets, ended_at)
-        self._recorders.sync(-1)  # (_sync_room, with no episode open)
+        self._sync_room()
         return steps
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:

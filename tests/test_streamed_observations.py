@@ -205,3 +205,31 @@ def test_a_forked_child_frees_a_stream_with_workers_without_hanging() -> None:
         stream.add(r)
     data = b"".join(rows)
     assert decompress(stream.finish(), len(data), "zstd").tobytes() == data
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_part_begun_at_a_row_compressed_already_reads_it_back(keep: bool) -> None:
+    """A stream holds back the last row it was given only where the recording says a part
+    may begin with it (``settle(keep=True)``); the recording says so before every cut, so
+    no public call begins a part at a row compressed already. Should one, the row is read
+    back from its part: both parts still hold it. (The stream is driven directly, in the
+    record layer, the only way to get there.)"""
+    from gym_recording.format.codec import Compressor, decompress
+    from gym_recording.record.frames import StreamedFrames
+
+    stream = StreamedFrames(np.dtype(np.uint8), SHAPE, Compressor(3))
+    buf = np.empty(SHAPE, np.uint8)
+    for t in range(5):
+        assert stream.put(frame(t, out=buf))  # (one buffer, rewritten: as an env reuses it)
+        stream.settle(keep and t == 4)
+    stream.begin_part(4)  # row 4 ends the first part and begins the second
+    for t in range(5, 8):
+        assert stream.put(frame(t, out=buf))
+        stream.settle(False)
+    taken = stream.take(0, 8)
+    stream.release(8)  # (the batch handed to its write: the last part finished)
+    for start, stop in ((0, 5), (4, 8)):
+        part = taken[start:stop]
+        rows = decompress(part.frame(), part.nbytes, "zstd").reshape(-1, *SHAPE)
+        assert [frame(t).tobytes() for t in range(start, stop)] == [r.tobytes() for r in rows]
+    stream.close()

@@ -254,6 +254,9 @@ class FrameLeaf:
     def claim(self) -> None:
         """Nothing to do: :attr:`put` makes its room without waiting."""
 
+    def settle(self, keep: bool) -> None:
+        """Nothing to do: :attr:`put` copies the row."""
+
     def close(self) -> None:
         """Nothing to do: no thread to stop."""
 
@@ -504,6 +507,11 @@ class Field:
         """Say that an episode's part begins at row ``at`` (see StreamedFrames)."""
         if isinstance(self.root, StreamedFrames):
             self.root.begin_part(at)
+
+    def settle(self, keep: bool) -> None:
+        """The call that put a value returns (see StreamedFrames.settle)."""
+        if isinstance(self.root, StreamedFrames):
+            self.root.settle(keep)
 
     def put_rows(self, rows: np.ndarray, starts: list[int] | None = None) -> bool:
         """Store ``len(rows)`` steps at once, as :attr:`put` would store them one by one.

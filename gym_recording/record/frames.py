@@ -74,10 +74,13 @@ class StreamedFrames:
         compressor: The recording's compressor.
 
     It takes the calls a :class:`~gym_recording.record.buffer.FrameLeaf` takes, and
-    :meth:`begin_part` and :meth:`close`. The last row put is held back, copied, until the
-    next one comes (or its part ends): so that a step refused after its observation was
-    stored is taken back (:meth:`truncate`), and a part that begins with the row the part
-    before ends with (an episode cut in two) has it too.
+    :meth:`begin_part`, :meth:`settle` and :meth:`close`. The last row put is held back,
+    not compressed, until the call that put it is done with it (:meth:`settle`): so that a
+    step refused after its observation was stored is taken back (:meth:`truncate`). Until
+    then it is the caller's array itself, which the env may write again once the call
+    returns; :meth:`settle` then compresses it from there, or, where a part may begin with
+    it (an episode cut in two, whose parts both hold the row), copies it to hold it back
+    until the next row comes.
     """
 
     def __init__(self, dtype: np.dtype[Any], shape: tuple[int, ...], compressor: Compressor):
@@ -89,18 +92,18 @@ class StreamedFrames:
         self._stream = compressor.stream(threads=_THREADS)
         self._part: _Part | None = None  # the part rows go into
         self._start = -1  # its first row's absolute index
-        self._held = np.empty(shape, dtype)  # the last row put, not yet compressed
-        self._holding = False
+        self._held = np.empty(shape, dtype)  # the last row put, copied (see settle)
+        self._ref: np.ndarray | None = None  # or the caller's array, until settle
+        self._holding = False  # whether the last row put is not compressed yet
         # Parts' rows read back (see get), by start: with how many rows the part had then.
         self._back: dict[int, tuple[int, np.ndarray]] = {}
         self._begin(0)
-        held = self._held
 
         def put(v: Any) -> bool:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
                 if self._holding:
                     self.claim()
-                held[...] = v
+                self._ref = v
                 self._holding = True
                 self.n += 1
                 return True
@@ -122,11 +125,38 @@ class StreamedFrames:
         """Compress the row held back, before the next step's values are stored.
 
         Where the stepping thread may wait (zstd's input buffers full), an interrupt lands
-        here: the step being recorded is then not recorded, not recorded without its frame.
+        here: the row is then still held back (copied, if it was the caller's array), and
+        the step being recorded is not recorded, not recorded without its frame.
         """
-        if self._holding:
-            self._add(self._held.data, self.n - 1, 1)
-            self._holding = False
+        if not self._holding:
+            return
+        try:
+            self._add(self._row(), self.n - 1, 1)
+        except BaseException:
+            self.settle(True)
+            raise
+        self._holding, self._ref = False, None
+
+    def _row(self) -> Any:
+        """The bytes of the row held back (the caller's array's, or the copy's)."""
+        v = self._ref
+        return self._held.data if v is None else np.ascontiguousarray(v).data
+
+    def settle(self, keep: bool) -> None:
+        """The call that put the last row returns: take the row from the caller's array now.
+
+        It is compressed from there (:meth:`claim`), or, with ``keep`` (a part may begin with
+        the row before the next is put: :meth:`begin_part` ``n - 1``), copied and held
+        back. Where ``keep`` was false and a part begins with the row all the same, the row
+        is read back from its part (slower, the same bytes).
+        """
+        if self._ref is None:
+            return
+        if keep:
+            self._held[...] = self._ref
+            self._ref = None
+        else:
+            self.claim()
 
     def put_rows(self, rows: np.ndarray, starts: list[int] | None = None) -> bool:
         """Store the rows of ``rows`` as :attr:`put` would one by one (see RowLeaf).
@@ -179,7 +209,10 @@ class StreamedFrames:
         if self._part is not None and self._start == self._offset + at:
             return  # (begun there already: nothing is in it but that row)
         if at < self.n and self._holding:  # the part before ends with it too
-            self._add(self._held.data, at, 1)
+            self._add(self._row(), at, 1)
+        elif at < self.n:  # (compressed already, see settle: read back into the new part)
+            self._held[...] = self.get(at)
+            self._holding = True
         else:
             self.claim()
         self._finish()
@@ -212,7 +245,7 @@ class StreamedFrames:
         if rows >= self.n:
             return
         if rows == self.n - 1 and self._holding:
-            self._holding = False
+            self._holding, self._ref = False, None
             self.n = rows
             return
         msg = f"cannot take back {self.n - rows} rows: all but the last are compressed already"
@@ -229,7 +262,7 @@ class StreamedFrames:
             RecordingError: the row cannot be read back (its compression failed).
         """
         if i == self.n - 1 and self._holding:
-            return self._held.copy()
+            return np.array(self._held if self._ref is None else self._ref)
         for start, part in sorted(self._parts.items(), reverse=True):
             at = start - self._offset
             if at > i:
@@ -262,5 +295,5 @@ class StreamedFrames:
     def close(self) -> None:
         """Free zstd's context and worker; the part being compressed, if any, is dropped."""
         self._part = None
-        self._holding = False
+        self._holding, self._ref = False, None
         self._stream.close()

@@ -292,6 +292,8 @@ class TraceRecording:
         if not self._sized:
             self._layout_known()
         self._sync_room()
+        if self._writer.compressor is not None:
+            self._settle(steps)
 
     def add_step(
         self,
@@ -367,6 +369,8 @@ class TraceRecording:
         if self._values.full:  # (write the batch at the next step)
             self._room = steps + 1
             self._sync_room()
+        if self._writer.compressor is not None:
+            self._settle(steps + 1)
 
     def add_rows(
         self,
@@ -482,6 +486,16 @@ class TraceRecording:
             self._sync_room()
         elif self._recorders.keep_rows:  # (the rows, and how many more fit)
             self._sync_room()
+
+    def _settle(self, steps: int) -> None:
+        """Take this call's streamed rows from the env's arrays (see StreamedFrames.settle).
+
+        Held back, copied, where the next add_step cuts the episode (``steps`` reach the room).
+        """
+        keep = steps >= self._room
+        self._obs.settle(keep)
+        if self._frames is not None:
+            self._frames.settle(keep)
 
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
         """Store one step of ``field`` (of ``rows`` rows), or raise RecordingError, storing none."""

@@ -529,11 +529,11 @@ def test_vector_render_failure_cuts_the_rendered_episodes_and_recording_goes_on(
 def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its_frame(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ctrl-C lands where the stepping thread waits: in the compressor, which takes the
-    frame held back before the step's values are stored (zstd's input buffers full). The
-    step being recorded is then not recorded (not recorded without its frame), and what
-    was recorded reads back. (The codec's FrameStream is made to stall from its 20th
-    frame on: the reason this test reaches into the format layer.)"""
+    """Ctrl-C lands where the stepping thread waits: in the compressor (zstd's input
+    buffers full), which takes a step's frame once the step's values are stored. The frame
+    is then held back, copied, and compressed later: no step is recorded without its
+    frame, and what was recorded reads back. (The codec's FrameStream is made to stall from
+    its 20th frame on: the reason this test reaches into the format layer.)"""
     import _thread
     import threading
     import time
@@ -575,3 +575,60 @@ def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its
         assert 0 < ep.length < 999
         assert ep.render_frames[:, 0, 0, 0].tolist() == list(range(ep.length + 1))
         assert ep.observations[:, 0].tolist() == list(range(ep.length + 1))
+
+
+def test_an_interrupt_in_the_observations_compressor_keeps_the_frame_of_its_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compressed recording streams image observations as it streams frames. Ctrl-C in
+    the wait for the observation's compressor, at the end of a step: that step's frame is
+    taken from the env too (copied), before the env draws the next into the same buffer,
+    and the recording goes on. (The codec's FrameStream is made to stall once: the reason
+    this test reaches into the format layer.)"""
+    import _thread
+    import threading
+    import time
+
+    from gym_recording.format import codec
+
+    obs = np.zeros((64, 64, 3), np.uint8)  # (12 KiB: streamed)
+    frame = np.zeros((48, 48, 3), np.uint8)  # (one buffer each, drawn again every step)
+    go = threading.Event()
+    add = codec.FrameStream.add
+    seen = [0]
+
+    def stalled(self: Any, data: Any) -> None:
+        if memoryview(data).nbytes == obs.nbytes:
+            seen[0] += 1
+            if seen[0] == 10:
+                go.wait()
+        add(self, data)
+
+    monkeypatch.setattr(codec.FrameStream, "add", stalled)
+    rec = TraceRecording(tmp_path, compression="zstd")
+
+    def interrupt_once_blocked() -> None:
+        steps = -1
+        while rec.steps != steps:  # (until the steps stop: the stepping thread waits)
+            steps = rec.steps
+            time.sleep(0.3)
+        _thread.interrupt_main()
+        go.set()
+
+    threading.Thread(target=interrupt_once_blocked, daemon=True).start()
+    rec.add_reset(obs, render_frame=frame)
+    t = 0
+    with pytest.raises(KeyboardInterrupt):
+        for t in range(1, 1000):
+            obs[...], frame[...] = t, t
+            rec.add_step(0, obs, 0.0, render_frame=frame)
+    for u in range(t + 1, t + 4):  # (the user goes on)
+        obs[...], frame[...] = u, u
+        rec.add_step(0, obs, 0.0, render_frame=frame)
+    rec.close()
+    assert gym_recording.verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        (ep,) = list(r)
+    assert ep.length == 12  # (the interrupted step was stored: it is kept)
+    assert ep.observations[:, 0, 0, 0].tolist() == list(range(13))
+    assert ep.render_frames[:, 0, 0, 0].tolist() == list(range(13))

@@ -6,6 +6,7 @@ fitting the layout, vector envs, and envs that reuse their observation's buffer.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -210,10 +211,11 @@ def test_a_forked_child_frees_a_stream_with_workers_without_hanging() -> None:
 @pytest.mark.parametrize("keep", [True, False])
 def test_a_part_begun_at_a_row_compressed_already_reads_it_back(keep: bool) -> None:
     """A stream holds back the last row it was given only where the recording says a part
-    may begin with it (``settle(keep=True)``); the recording says so before every cut, so
-    no public call begins a part at a row compressed already. Should one, the row is read
-    back from its part: both parts still hold it. (The stream is driven directly, in the
-    record layer, the only way to get there.)"""
+    may begin with it (``settle(keep=True)``): where the next step may cut the episode.
+    Where the room shrinks between steps all the same (a ``save_complete()`` that sizes
+    the batches anew), a part begins at a row compressed already: the row is read back
+    from its part, and both parts hold it. (The stream is driven directly, in the record
+    layer: public calls get there only through the batch sizes' history.)"""
     from gym_recording.format.codec import Compressor, decompress
     from gym_recording.record.frames import StreamedFrames
 
@@ -233,3 +235,55 @@ def test_a_part_begun_at_a_row_compressed_already_reads_it_back(keep: bool) -> N
         rows = decompress(part.frame(), part.nbytes, "zstd").reshape(-1, *SHAPE)
         assert [frame(t).tobytes() for t in range(start, stop)] == [r.tobytes() for r in rows]
     stream.close()
+
+
+def test_an_interrupt_in_the_compressor_leaves_each_step_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a step's observation is handed to zstd: at the end of the step, or at
+    the start of the next (a row held back while the batch is full: infos fill the small
+    batches). The step is kept whole or not at all, the recording goes on, and each kept
+    step's action, observation and reward stay together. (The codec's FrameStream raises
+    the interrupt: the reason this test reaches into the format layer.)"""
+    from gym_recording.format import codec
+
+    add = codec.FrameStream.add
+
+    def interrupting(n: int) -> Any:
+        """FrameStream.add, but for its n-th call, which is interrupted."""
+        calls = [0]
+
+        def interrupted(self: Any, data: Any) -> None:
+            calls[0] += 1
+            if calls[0] == n:
+                raise KeyboardInterrupt
+            add(self, data)
+
+        return interrupted
+
+    for n in range(1, 40):
+        monkeypatch.setattr(codec.FrameStream, "add", interrupting(n))
+        d = tmp_path / str(n)
+        rec = TraceRecording(d, compression="zstd", batch_bytes=3000, record_infos=True)
+        obs = np.zeros(SHAPE, np.uint8)  # (one buffer, drawn again every step)
+        t = 0
+        for _ in range(10):  # (episodes of 3 steps: batches end between them)
+            obs[...] = t = t + 1
+            try:
+                rec.add_reset(obs)
+            except KeyboardInterrupt:
+                if not rec.in_episode:  # (interrupted before it began: begin it again)
+                    rec.add_reset(obs)
+            for k in range(3):
+                obs[...] = t = t + 1
+                with contextlib.suppress(KeyboardInterrupt):
+                    rec.add_step(t, obs, float(t), k == 2, info={"pad": "x" * 400})
+        rec.close()
+        monkeypatch.setattr(codec.FrameStream, "add", add)
+        got = episodes(d)
+        assert len(got) == 10
+        for ep in got:
+            marks = ep.observations[:, 0, 0, 0].tolist()
+            assert marks[1:] == ep.actions.tolist() == ep.rewards.tolist()
+            assert marks == sorted(set(marks))
+        assert sum(ep.length for ep in got) >= 29

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,54 @@ def test_a_value_that_fits_nothing_in_an_observation_is_refused(tmp_path: Path) 
     del big
     eps = _check_readable(tmp_path)
     assert [ep.observations for ep in eps] == [["a", "b"], ["c", "d"]]
+
+
+class _Failing(Mapping[str, Any]):
+    """A mapping whose items raise when read: the env's own value fails while copied."""
+
+    def __iter__(self) -> Any:
+        return iter(["a"])
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+
+@pytest.mark.parametrize("where", ["observation", "action", "info", "options"])
+def test_a_value_that_fails_while_copied_is_refused_and_its_step_is_not_kept(
+    tmp_path: Path, where: str
+) -> None:
+    """Not only the values the format cannot hold: a value whose own code raises while it
+    is copied is refused too, the step it came with is not kept half-stored, and the
+    episode is cut at its last stored step."""
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset({"a": np.zeros(2)})
+        for t in (1, 2):
+            rec.add_step(t, {"a": np.full(2, float(t))}, float(t), info={"t": t})
+        bad = _Failing()
+        with pytest.raises(RecordingError, match=r"copying it raised KeyError\('a'\)"):
+            if where == "options":
+                rec.add_reset({"a": np.zeros(2)}, options=bad)
+            else:
+                rec.add_step(
+                    bad if where == "action" else 3,
+                    bad if where == "observation" else {"a": np.full(2, 3.0)},
+                    3.0,
+                    info=bad if where == "info" else {"t": 3},
+                )
+        rec.add_reset({"a": np.zeros(2)})
+        rec.add_step(4, {"a": np.full(2, 4.0)}, 4.0, info={"t": 4})
+    eps = _check_readable(tmp_path)
+    assert [np.asarray(ep.actions).tolist() for ep in eps] == [[1, 2], [4]]
+    # (the refused observation sent the field per step: a dict of arrays, or a list of dicts)
+    firsts = [
+        o["a"][:, 0].tolist() if isinstance(o, dict) else [float(x["a"][0]) for x in o]
+        for o in (ep.observations for ep in eps)
+    ]
+    assert firsts == [[0.0, 1.0, 2.0], [0.0, 4.0]]
+    assert [ep.rewards.tolist() for ep in eps] == [[1.0, 2.0], [4.0]]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")

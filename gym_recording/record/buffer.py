@@ -47,6 +47,7 @@ __all__ = [
     "Rewards",
     "check_seed",
     "frame_store",
+    "refusal",
     "reward_value",
     "rgb_frame",
 ]
@@ -637,6 +638,19 @@ def check_seed(seed: Any) -> None:
             check_int(seed)
         except ValueError as exc:
             raise RecordingError(f"cannot record the seed: {exc}") from None
+
+
+def refusal(what: str, exc: Exception) -> RecordingError:
+    """The error refusing ``what`` (``"the observation"``, ...), whose storing raised ``exc``.
+
+    A ``RecordingError`` is returned as it is. A ``ValueError`` says why the value cannot be
+    stored; anything else was raised by the value itself while it was copied (a ``Mapping``
+    whose items fail, say), and is named.
+    """
+    if isinstance(exc, RecordingError):
+        return exc
+    why = str(exc) if isinstance(exc, ValueError) else f"copying it raised {exc!r}"
+    return RecordingError(f"cannot record {what}: {why}")
 
 
 def reward_value(reward: Any) -> float:

@@ -125,8 +125,8 @@ class StreamedFrames:
         """Compress the row held back, before the next step's values are stored.
 
         Where the stepping thread may wait (zstd's input buffers full), an interrupt lands
-        here: the row is then still held back (copied, if it was the caller's array), and
-        the step being recorded is not recorded, not recorded without its frame.
+        here: the row then stays held back (copied, if it was the caller's array), to be
+        compressed by the next claim. No step is kept without its row.
         """
         if not self._holding:
             return

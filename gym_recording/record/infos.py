@@ -24,6 +24,7 @@ from gym_recording.format.values import (
     snapshot_cost,
     value_cost,
 )
+from gym_recording.record.buffer import refusal
 
 __all__ = ["Values"]
 
@@ -126,9 +127,8 @@ class Values:
             return None
         try:
             kept, cost = snapshot_cost(value)
-        except ValueError as exc:
-            msg = f"cannot record {what}: {exc}"
-            raise RecordingError(msg) from None
+        except Exception as exc:  # (see refusal)
+            raise refusal(what, exc) from None
         if cost > MAX_VALUE_COST:
             msg = (
                 f"cannot record {what}: it would take about {cost >> 20} MiB of its batch "

@@ -347,11 +347,11 @@ class TraceRecording:
             what = "the observation"
             if not self._obs.put(observation):
                 self._refit(self._obs, observation, steps + self._resets)
-        except (RecordingError, ValueError) as exc:
-            self._cut(steps)
-            if isinstance(exc, RecordingError):
+        except BaseException as exc:  # (refused: see refusal; or interrupted: not kept)
+            self._cut(steps, end=isinstance(exc, Exception))
+            if not isinstance(exc, Exception):
                 raise
-            raise RecordingError(f"cannot record {what}: {exc}") from None
+            raise buffer.refusal(what, exc) from None
         if self.record_infos:
             self._keep_info(info)
         rewards += _pack_reward(value)
@@ -478,9 +478,9 @@ class TraceRecording:
             self._recorders.withdraw_rows()
         try:
             self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
-        except RecordingError:
+        except Exception as exc:
             self._cut(len(self._rew.buf) >> 3)
-            raise
+            raise buffer.refusal("the step's info", exc) from None
         if self._values.full:  # (write the batch at the next step)
             self._room = (len(self._rew.buf) >> 3) + 1
             self._sync_room()
@@ -488,38 +488,37 @@ class TraceRecording:
             self._sync_room()
 
     def _settle(self, steps: int) -> None:
-        """Take this call's streamed rows from the env's arrays (see StreamedFrames.settle).
-
-        Held back, copied, where the next add_step cuts the episode (``steps`` reach the room).
-        """
+        """Settle this call's streamed rows: held back where the next add_step may cut them."""
         keep = steps >= self._room
-        self._obs.settle(keep)
-        if self._frames is not None:
-            self._frames.settle(keep)
+        try:
+            self._obs.settle(keep)
+        finally:  # (an interrupt there: the step is stored, and so is its frame)
+            if self._frames is not None:
+                self._frames.settle(keep)
 
     def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
         """Store one step of ``field`` (of ``rows`` rows), or raise RecordingError, storing none."""
         try:
             if not field.put(value):
                 self._refit(field, value, rows)
-        except ValueError as exc:
+        except Exception as exc:
             field.truncate(rows)
-            msg = f"cannot record {what}: {exc}"
-            raise RecordingError(msg) from None
+            raise buffer.refusal(what, exc) from None
 
     def _refit(self, field: Field, value: Any, rows: int) -> None:
         """``value`` does not fit the layout of ``field`` (``rows`` rows): go per step."""
         field.fallback(value, rows)
         self._configure()
 
-    def _cut(self, steps: int) -> None:
-        """A step was refused: take back what it stored, and end the open episode before it."""
+    def _cut(self, steps: int, *, end: bool = True) -> None:
+        """Take back what a refused step stored; end the episode (not ``end``: interrupted)."""
         self._act.truncate(steps)
         self._obs.truncate(steps + self._resets)
-        logger.warning(
-            "a value was refused: the episode in %s ends at its last step", self.directory
-        )
-        self.end_episode()
+        if end:
+            logger.warning(
+                "a value was refused: the episode in %s ends at its last step", self.directory
+            )
+            self.end_episode()
 
     def _flags(self, terminated: Any, truncated: Any, steps: int | None = None) -> None:
         """The step just stored (the ``steps``-th buffered one) set a flag: the episode may end."""

@@ -172,6 +172,23 @@ def test_zero_step_and_empty_arrays_among_compressed_ones(trace_dir):
         assert (r[1].observations[7] == 6).all()
 
 
+@pytest.mark.parametrize("batch_bytes", [200, 5_000_000])
+def test_observations_of_no_bytes_are_recorded_compressed(tmp_path, batch_bytes):
+    """A Box of shape (0,): each observation an empty array, in small batches (episodes
+    split into parts) or one."""
+    with TraceRecording(tmp_path, compression="zstd", batch_bytes=batch_bytes) as rec:
+        for _ in range(3):
+            rec.add_reset(np.zeros((0,), np.float32))
+            for t in range(30):
+                rec.add_step(t, np.zeros((0,), np.float32), 1.0)
+            rec.end_episode()
+    assert verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        assert [ep.length for ep in r] == [30, 30, 30]
+        assert all(ep.observations.shape == (31, 0) for ep in r)
+        assert r[2].observations.dtype == np.float32
+
+
 def test_arrays_outlive_the_reader_and_read_without_mapping(trace_dir):
     env = SpaceEnv(OBSERVATION_SPACES["box_image_u8"])
     traces = record(env, trace_dir, n_episodes=2, seed=1, compression="zstd")

@@ -362,6 +362,29 @@ def test_layout_change_inside_a_split_episode(trace_dir):
     assert_array_exact(ep.actions, np.arange(100, dtype=np.int64), "actions")
 
 
+@pytest.mark.parametrize("change", ["shape", "dtype"])
+def test_actions_changing_at_a_part_boundary_of_a_split_episode(trace_dir, change):
+    """Actions that stop fitting their layout go per step; in small batches, a part may hold
+    only arrays of the old layout, the next only of the new: stacked each on its own, they
+    would not join. Joined as the per-step values they are, they read back exactly."""
+
+    def action(t: int) -> np.ndarray:
+        if change == "shape":
+            return np.full(2 if t < 10 else 3, t, dtype=np.float32)
+        return np.full(2, t, dtype=np.float32 if t < 10 else np.float64)
+
+    with TraceRecording(trace_dir, batch_bytes=200) as rec:
+        rec.add_reset(0.0)
+        for t in range(60):
+            rec.add_step(action(t), float(t + 1), 0.0)
+    assert gym_recording.verify(trace_dir).ok
+    with gym_recording.load(trace_dir) as r:
+        (ep,) = list(r)
+    assert len(ep.actions) == 60
+    for t, got in enumerate(ep.actions):
+        assert_array_exact(got, action(t), f"actions[{t}]")
+
+
 def test_non_array_values_round_trip_as_json(trace_dir):
     """Observations that are not arrays (None, lists, big ints, bytes, NaN...) come back exact."""
     values: list[Any] = [

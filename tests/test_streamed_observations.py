@@ -237,14 +237,16 @@ def test_a_part_begun_at_a_row_compressed_already_reads_it_back(keep: bool) -> N
     stream.close()
 
 
+@pytest.mark.parametrize("taken", [False, True], ids=["before-zstd-takes-it", "after"])
 def test_an_interrupt_in_the_compressor_leaves_each_step_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken: bool
 ) -> None:
     """Ctrl-C while a step's observation is handed to zstd: at the end of the step, or at
     the start of the next (a row held back while the batch is full: infos fill the small
-    batches). The step is kept whole or not at all, the recording goes on, and each kept
-    step's action, observation and reward stay together. (The codec's FrameStream raises
-    the interrupt: the reason this test reaches into the format layer.)"""
+    batches); before zstd takes the row, or after (Python raises the interrupt once zstd's
+    call returns). The step is kept whole or not at all, the recording goes on, and each
+    kept step's action, observation and reward stay together. (The codec's FrameStream
+    raises the interrupt: the reason this test reaches into the format layer.)"""
     from gym_recording.format import codec
 
     add = codec.FrameStream.add
@@ -255,6 +257,8 @@ def test_an_interrupt_in_the_compressor_leaves_each_step_whole(
 
         def interrupted(self: Any, data: Any) -> None:
             calls[0] += 1
+            if calls[0] == n and taken:
+                add(self, data)
             if calls[0] == n:
                 raise KeyboardInterrupt
             add(self, data)

@@ -273,6 +273,27 @@ def test_seeds_per_subenv_and_metadata(tmp_path: Path) -> None:
             assert m.metadata["vector_env"]["autoreset_mode"] == "NextStep"
 
 
+def test_a_vector_env_without_sub_envs_records_no_seed_or_spec_it_cannot_know(
+    tmp_path: Path,
+) -> None:
+    """CartPole's own vector env (make_vec's "vector_entry_point") draws every sub-env's
+    start from one generator: no sub-env has the seed s + i, and its spec is the vector
+    env's (with num_envs, which no single env takes). The episodes record no seed and no
+    spec, and the env's id, from which replay makes the env."""
+    envs = gymnasium.make_vec("CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point")
+    with TraceRecordingVectorWrapper(envs, tmp_path) as venv:
+        obs, _ = venv.reset(seed=0)
+        for _ in range(3):
+            venv.step(np.array([0, 1]))
+    got = episodes_by_subenv(tmp_path, 2)
+    assert [[ep.seed for ep in eps] for eps in got] == [[None], [None]]
+    for i, (ep,) in enumerate(got):
+        assert (ep.env_id, ep.env_spec, ep.length) == ("CartPole-v1", None, 3)
+        np.testing.assert_array_equal(ep.observations[0], obs[i], strict=True)
+    with pytest.warns(gym_recording.ReplayMismatchWarning, match="without a seed"):
+        assert not got[0][0].replay(render=False).reproduced  # (made from the id)
+
+
 def test_partial_reset_leaves_caller_options_intact(tmp_path: Path) -> None:
     """The reset_mask the caller passes stays in its dict, and only masked sub-envs restart."""
     venv = TraceRecordingVectorWrapper(SyncVectorEnv([make_cartpole] * 2), str(tmp_path))
@@ -432,4 +453,5 @@ def test_a_closed_vector_wrapper_refuses_reset_and_step(tmp_path: Path) -> None:
     with pytest.raises(gym_recording.RecordingClosedError, match="the env has stepped"):
         venv.step(np.zeros(2, np.int64))
     with gym_recording.load(tmp_path) as rec:
-        assert sorted((ep.length, ep.seed) for ep in rec) == [(1, 0), (1, 1)]
+        # (make_vec's CartPole is its own vector env: no seed per sub-env, see above)
+        assert sorted((ep.length, ep.seed) for ep in rec) == [(1, None), (1, None)]

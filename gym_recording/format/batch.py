@@ -439,8 +439,9 @@ def decode_batch(
     def at(key: str) -> Callable[[int], str]:
         return lambda i: f"episodes[{i}].{key}"
 
-    observations = decode_fields([o.observations for o in objs], blob, at("observations"))
-    actions = decode_fields([o.actions for o in objs], blob, at("actions"))
+    parts = frozenset(j for j, o in enumerate(objs) if o.part or o.continues)  # (join first)
+    observations = decode_fields([o.observations for o in objs], blob, at("observations"), parts)
+    actions = decode_fields([o.actions for o in objs], blob, at("actions"), parts)
     rewards = decode_fields([o.rewards for o in objs], blob, at("rewards"))
     if legacy:
         actions = [_legacy_empty(a) for a in actions]
@@ -629,7 +630,7 @@ def join_parts(parts: Sequence[tuple[DecodedBatch, int]], path: str) -> DecodedB
         obs = join_fields(col("observations"), drop_first=True)
         acts = join_fields(col("actions"), drop_first=False)
         rews = join_fields(col("rewards"), drop_first=False)
-        joined_infos = None if infos[0] is None else join_fields(infos, drop_first=True)
+        joined_infos = None if infos[0] is None else join_fields(infos, True, stack=False)
         joined_frames = None if frames[0] is None else join_fields(frames, drop_first=True)
     except JoinError as exc:
         msg = f"the {len(parts)} parts of an episode do not join: {exc}"

@@ -11,6 +11,7 @@ declared sizes: a frame that holds more or less, is truncated or corrupt is refu
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import threading
 import weakref
@@ -127,27 +128,39 @@ class FrameStream:
             job_size=STREAM_JOB_BYTES if threads else 0,
         )
         self._cctx: Any = zstandard.ZstdCompressor(compression_params=params)
-        self._obj: Any = None
-        self._pieces: list[bytes] = []
-        #: The bytes of the frame begun so far.
-        self.rawsize = 0
+        # zstd writes the frame into _sink itself, so that none of it is lost when an
+        # interrupt (Ctrl-C) lands as zstd returns: Python raises it right after the call.
+        self._sink: io.BytesIO | None = None
+        self._writer: Any = None
         if threads:
             _THREADED.add(self)
 
+    @property
+    def rawsize(self) -> int:
+        """The bytes added to the frame begun so far.
+
+        zstd's own count: right after an interrupt too (zstd took the data whole, or none).
+        """
+        return int(self._cctx.frame_progression()[0]) if self._writer is not None else 0
+
     def close(self) -> None:
         """Free zstd's context (and its workers): the stream takes no more frames."""
-        self._obj, self._pieces, self._cctx = None, [], None
+        self._writer, self._sink, self._cctx = None, None, None
 
     def start(self) -> None:
         """Begin a frame (the one begun before, if not finished, is dropped)."""
-        self._obj, self._pieces, self.rawsize = self._cctx.compressobj(), [], 0
+        self._sink = io.BytesIO()
+        self._writer = self._cctx.stream_writer(self._sink, closefd=False)
+        self._writer.flush(zstandard.FLUSH_BLOCK)  # (begun now: zstd counts from 0, not on)
 
     def add(self, data: Any) -> None:
         """Compress ``data`` (a bytes-like object) as the frame's next bytes."""
-        piece = self._obj.compress(data)
-        if piece:
-            self._pieces.append(piece)
-        self.rawsize += memoryview(data).nbytes
+        self._writer.write(data)
+
+    def _frame(self, mode: int) -> bytes:
+        """The frame so far, once zstd has written out what it holds (``mode``: a flush's)."""
+        self._writer.flush(mode)
+        return self._sink.getvalue()  # type: ignore[union-attr]
 
     def read_back(self) -> bytes:
         """The bytes added to the frame begun so far, decompressed (the frame goes on).
@@ -155,9 +168,9 @@ class FrameStream:
         Raises:
             CodecError: zstd cannot read back what it made.
         """
-        self._pieces.append(self._obj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+        frame = self._frame(zstandard.FLUSH_BLOCK)
         try:
-            data = zstandard.ZstdDecompressor().decompressobj().decompress(b"".join(self._pieces))
+            data = zstandard.ZstdDecompressor().decompressobj().decompress(frame)
         except zstandard.ZstdError as exc:
             raise CodecError(f"cannot read back the frame begun: {exc}") from None
         if len(data) != self.rawsize:
@@ -171,15 +184,14 @@ class FrameStream:
         Raises:
             CodecError: zstd made a header this does not know (it would be refused).
         """
-        self._pieces.append(self._obj.flush())
-        frame = b"".join(self._pieces)
-        self._obj, self._pieces = None, []
+        frame, rawsize = self._frame(zstandard.FLUSH_FRAME), self.rawsize
+        self._writer = self._sink = None
         fhd = frame[4]
         # (no size field, no single segment, no dictionary: the header of a stream's frame)
         if len(frame) > 6 and not fhd & 0xE3:
-            n = self.rawsize.to_bytes(8, "little")
+            n = rawsize.to_bytes(8, "little")
             frame = b"".join((frame[:4], bytes((fhd | 0xC0,)), frame[5:6], n, frame[6:]))
-        if zstandard.frame_content_size(frame) != self.rawsize:
+        if zstandard.frame_content_size(frame) != rawsize:
             msg = f"zstd wrote a frame header this cannot complete ({frame[:6].hex()})"
             raise CodecError(msg)
         return frame

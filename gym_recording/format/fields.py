@@ -89,22 +89,23 @@ class JoinError(ValueError):
     """The fields of an episode's parts do not join (FORMAT.md §9)."""
 
 
-def join_fields(parts: list[Any], drop_first: bool) -> Any:
+def join_fields(parts: list[Any], drop_first: bool, *, stack: bool = True) -> Any:
     """The fields of an episode's parts joined along the step axis (FORMAT.md §4, §9).
 
     With ``drop_first`` each later part's first step (the repeated observation) is dropped.
     Parts join leaf by leaf when their structures agree: the same dict keys, tuple lengths,
     and array dtypes and shapes after the step axis. A part whose field is a list of per-step
-    values (a writer that fell back to them) joins any other as per-step values.
+    values (a writer that fell back to them) joins any other as per-step values, stacked
+    where they allow as :func:`decode_fields` stacks a list (not with ``stack`` false: infos).
 
     Raises:
         JoinError: the parts' structures differ otherwise.
     """
     rest = [slice_field(p, 1, None) for p in parts[1:]] if drop_first else parts[1:]
-    return _join([parts[0], *rest])
+    return _join([parts[0], *rest], stack)
 
 
-def _join(parts: list[Any]) -> Any:
+def _join(parts: list[Any], stack: bool) -> Any:
     head = parts[0]
     if any(isinstance(p, list) for p in parts):
         out: list[Any] = []
@@ -113,7 +114,7 @@ def _join(parts: list[Any]) -> Any:
             if n is None:
                 raise JoinError("a part's leaves have different numbers of steps")
             out.extend(field_step(p, t) for t in range(n))
-        return out
+        return stack_steps(out) if stack else out
     if isinstance(head, np.ndarray):
         for p in parts[1:]:
             if not isinstance(p, np.ndarray):
@@ -129,10 +130,10 @@ def _join(parts: list[Any]) -> Any:
     if isinstance(head, dict):
         if not all(isinstance(p, dict) and list(p) == list(head) for p in parts):
             raise JoinError(f"a Dict field of keys {list(head)} is followed by another field")
-        return {k: _join([p[k] for p in parts]) for k in head}
+        return {k: _join([p[k] for p in parts], stack) for k in head}
     if not all(isinstance(p, tuple) and len(p) == len(head) for p in parts):
         raise JoinError(f"a Tuple field of {len(head)} members is followed by another field")
-    return tuple(_join([p[i] for p in parts]) for i in range(len(head)))
+    return tuple(_join([p[i] for p in parts], stack) for i in range(len(head)))
 
 
 # ------------------------------------------------------------------------------ encoding
@@ -163,12 +164,18 @@ def field_encoder(field: Any, layout: BlobLayout) -> Callable[[int, int], Field]
 
 
 def decode_fields(
-    fields: list[Field], blob: BatchBlob, where: Callable[[int], str], _depth: int = 0
+    fields: list[Field],
+    blob: BatchBlob,
+    where: Callable[[int], str],
+    keep: frozenset[int] = frozenset(),
+    _depth: int = 0,
 ) -> list[Any]:
     """The fields of a batch's episode objects at one place (``observations``, say), decoded.
 
     Decoded together, so that a column of array references is checked and viewed at once.
-    ``where(i)`` names ``fields[i]``'s place for messages.
+    ``where(i)`` names ``fields[i]``'s place for messages. A per-step list is stacked into
+    one array where its values allow (§5), but in the fields ``keep`` names: parts of an
+    episode, whose lists join as per-step values first (:func:`join_fields`).
     """
     if _depth > MAX_NESTING:
         raise blob.fail(where(0), f"fields nest deeper than {MAX_NESTING} levels")
@@ -189,6 +196,7 @@ def decode_fields(
     for key, idx in groups.items():
         members = [fields[i] for i in idx]
         here = _places(where, idx, "")
+        kept = frozenset(j for j, i in enumerate(idx) if i in keep)
         got: list[Any]
         if key[0] == "array":
             got = blob.arrays_of(members, here, steps=True)  # type: ignore[arg-type]
@@ -196,7 +204,11 @@ def decode_fields(
             dicts: list[DictField] = members  # type: ignore[assignment]
             cols = {
                 k: decode_fields(
-                    [d.fields[k] for d in dicts], blob, _places(where, idx, f".{k}"), _depth + 1
+                    [d.fields[k] for d in dicts],
+                    blob,
+                    _places(where, idx, f".{k}"),
+                    kept,
+                    _depth + 1,
                 )
                 for k in key[1]
             }
@@ -205,7 +217,11 @@ def decode_fields(
             tuples: list[TupleField] = members  # type: ignore[assignment]
             cols_t = [
                 decode_fields(
-                    [t.fields[m] for t in tuples], blob, _places(where, idx, f"[{m}]"), _depth + 1
+                    [t.fields[m] for t in tuples],
+                    blob,
+                    _places(where, idx, f"[{m}]"),
+                    kept,
+                    _depth + 1,
                 )
                 for m in range(key[1])
             ]
@@ -213,9 +229,9 @@ def decode_fields(
         else:  # lists of per-step values
             lists: list[list[Any]] = members  # type: ignore[assignment]
             got = [
-                stack_steps([decode_value(x, blob, here(j), _depth + 1) for x in values])
-                for j, values in enumerate(lists)
+                [decode_value(x, blob, here(j), _depth + 1) for x in v] for j, v in enumerate(lists)
             ]
+            got = [v if j in kept else stack_steps(v) for j, v in enumerate(got)]
         for j, i in enumerate(idx):
             out[i] = got[j]
     return out

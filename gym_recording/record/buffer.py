@@ -273,8 +273,11 @@ FrameStore = FrameLeaf | StreamedFrames
 def frame_store(
     dtype: np.dtype[Any], shape: tuple[int, ...], compressor: Compressor | None
 ) -> FrameStore:
-    """Where a recording keeps rows of ``dtype`` and ``shape`` of more than 4 KiB until written."""
-    if compressor is not None and frames.STREAM:
+    """Where a recording keeps rows of ``dtype`` and ``shape`` of more than 4 KiB until written.
+
+    A compressed recording streams them (empty rows excepted: zstd counts a part's bytes).
+    """
+    if compressor is not None and frames.STREAM and dtype.itemsize * math.prod(shape):
         return StreamedFrames(dtype, shape, compressor)
     return FrameLeaf(dtype, shape)
 

@@ -39,7 +39,7 @@ class _Part:
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
-        self.rows = 0  # (the rows compressed into it)
+        self.rows = 0  # (the rows compressed into it, counted by zstd once it is finished)
         self.frame: bytes | None = None
         self.error: Exception | None = None
 
@@ -111,15 +111,18 @@ class StreamedFrames:
 
         self.put = put
 
-    def _add(self, data: Any, at: int, rows: int) -> None:
-        """Compress ``rows`` rows of ``data``, the first being row ``at``, into the current part."""
+    def _add(self, data: Any, at: int) -> None:
+        """Compress rows of ``data``, the first being row ``at``, into the current part."""
         part = self._part or self._begin(at)  # (none after a release of every row)
         if part.error is None:
             try:
                 self._stream.add(data)
             except Exception as exc:  # (zstd's, or memory: raised by the write that needs it)
                 part.error = exc
-        part.rows += rows
+
+    def _rows(self, part: _Part) -> int:
+        """The rows compressed into ``part`` (zstd's count, for the part being compressed)."""
+        return self._stream.rawsize // self.row_bytes() if part is self._part else part.rows
 
     def claim(self) -> None:
         """Compress the row held back, before the next step's values are stored.
@@ -130,10 +133,14 @@ class StreamedFrames:
         """
         if not self._holding:
             return
+        before = self._stream.rawsize if self._part is not None else 0
         try:
-            self._add(self._row(), self.n - 1, 1)
-        except BaseException:
-            self.settle(True)
+            self._add(self._row(), self.n - 1)
+        except BaseException:  # (zstd took the row whole, or none of it: its count says)
+            if self._part is not None and self._stream.rawsize > before:
+                self._holding, self._ref = False, None
+            else:
+                self.settle(True)
             raise
         self._holding, self._ref = False, None
 
@@ -175,7 +182,7 @@ class StreamedFrames:
                 continue
             self.claim()
             if len(seg) > 1:
-                self._add(np.ascontiguousarray(seg[:-1]).data, self.n, len(seg) - 1)
+                self._add(np.ascontiguousarray(seg[:-1]).data, self.n)
             self._held[...] = seg[-1]
             self._holding = True
             self.n += len(seg)
@@ -191,11 +198,13 @@ class StreamedFrames:
 
     def _finish(self) -> None:
         """Finish the current part's zstd frame (waiting for zstd's worker)."""
-        part, self._part = self._part, None
+        part = self._part
         if part is None:
             return
+        rows, self._part = self._rows(part), None
         if part.error is None:
             try:
+                part.rows = rows
                 part.frame = self._stream.finish()
             except Exception as exc:
                 part.error = exc
@@ -209,7 +218,7 @@ class StreamedFrames:
         if self._part is not None and self._start == self._offset + at:
             return  # (begun there already: nothing is in it but that row)
         if at < self.n and self._holding:  # the part before ends with it too
-            self._add(self._row(), at, 1)
+            self._add(self._row(), at)
         elif at < self.n:  # (compressed already, see settle: read back into the new part)
             self._held[...] = self.get(at)
             self._holding = True
@@ -268,7 +277,7 @@ class StreamedFrames:
             if at > i:
                 continue
             rows_then, rows = self._back.get(start, (-1, None))
-            if rows is None or rows_then != part.rows:
+            if rows is None or rows_then != self._rows(part):
                 try:
                     if part.error is not None:
                         raise CodecError(repr(part.error))
@@ -280,7 +289,7 @@ class StreamedFrames:
                     msg = f"cannot read back row {i} of the recorded frames: {exc}"
                     raise RecordingError(msg) from None
                 rows = data.view(self.dtype).reshape(-1, *self.shape)
-                self._back[start] = (part.rows, rows)
+                self._back[start] = (self._rows(part), rows)
             return rows[i - at].copy()
         msg = f"row {i} of the recorded frames is in no part"  # pragma: no cover
         raise RecordingError(msg)

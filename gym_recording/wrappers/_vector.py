@@ -34,7 +34,7 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import iterate
 
 from gym_recording._errors import RecordingError
@@ -242,18 +242,24 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     and any :class:`gymnasium.vector.VectorEnv` that declares ``metadata["autoreset_mode"]``,
     under each mode (``NEXT_STEP``, ``SAME_STEP``, ``DISABLED``): the reset observation an
     autoreset returns starts the next episode and is never recorded as a transition, and no
-    episode loses its final observation. Each sub-env is one writer; its manifest's
+    episode loses its final observation (under ``SAME_STEP`` it is Gymnasium's
+    ``info["final_obs"]``, which a sub-env that reuses its observation buffer overwrites by
+    its own reset before the vector env keeps it). Each sub-env is one writer; its manifest's
     ``metadata["vector_env"]`` holds its ``index``, the ``num_envs`` and the ``autoreset_mode``.
     Seeds given to ``reset(seed=...)`` are recorded per sub-env (an int ``s`` gives sub-env
     ``i`` the seed ``s + i``, as the vector env does); episodes begun by an autoreset have no
-    seed. Call :meth:`close` (or use ``with``) to write the last batches.
+    seed. A vector env that is neither sync nor async (``make_vec``'s
+    ``"vector_entry_point"``) has no sub-envs of their own: its episodes record no seed and
+    no spec, only the env's id. Call :meth:`close` (or use ``with``) to write the last
+    batches.
 
     Args:
         env: The vector environment to record.
         directory: Where to write (a path or an fsspec URL); created if missing. ``None`` makes
             a fresh directory under the system temporary directory.
         batch_bytes: The size each sub-env's batch files aim at.
-        record_infos: Also record each sub-env's reset and step infos (unbatched). Under
+        record_infos: Also record each sub-env's reset and step infos (unbatched: a number
+            comes back as the numpy scalar the vector env batched it into). Under
             ``SAME_STEP``, the info of a step that ends a sub-env's episode holds, as
             Gymnasium lays it out, its ``final_info`` (recorded as that last step's info)
             and the next episode's reset info (recorded as such): so keys a vector wrapper
@@ -345,7 +351,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         directory,
                         batch_bytes=batch_bytes,
                         metadata=meta,
-                        env_id=getattr(specs[i], "id", None),
+                        env_id=getattr(specs[i] or env.spec, "id", None),
                         env_spec=env_spec_json(specs[i]),
                         observation_space=env.single_observation_space,
                         action_space=env.single_action_space,
@@ -392,9 +398,13 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         return _Columns(arrays[0], arrays[1], n)
 
     def _sub_specs(self, n: int) -> list[Any]:
-        """Each sub-env's spec (for the manifest), or the vector env's own spec."""
+        """Each sub-env's spec (for the manifest), or ``None`` where it is not known.
+
+        (Not the vector env's own: ``make_vec``'s holds its vector arguments, with which no
+        sub-env could be made.)
+        """
         # (the vector env itself: vector wrappers such as RecordEpisodeStatistics do not
-        # forward get_attr, and their own spec is the vector env's)
+        # forward get_attr)
         get_attr = getattr(getattr(self.env, "unwrapped", self.env), "get_attr", None)
         try:
             specs = list(get_attr("spec")) if callable(get_attr) else []
@@ -402,7 +412,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 return specs
         except Exception:  # a sub-env without a spec attribute, or an unpicklable spec
             pass
-        return [getattr(self.env, "spec", None)] * n
+        return [None] * n
 
     # ---------------------------------------------------------------- env API
 
@@ -429,7 +439,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 mask = np.asarray(options["reset_mask"])
                 sub_options = {k: v for k, v in options.items() if k != "reset_mask"} or None
         obs, infos = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
-        seeds = _per_env_seeds(seed, n)
+        own = isinstance(self.env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))  # (sub-envs)
+        seeds = _per_env_seeds(seed if own else None, n)
         targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
         all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
         frames, failure = None, None

@@ -526,6 +526,24 @@ def test_vector_render_failure_cuts_the_rendered_episodes_and_recording_goes_on(
         np.testing.assert_array_equal(ep.observations[1:, 0], np.arange(1, ep.length + 1))
 
 
+def _interrupt_once_stalled(rec: TraceRecording, go: Any) -> None:
+    """Ctrl-C the main thread once ``rec``'s steps stop (it waits in a stalled compressor),
+    then let the compressor go on (``go``, a threading.Event)."""
+    import _thread
+    import threading
+    import time
+
+    def interrupt() -> None:
+        steps = -1
+        while rec.steps != steps:
+            steps = rec.steps
+            time.sleep(0.3)
+        _thread.interrupt_main()
+        go.set()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+
+
 def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its_frame(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -534,9 +552,7 @@ def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its
     is then held back, copied, and compressed later: no step is recorded without its
     frame, and what was recorded reads back. (The codec's FrameStream is made to stall from
     its 20th frame on: the reason this test reaches into the format layer.)"""
-    import _thread
     import threading
-    import time
 
     from gym_recording.format import codec
 
@@ -554,15 +570,7 @@ def test_an_interrupt_while_waiting_for_the_compressor_keeps_every_step_with_its
     rec = TraceRecording(tmp_path, compression="zstd")
     frame = np.zeros((64, 64, 3), np.uint8)
 
-    def interrupt_once_blocked() -> None:
-        seen = -1
-        while rec.steps != seen:  # (until the steps stop: the stepping thread waits)
-            seen = rec.steps
-            time.sleep(0.3)
-        _thread.interrupt_main()
-        go.set()
-
-    threading.Thread(target=interrupt_once_blocked, daemon=True).start()
+    _interrupt_once_stalled(rec, go)
     rec.add_reset(np.zeros(1), render_frame=frame)
     with pytest.raises(KeyboardInterrupt):
         for t in range(1, 1000):
@@ -585,9 +593,7 @@ def test_an_interrupt_in_the_observations_compressor_keeps_the_frame_of_its_step
     taken from the env too (copied), before the env draws the next into the same buffer,
     and the recording goes on. (The codec's FrameStream is made to stall once: the reason
     this test reaches into the format layer.)"""
-    import _thread
     import threading
-    import time
 
     from gym_recording.format import codec
 
@@ -607,15 +613,7 @@ def test_an_interrupt_in_the_observations_compressor_keeps_the_frame_of_its_step
     monkeypatch.setattr(codec.FrameStream, "add", stalled)
     rec = TraceRecording(tmp_path, compression="zstd")
 
-    def interrupt_once_blocked() -> None:
-        steps = -1
-        while rec.steps != steps:  # (until the steps stop: the stepping thread waits)
-            steps = rec.steps
-            time.sleep(0.3)
-        _thread.interrupt_main()
-        go.set()
-
-    threading.Thread(target=interrupt_once_blocked, daemon=True).start()
+    _interrupt_once_stalled(rec, go)
     rec.add_reset(obs, render_frame=frame)
     t = 0
     with pytest.raises(KeyboardInterrupt):

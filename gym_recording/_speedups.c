@@ -14,12 +14,9 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
-#include <string.h>
+#include <structmember.h> /* (Python.h brings string.h, errno.h and limits.h) */
 #ifndef _WIN32
-#include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -194,7 +191,11 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     const void *a_src = leaf_bytes(action, &self->act, &a_tmp);
     const void *o_src = a_src == NULL ? NULL
                                       : leaf_bytes(PyTuple_GET_ITEM(result, 0), &self->obs, &o_tmp);
-    if (o_src == NULL) {
+    PyObject *terminated = PyTuple_GET_ITEM(result, 2), *truncated = PyTuple_GET_ITEM(result, 3);
+    int t = o_src == NULL ? -1 : terminated == Py_False ? 0 : PyObject_IsTrue(terminated);
+    int u = t < 0 ? -1 : truncated == Py_False ? 0 : PyObject_IsTrue(truncated);
+    if (u < 0) { /* (a value of another layout, or flags of no truth value: Python's code) */
+        PyErr_Clear();
         goto slow;
     }
     if (self->keep_info != NULL && !take_row(self, PyTuple_GET_ITEM(result, 4))) {
@@ -210,13 +211,8 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         append(self->rewards, &r, sizeof r) < 0) {
         return NULL;
     }
-    PyObject *terminated = PyTuple_GET_ITEM(result, 2), *truncated = PyTuple_GET_ITEM(result, 3);
-    if (terminated != Py_False || truncated != Py_False) {
-        int t = PyObject_IsTrue(terminated);
-        int u = t < 0 ? -1 : PyObject_IsTrue(truncated);
-        if (u < 0 || ((t || u) && call2(self->on_flags, terminated, truncated) < 0)) {
-            return NULL;
-        }
+    if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) {
+        return NULL;
     }
     return Py_NewRef(result);
 

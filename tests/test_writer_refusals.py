@@ -239,6 +239,29 @@ def test_a_value_that_fits_nothing_in_an_observation_is_refused(tmp_path: Path) 
     assert [ep.observations for ep in eps] == [["a", "b"], ["c", "d"]]
 
 
+class _FlagEnv(RewardEnv):
+    """Its third step's ``terminated`` is an array of two flags (as a vector env's)."""
+
+    def step(self, action: Any) -> Any:
+        obs, reward, _, truncated, info = super().step(action)
+        return (
+            obs,
+            reward,
+            np.array([self.t == 3, False]) if self.t == 3 else False,
+            truncated,
+            info,
+        )
+
+
+def test_flags_of_no_truth_value_are_refused_before_the_step_is_kept(tmp_path: Path) -> None:
+    env = TraceRecordingWrapper(_FlagEnv([1.0]), tmp_path)
+    errors = _play(env, 1, 5)
+    env.close()
+    assert len(errors) == 1 and "terminated and truncated" in errors[0]
+    (ep,) = _check_readable(tmp_path)
+    assert (ep.length, ep.terminated) == (2, False)
+
+
 class _Failing(Mapping[str, Any]):
     """A mapping whose items raise when read: the env's own value fails while copied."""
 

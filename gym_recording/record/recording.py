@@ -334,8 +334,10 @@ class TraceRecording:
         if len(rewards) >> 3 >= self._room:
             self._make_room()
         steps = len(rewards) >> 3
-        what = "the reward"
+        what = "terminated and truncated (bools)"
         try:  # (every check before anything is kept: a refused step leaves no trace)
+            terminated, truncated = bool(terminated), bool(truncated)
+            what = "the reward"
             value = reward if type(reward) is float else buffer.reward_value(reward)
             if ep.frame_start >= 0 or render_frame is not None:
                 shape = self._frames.shape if self._frames is not None else None

@@ -107,6 +107,19 @@ def test_record_options(cli: Run, tmp_path: Path) -> None:
         assert rec.env_id == "MountainCar-v0"
 
 
+def test_record_into_a_directory_with_a_recording_reports_this_run(
+    cli: Run, tmp_path: Path
+) -> None:
+    out = str(tmp_path / "r")
+    args = ["MountainCar-v0", "--episodes", "2", "--dir", out, "--max-steps", "15"]
+    cli("record", *args)
+    proc = cli("record", *args)
+    assert "Recorded 2 episodes (30 steps)" in proc.stdout
+    assert "Mean return -15.00" in proc.stdout
+    with gym_recording.load(out) as rec:
+        assert len(rec) == 4
+
+
 def test_record_is_reproducible(cli: Run, tmp_path: Path) -> None:
     for name in ("a", "b"):
         cli("record", "--episodes", "3", "--seed", "11", "--dir", str(tmp_path / name))

@@ -269,6 +269,24 @@ def test_compress_and_decompress_commands(tmp_path, capsys):
     assert "already holds a recording" in capsys.readouterr().err
 
 
+def test_compress_of_a_damaged_recording_copies_nothing(tmp_path, capsys):
+    """The last batch of the last writer is damaged: nothing is written (not the batches
+    before it: a copy that verifies but lacks episodes), and the exit code says a problem
+    with the recording (1), not bad usage (2)."""
+    src = tmp_path / "src"
+    for w in range(2):
+        with TraceRecording(src, batch_bytes=500) as rec:
+            for e in range(4):
+                rec.add_reset(np.zeros(8), seed=10 * w + e)
+                for t in range(5):
+                    rec.add_step(t, np.full(8, t, float), 1.0, terminated=t == 4)
+    last = sorted(src.glob("*.ep*.json"))[-1]
+    last.write_bytes(last.read_bytes()[:-10])
+    assert cli(["compress", str(src), str(tmp_path / "z")]) == 1
+    assert str(last.name) in capsys.readouterr().err
+    assert not (tmp_path / "z").exists() or not any((tmp_path / "z").iterdir())
+
+
 def test_split_episodes_keep_their_parts_when_compressed(tmp_path):
     """An episode split across batches is compressed part by part and joins again."""
     src = tmp_path / "src"

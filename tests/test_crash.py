@@ -260,3 +260,78 @@ def test_uncaught_env_exception_in_a_process_keeps_the_cut_episode(tmp_path):
         for i in range(2):
             ch.assert_episode(rec[i], ch.expected_episode(0, i))
         ch.assert_episode(rec[2], ch.expected_episode(0, 2, raise_at), cut=True)
+
+
+# ------------------------------------------------------------------ Ctrl-C (KeyboardInterrupt)
+# SIGINT's KeyboardInterrupt is raised where the main thread waits: in the join of a batch's
+# write. These tests raise it there, in the record layer's writer and in the local storage's
+# C write (the reason they reach into private modules), then close() as the exit handler
+# does; found by a fuzzer that sent SIGINT to a recording process at random moments.
+
+
+def test_ctrl_c_while_an_episode_is_cut_into_parts_keeps_the_recording_readable(
+    tmp_path, monkeypatch
+):
+    """Interrupted as it waits for the previous batch's write, before it cuts a long
+    episode: the episode is not cut, and close() writes it whole (before, both of its parts
+    went into one batch, which made every batch of the recording unreadable)."""
+    from gym_recording.record.writer import BatchWriter
+
+    wait, armed = BatchWriter.wait, [False]
+
+    def interrupted(self):
+        if armed[0] and self._job is not None:
+            armed[0] = False
+            raise KeyboardInterrupt
+        return wait(self)
+
+    monkeypatch.setattr(BatchWriter, "wait", interrupted)
+    rec = TraceRecording(tmp_path, batch_bytes=3000, record_infos=True)
+    rec.add_reset(np.zeros(8), seed=1, info={})
+    with pytest.raises(KeyboardInterrupt):
+        for t in range(1, 400):
+            armed[0] = armed[0] or t == 200
+            rec.add_step(t, np.full(8, t, float), 1.0, info={"t": t})
+    rec.close()
+    assert gym_recording.verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        (ep,) = list(r)
+    assert ep.length == t - 1 and ep.actions.tolist() == list(range(1, t))
+
+
+def test_ctrl_c_as_the_c_write_returns_loses_no_batch(tmp_path, monkeypatch):
+    """Interrupted as the C write thread's wait returns (the files published): close() at
+    exit waits for it again and writes the rest (before: ValueError, the buffer lost)."""
+    from gym_recording.storage import local
+
+    if local.LocalStorage._start_write_c is None:
+        pytest.skip("gym_recording._speedups is not built")
+    start, armed = local._CWrite._start, [False]
+
+    class Task:
+        def __init__(self, task):
+            self.task = task
+
+        def wait(self, done):
+            result = self.task.wait(done)
+            if armed[0]:
+                armed[0] = False
+                raise KeyboardInterrupt
+            return result
+
+    def started(self):
+        start(self)
+        self._task = Task(self._task)
+
+    monkeypatch.setattr(local._CWrite, "_start", started)
+    rec = TraceRecording(tmp_path, batch_bytes=2000)
+    with pytest.raises(KeyboardInterrupt):
+        for e in range(40):
+            armed[0] = armed[0] or e == 20
+            rec.add_reset(np.zeros(8), seed=e)
+            for t in range(1, 11):
+                rec.add_step(t, np.full(8, t, float), 1.0, terminated=t == 10)
+    rec.close()
+    assert gym_recording.verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        assert [ep.seed for ep in r] == list(range(e + 1))

@@ -379,6 +379,63 @@ def test_minari_without_recorded_spaces_infers_them(tmp_path: Path, minari_path:
     assert dataset.total_steps == 8
 
 
+def test_minari_infers_dict_observations_and_keeps_out_zero_step_episodes(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """No spaces recorded: Dict observations are inferred key by key, and a zero-step
+    episode (no action of its own to infer from) is no crash."""
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset({"pos": np.zeros(2)})
+        w.add_step(1, {"pos": np.ones(2)}, 1.0, terminated=True)
+        w.add_reset({"pos": np.zeros(2)})
+        w.end_episode()
+    export(tmp_path / "r", to="minari", out="tests/inferred-dict-v0")
+    dataset = minari_path.load_dataset("tests/inferred-dict-v0")
+    assert isinstance(dataset.observation_space, gymnasium.spaces.Dict)
+    assert dataset.observation_space["pos"].shape == (2,)
+    assert dataset.total_steps == 1
+
+
+@pytest.mark.parametrize("to", ["npz", "mp4"])
+def test_exports_get_the_permissions_a_new_file_gets(tmp_path: Path, to: str) -> None:
+    """Not the 0600 (0700) of a temporary file (directory): the umask decides."""
+    if to == "mp4":
+        pytest.importorskip("av")
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d) as w:
+        w.add_reset(np.zeros((64, 64, 3), np.uint8))
+        w.add_step(0, np.ones((64, 64, 3), np.uint8), 1.0)
+    old = os.umask(0o022)
+    try:
+        out = export(d, to=to, out=tmp_path / "x")
+    finally:
+        os.umask(old)
+    assert os.stat(out).st_mode & 0o777 == (0o755 if to == "mp4" else 0o644)
+
+
+def test_npz_keeps_action_dtypes_beside_an_original_writers_empty_episode(
+    tmp_path: Path,
+) -> None:
+    """The original writer stored a zero-step episode's actions as a bare [] (float64 when
+    read): its no rows must not turn the others' int64 actions into float64."""
+    src = Path(__file__).parent / "data" / "compat" / "empty_episode"
+    out = export(src, to="npz", out=tmp_path / "x.npz")
+    with gym_recording.load(src) as rec:
+        want = np.concatenate([ep.actions for ep in rec if ep.length])
+    got = np.load(out)["actions"]
+    assert got.dtype == want.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+def test_npz_refuses_episodes_of_arrays_and_of_per_step_values(tmp_path: Path) -> None:
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        for e in range(2):
+            w.add_reset(np.zeros(2))
+            for k in range(2):
+                w.add_step(0, np.zeros(2 if e == 0 else k + 1), 1.0)
+    with pytest.raises(ExportError, match="per-step values stored as JSON strings, unlike"):
+        export(tmp_path / "r", to="npz", out=tmp_path / "x.npz")
+
+
 # --------------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------------

@@ -406,6 +406,19 @@ def test_episode_plot_max_dims_and_dict_leaves(tmp_path: Path) -> None:
     _png(axes[0].figure)
 
 
+def test_episode_plot_of_a_zero_step_episode_with_array_actions(tmp_path: Path) -> None:
+    """As a wrapper's last reset before close() leaves: no step, array actions of width 2."""
+    with gym_recording.TraceRecording(tmp_path) as w:
+        w.add_reset(np.zeros(2))
+        w.add_step(np.ones(2), np.ones(2), 1.0, terminated=True)
+        w.add_reset(np.zeros(2))
+    ep = gym_recording.load(tmp_path)[1]
+    assert ep.length == 0
+    axes = ep.plot()
+    assert [a.get_ylabel() for a in axes][:2] == ["reward", "action"]
+    _png(axes[0].figure)
+
+
 def test_episode_plot_of_images_points_to_show(images: Path) -> None:
     axes = gym_recording.load(images)[0].plot()
     texts = [t.get_text() for t in axes[-1].texts]

@@ -179,3 +179,14 @@ def test_compressed_recording_reads_the_same(cartpole_dir: Path, tmp_path: Path)
         b, k = rows[ep.index]
         np.testing.assert_array_equal(b["observations"][k], ep.observations)
         np.testing.assert_array_equal(b["actions"][k], ep.actions)
+
+
+def test_text_observations_are_their_text_per_episode_too(tmp_path: Path) -> None:
+    """per='episode' holds each episode's text observations as text (not their repr), as
+    per='step' does."""
+    with TraceRecording(tmp_path) as rec:
+        rec.add_reset("hello")
+        rec.add_step("go", "world", 1.0, terminated=True)
+    (batch,) = read_traces(tmp_path).iter_batches(batch_size=None, batch_format="numpy")
+    assert list(batch["observations"][0]) == ["hello", "world"]
+    assert list(batch["actions"][0]) == ["go"]

@@ -419,6 +419,20 @@ def test_non_array_values_round_trip_as_json(trace_dir):
             assert_value_exact(g, want, f"obs[{i}]")
 
 
+def test_numpy_strings_and_bytes_come_back_as_their_text_and_bytes(trace_dir):
+    """A numpy str or bytes scalar (np.str_, np.bytes_: what a Minari dataset or an
+    element of a numpy string array gives) is its text or bytes, not its repr."""
+    info = {"s": np.str_("é"), "b": np.bytes_(b"\x00x"), "u": np.array(["ab"])[0]}
+    with TraceRecording(trace_dir, record_infos=True) as rec:
+        rec.add_reset(np.str_("reset"), info=info)
+        rec.add_step(0, "obs", 0.0, info=info)
+    with gym_recording.load(trace_dir) as r:
+        ep = r[0]
+    assert ep.observations == ["reset", "obs"]
+    for got in ep.infos:
+        assert got == {"s": "é", "b": b"\x00x", "u": "ab"}
+
+
 @pytest.mark.parametrize("layout", ["fortran", "strided", "transposed-image"])
 def test_non_contiguous_arrays_are_recorded_by_value(layout, trace_dir):
     """Observations that are views (Fortran order, strided, transposed) keep their values."""

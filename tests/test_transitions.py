@@ -100,3 +100,18 @@ def test_dict_observations_and_empty_input(tmp_path: Path) -> None:
     assert batch["obs"]["a"].shape == (3, 2) and batch["next_obs"]["b"].tolist() == [1, 2, 3]
     assert batch["done"].tolist() == [False, False, True]
     assert list(iter_transitions([], 4)) == []
+
+
+def test_episodes_of_arrays_and_of_per_step_values_are_refused(tmp_path: Path) -> None:
+    """One episode's observations are arrays, another's per-step values of changing shapes:
+    no array of transitions holds both. An ExportError says so."""
+    with TraceRecording(str(tmp_path)) as r:
+        for e in range(2):
+            r.add_reset(np.zeros(2))
+            for k in range(2):
+                r.add_step(0, np.zeros(2 if e == 0 else k + 1), 1.0)
+    with (
+        gym_recording.load(tmp_path) as rec,
+        pytest.raises(gym_recording.ExportError, match="observations cannot be batched"),
+    ):
+        list(iter_transitions(rec, 4))

@@ -292,6 +292,8 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
         name = blob_dtype(value.dtype)
         if name is not None:
             return {"__type": "scalar", "dtype": name, "value": encode_value(value.item(), layout)}
+        if isinstance(value, (str, bytes)):  # (np.str_, np.bytes_: as their text, bytes)
+            return encode_value(value.item(), layout)
         return {"__type": "repr", "repr": repr(value)}
     if isinstance(value, bool):
         return bool(value)

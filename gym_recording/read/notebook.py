@@ -488,7 +488,8 @@ def recording_plot_returns(rec: Recording, window: int = 10, ax: Any = None) -> 
 
 def _plot_leaf(ax: Any, leaf: np.ndarray, label: str, max_dims: int, steps: bool) -> None:
     n = leaf.shape[0]
-    flat = leaf.reshape(n, -1).astype(np.float64) if leaf.ndim > 1 else leaf.astype(np.float64)
+    flat = leaf.reshape(n, math.prod(leaf.shape[1:])) if leaf.ndim > 1 else leaf
+    flat = flat.astype(np.float64)
     x = np.arange(n)
     kw = {"drawstyle": "steps-post"} if steps else {}
     if flat.ndim == 1:
@@ -546,14 +547,20 @@ def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
             discrete = leaf.dtype.kind in "biu"
             _plot_leaf(ax, leaf, name, max_dims, steps=discrete)
         ax.set_ylabel("action")
-        if sum(1 if leaf.ndim == 1 else min(max_dims, leaf[0].size) for _, leaf in actions) > 1:
+        if (
+            sum(
+                1 if leaf.ndim == 1 else min(max_dims, math.prod(leaf.shape[1:]))
+                for _, leaf in actions
+            )
+            > 1
+        ):
             ax.legend(loc="upper right", fontsize="x-small", ncol=4)
     for name, leaf in observations:
         ax = axes[k]
         k += 1
         _plot_leaf(ax, leaf, name, max_dims, steps=leaf.dtype.kind in "biu")
         ax.set_ylabel(name if len(observations) > 1 else "observation")
-        if leaf.ndim > 1 and leaf[0].size > 1:
+        if leaf.ndim > 1 and math.prod(leaf.shape[1:]) > 1:
             ax.legend(loc="upper right", fontsize="x-small", ncol=4)
     if not observations:
         ax = axes[k]

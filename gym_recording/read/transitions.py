@@ -7,20 +7,34 @@ from typing import Any
 
 import numpy as np
 
+from gym_recording._errors import ExportError
 from gym_recording.format.fields import as_array
 from gym_recording.read.episode import Episode
 
 __all__ = ["iter_transitions"]
 
 
-def _concat(fields: list[Any]) -> Any:
-    """Join the per-episode fields (arrays, or dicts/tuples of them) along the step axis."""
+def _concat(fields: list[Any], what: str) -> Any:
+    """Join the per-episode fields (arrays, or dicts/tuples of them) along the step axis.
+
+    Raises:
+        ExportError: their steps are not of one shape (one is per-step values, say).
+    """
     head = fields[0]
     if isinstance(head, dict):
-        return {k: _concat([f[k] for f in fields]) for k in head}
+        return {k: _concat([f[k] for f in fields], f"{what}[{k!r}]") for k in head}
     if isinstance(head, tuple):
-        return tuple(_concat([f[i] for f in fields]) for i in range(len(head)))
-    return np.concatenate([as_array(f) for f in fields])
+        return tuple(_concat([f[i] for f in fields], f"{what}[{i}]") for i in range(len(head)))
+    arrays = [as_array(f) for f in fields]
+    shapes = {(a.ndim, a.shape[1:]) for a in arrays}
+    if len(shapes) > 1:
+        msg = (
+            f"the episodes' {what} cannot be batched into transitions: their steps are of "
+            f"different shapes ({', '.join(str(s[1]) for s in sorted(shapes))}), or some are "
+            "per-step values; pick episodes of one layout"
+        )
+        raise ExportError(msg)
+    return np.concatenate(arrays)
 
 
 def _take(field: Any, rows: np.ndarray) -> Any:
@@ -63,6 +77,10 @@ def iter_transitions(
     Yields:
         ``{"obs", "action", "reward", "next_obs", "done", "truncated"}`` dicts of arrays.
 
+    Raises:
+        TypeError, ValueError: ``batch_size`` is not a positive int.
+        ExportError: the episodes' observations (or actions) are not of one per-step shape.
+
     Example:
         >>> import numpy as np
         >>> from gym_recording import Episode
@@ -85,8 +103,8 @@ def iter_transitions(
         return
     lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
     total = int(lengths.sum())
-    obs = _concat([ep.observations for ep in episodes])
-    actions = _concat([ep.actions for ep in episodes])
+    obs = _concat([ep.observations for ep in episodes], "observations")
+    actions = _concat([ep.actions for ep in episodes], "actions")
     rewards = np.concatenate([np.asarray(ep.rewards, np.float64) for ep in episodes])
     # Transition k of episode e: observation row obs_start[e] + k, action row act_start[e] + k.
     act_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])

@@ -517,9 +517,7 @@ class TraceRecording:
         self._act.truncate(steps)
         self._obs.truncate(steps + self._resets)
         if end:
-            logger.warning(
-                "a value was refused: the episode in %s ends at its last step", self.directory
-            )
+            logger.warning("a value was refused: the episode in %s ends before it", self.directory)
             self.end_episode()
 
     def _flags(self, terminated: Any, truncated: Any, steps: int | None = None) -> None:
@@ -655,6 +653,7 @@ class TraceRecording:
             self._sync_room()
             return
         if not self._pending:
+            self._writer.wait()  # (first: a Ctrl-C there leaves the episode as it was, uncut)
             first = ep.part == 0
             self._pending.append(
                 Span(

@@ -25,12 +25,14 @@ from gym_recording._errors import OutputExistsError, RecordingError, TraceFormat
 from gym_recording.format.names import TEMP_PREFIX, is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, PendingWrite, ThreadedWrite
 
-__all__ = ["LocalStorage", "atomic_output"]
+__all__ = ["DIRECTORY_MODE", "LocalStorage", "atomic_output"]
 
 # The permission bits a normal ``open()`` would give a new file (mkstemp uses 0600).
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 _FILE_MODE = 0o666 & ~_UMASK
+#: The permission bits ``os.mkdir`` would give a new directory (mkdtemp uses 0700).
+DIRECTORY_MODE = 0o777 & ~_UMASK
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 #: The most files the C group write takes at once (a batch has three).
 _C_GROUP_MAX = 64
@@ -92,6 +94,7 @@ def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Ite
     try:
         yield tmp
         refuse(" (it appeared while it was written)")
+        os.chmod(tmp, _FILE_MODE)  # (mkstemp made it 0600: the mode open() would give)
         os.replace(tmp, out)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -442,16 +445,19 @@ class _CWrite:
         group = [(t, n, c, s) for t, (n, c, s) in zip(self._tmps, self._files, strict=True)]
         start = self._storage._start_write_c
         assert start is not None  # (only made when the extension is built)
+        self._done: list[str] = []  # (what the task published, kept across an interrupt)
         self._task: Any = start(self._storage.directory, group, _FILE_MODE)
 
     def wait(self, published: list[str]) -> None:
         """Wait for the write; then as :meth:`LocalStorage.write_files`."""
         if self._task is None:  # waited for already
             return
-        done: list[str] = []
         while True:
+            done = self._done
             try:
                 self._task.wait(done)
+                break
+            except ValueError:  # (waited for once: a Ctrl-C landed as that wait returned)
                 break
             except FileExistsError as exc:
                 if exc.filename not in self._tmps:  # a real failure

@@ -126,9 +126,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 steps += 1
                 done = terminated or truncated
-    directory = env.directory
-    with load(directory) as rec:
-        returns = [ep.total_reward for ep in rec]
+    directory, writer = env.directory, env.recording.writer_id
+    with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
+        returns = [ep.total_reward for ep in rec if ep.writer == writer]
     q = shlex.quote(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
@@ -246,7 +246,9 @@ def _cmd_recode(args: argparse.Namespace) -> int:
     level = getattr(args, "level", None)
     try:
         out = recode(args.directory, args.out, compression=args.codec, compression_level=level)
-    except ValueError as exc:  # a compression level out of range
+    except ValueError as exc:  # a compression level out of range (a damaged file: below)
+        if isinstance(exc, RecordingError):
+            raise
         _err(str(exc))
         return EXIT_USAGE
     how = "with every array compressed" if args.codec else "with every array raw"

@@ -40,7 +40,7 @@ from gym_recording.format.fields import leaves, slice_field
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
-from gym_recording.storage.local import atomic_output
+from gym_recording.storage.local import DIRECTORY_MODE, atomic_output
 from gym_recording.tools._source import episodes, open_recording
 from gym_recording.tools.minari import export_minari, import_minari
 
@@ -287,6 +287,13 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _npz_kind(arr: np.ndarray) -> str:
+    """What an npz column of an episode holds, for a message."""
+    if arr.dtype.kind == "U":
+        return "per-step values stored as JSON strings"
+    return f"arrays of per-step shape {arr.shape[1:]}"
+
+
 def _npz_leaves(f: Any, name: str) -> Iterator[tuple[str, np.ndarray]]:
     for leaf_name, leaf in leaves(f, name):
         if isinstance(leaf, np.ndarray) and leaf.dtype != object:
@@ -337,6 +344,7 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
     """
     with open_recording(directory) as rec:
         parts: dict[str, list[np.ndarray]] = {}
+        empty: dict[str, np.ndarray] = {}
         layout: list[str] | None = None
         lengths, terminated, truncated, seeds = [], [], [], []
         frames: list[np.ndarray | None] = []
@@ -355,10 +363,17 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
                 raise ExportError(msg)
             for name, arr in leaves:
                 prev = parts.setdefault(name, [])
-                if prev and prev[0].shape[1:] != arr.shape[1:] and arr.dtype.kind != "U":
+                if not len(arr):  # (no rows: a zero-step episode's actions, of no layout)
+                    empty.setdefault(name, arr)  # (the layout, if no episode has rows)
+                    continue
+                text = arr.dtype.kind == "U"  # (values stored as JSON strings)
+                if prev and (
+                    text != (prev[0].dtype.kind == "U")
+                    or (not text and prev[0].shape[1:] != arr.shape[1:])
+                ):
                     msg = (
-                        f"{name} of episode {ep.index} has per-step shape {arr.shape[1:]}, "
-                        f"unlike {prev[0].shape[1:]} before; npz needs one shape per array"
+                        f"{name} of episode {ep.index} is {_npz_kind(arr)}, unlike "
+                        f"{_npz_kind(prev[0])} before; npz needs one shape per array"
                     )
                     raise ExportError(msg)
                 prev.append(arr)
@@ -369,7 +384,7 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             seeds.append(-1 if ep.seed is None else ep.seed)
         arrays: dict[str, np.ndarray] = {}
         for name, chunks in parts.items():
-            arrays[name] = np.concatenate(chunks) if chunks else np.zeros(0)
+            arrays[name] = np.concatenate(chunks) if chunks else empty[name]
         if "rewards" not in arrays:
             arrays["rewards"] = np.zeros(0, dtype=np.float64)
         n = np.asarray(lengths, dtype=np.int64)
@@ -445,6 +460,7 @@ def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
         if os.path.lexists(out):
             msg = f"{out} appeared while exporting; remove it or choose another path"
             raise OutputExistsError(msg)
+        os.chmod(tmp, DIRECTORY_MODE)
         os.rename(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

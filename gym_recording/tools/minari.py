@@ -26,6 +26,7 @@ import importlib.util
 import inspect
 import itertools
 import json
+import math
 import os
 import shutil
 import warnings
@@ -118,9 +119,13 @@ def _complete(space: Any, fields: list[Any], where: str) -> Any:
         return space
     head = fields[0] if fields else None
     if isinstance(head, dict):
-        return _complete(spaces.Dict(dict.fromkeys(head, None)), fields, where)  # type: ignore[arg-type]
+        return spaces.Dict(
+            {k: _complete(None, [f[k] for f in fields], f"{where}.{k}") for k in head}
+        )
     if isinstance(head, tuple):
-        return _complete(spaces.Tuple([None] * len(head)), fields, where)  # type: ignore[list-item]
+        return spaces.Tuple(
+            [_complete(None, [f[i] for f in fields], f"{where}[{i}]") for i in range(len(head))]
+        )
     return _infer(fields, where)
 
 
@@ -130,7 +135,7 @@ def _infer(fields: list[Any], where: str) -> Any:
 
     if fields and all(isinstance(f, np.ndarray) and f.dtype.kind in "biuf" for f in fields):
         head = fields[0]
-        values = np.concatenate([f.reshape(len(f), -1) for f in fields])
+        values = np.concatenate([f.reshape(len(f), math.prod(f.shape[1:])) for f in fields])
         if head.ndim == 1 and head.dtype.kind in "iu":
             low = int(values.min()) if values.size else 0
             high = int(values.max()) if values.size else 0

@@ -81,9 +81,12 @@ def _arrow_column(values: np.ndarray) -> Any:
 
 def _ragged_column(arrays: list[np.ndarray]) -> Any:
     """A column holding one array per row, shapes differing (an episode's steps)."""
-    if any(a.dtype == object for a in arrays):
+    if any(a.dtype == object for a in arrays):  # (as _arrow_column: values, else their repr)
         pa = require("pyarrow", "ray", "gym_recording.ray.read_traces()")
-        return pa.array([[repr(x) for x in a.tolist()] for a in arrays])
+        try:
+            return pa.array([a.tolist() for a in arrays])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return pa.array([[repr(x) for x in a.tolist()] for a in arrays])
     from ray.data.extensions import ArrowVariableShapedTensorArray
 
     return ArrowVariableShapedTensorArray.from_numpy([np.ascontiguousarray(a) for a in arrays])

@@ -76,10 +76,11 @@ def recode(
         raise RecordingError(msg)
     docs = {m.name: _read_doc(src, m) for m in manifests}
     work = [(m, i) for m in manifests for i in range(len(m.batches))]
+    for m, i in progress(work, total=len(work), desc="checking"):
+        read_batch(src, src_dir, m, i)  # (every rule of every batch, before a file is written)
     desc = "compressing" if compressor else "decompressing"
     for k, (m, i) in enumerate(progress(work, total=len(work), desc=desc)):
         entry = m.batches[i]
-        read_batch(src, src_dir, m, i)  # (every rule checked before it is copied)
         data = src.read_bytes(entry.fn, MAX_BATCH_JSON_BYTES)
         name = m.blob_name(i)
         blob = BatchBlob(name, src.map, os.path.join(src_dir, entry.fn), MAX_BATCH_JSON_BYTES)

@@ -313,10 +313,13 @@ def test_fsspec_storage_checks_names_and_sizes(memory_url: str) -> None:
 
 
 def test_file_url_and_paths_use_local_storage(tmp_path: Path) -> None:
-    """A plain path and a file:// URL both get the local, fsync'ing storage."""
+    """A plain path and a file:// (or fsspec's local://) URL all get the local, fsync'ing
+    storage, whose renames keep readers from seeing a file half written."""
     assert isinstance(open_storage(tmp_path / "a", create=True), LocalStorage)
     st = open_storage(f"file://{tmp_path}/b", create=True)
     assert isinstance(st, LocalStorage) and st.location == f"{tmp_path}/b"
+    st = open_storage(f"local://{tmp_path}/l", create=True)
+    assert isinstance(st, LocalStorage) and st.location == f"{tmp_path}/l"
     record(f"file://{tmp_path}/c", seed=8, episodes=1)
     with gym_recording.load(tmp_path / "c") as rec:
         assert len(rec) == 1

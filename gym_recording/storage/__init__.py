@@ -42,17 +42,17 @@ def open_storage(
 ) -> Storage:
     """The storage for ``location``, chosen by its form; created when ``create`` is true.
 
-    A local path, or a ``file://`` URL, is a :class:`LocalStorage` (atomic rename and fsync;
-    ``mmap`` says whether reads map files); any other fsspec URL (``s3://``, ``gs://``,
-    ``memory://``, ``simplecache::s3://`` ...) an
+    A local path, or a ``file://`` (``local://``) URL, is a :class:`LocalStorage` (atomic
+    rename and fsync; ``mmap`` says whether reads map files); any other fsspec URL
+    (``s3://``, ``gs://``, ``memory://``, ``simplecache::s3://`` ...) an
     :class:`~gym_recording.storage.remote.FsspecStorage` opened with ``storage_options``,
     which are ignored for local paths.
     """
     loc = os.fspath(location)
-    if loc.startswith("file://") and "::" not in loc:
+    if loc.startswith(("file://", "local://")) and "::" not in loc:
         parts = urlsplit(loc)
         if parts.netloc not in ("", "localhost"):
-            msg = f"expected a file:// URL on this host, got {loc!r}"
+            msg = f"expected a file:// (local://) URL on this host, got {loc!r}"
             raise RecordingError(msg)
         return LocalStorage(unquote(parts.path), create=create, mmap=mmap)
     if is_url(loc):

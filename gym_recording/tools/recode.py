@@ -70,14 +70,14 @@ def recode(
     if not manifests:
         msg = f"{src_dir} holds no recording (no openaigym.trace.*.manifest.json file)"
         raise RecordingError(msg)
+    work = [(m, i) for m in manifests for i in range(len(m.batches))]
+    for m, i in progress(work, total=len(work), desc="checking"):
+        read_batch(src, src_dir, m, i)  # (every rule of every batch, before a file is written)
     dst = open_storage(out_dir, create=True)
     if find_manifests(dst.list_names()):
         msg = f"{out_dir} already holds a recording: give a new directory to write the copy to"
         raise RecordingError(msg)
     docs = {m.name: _read_doc(src, m) for m in manifests}
-    work = [(m, i) for m in manifests for i in range(len(m.batches))]
-    for m, i in progress(work, total=len(work), desc="checking"):
-        read_batch(src, src_dir, m, i)  # (every rule of every batch, before a file is written)
     desc = "compressing" if compressor else "decompressing"
     for k, (m, i) in enumerate(progress(work, total=len(work), desc=desc)):
         entry = m.batches[i]

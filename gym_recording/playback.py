@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from gym_recording.format.fields import stack_lists
 from gym_recording.format.manifest import Manifest
 from gym_recording.read.recording import load, read_batch, read_manifests
 from gym_recording.storage import Storage, open_storage
@@ -101,7 +102,12 @@ class TraceRecordingReader:
         m, i = self._where[fn]
         b = read_batch(self._storage, self.directory, m, i)
         keys = ["observations", "actions", "rewards", "options", "infos", "part", "continues"]
-        return [{**{k: getattr(b, k)[j] for k in keys}, **b.keys[j]} for j in range(len(b))]
+        out = [{**{k: getattr(b, k)[j] for k in keys}, **b.keys[j]} for j in range(len(b))]
+        for ep in out:  # (a part's per-step lists, which the reader joins first: stacked here)
+            ep["observations"], ep["actions"] = map(
+                stack_lists, (ep["observations"], ep["actions"])
+            )
+        return out
 
     def close(self) -> None:
         """Nothing to release: arrays keep their files mapped for as long as they live."""

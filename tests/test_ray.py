@@ -190,3 +190,14 @@ def test_text_observations_are_their_text_per_episode_too(tmp_path: Path) -> Non
     (batch,) = read_traces(tmp_path).iter_batches(batch_size=None, batch_format="numpy")
     assert list(batch["observations"][0]) == ["hello", "world"]
     assert list(batch["actions"][0]) == ["go"]
+
+
+def test_values_arrow_cannot_hold_are_their_repr(tmp_path: Path) -> None:
+    """An int past 64 bits among an episode's observations: its repr, per episode and per
+    step alike, not an error."""
+    with TraceRecording(tmp_path) as rec:
+        rec.add_reset(1)
+        rec.add_step(0, 2**70, 1.0)
+        rec.add_step(0, 3, 1.0, terminated=True)
+    (batch,) = read_traces(tmp_path).iter_batches(batch_size=None, batch_format="numpy")
+    assert list(batch["observations"][0]) == ["1", str(2**70), "3"]

@@ -601,3 +601,19 @@ def test_two_writers_in_one_process_have_distinct_ids(trace_dir):
     with gym_recording.load(trace_dir) as rec:
         firsts = sorted(float(ep.observations[0, 0]) for ep in rec)
     assert firsts == [0.0, 1.0]
+
+
+def test_playback_stacks_each_parts_per_step_actions(trace_dir):
+    """TraceRecordingReader hands out an episode's parts as they are stored: a part whose
+    per-step actions are of one layout comes as one array, as an unsplit episode's do."""
+    from gym_recording import TraceRecordingReader
+
+    with TraceRecording(trace_dir, batch_bytes=200) as rec:
+        rec.add_reset(0.0)
+        for t in range(40):
+            rec.add_step(np.full(2 if t < 10 else 3, t, np.float32), float(t + 1), 0.0)
+    reader = TraceRecordingReader(trace_dir)
+    parts = [e for b in reader.get_recorded_batches() for e in reader.get_recorded_episodes(b)]
+    assert len(parts) > 3
+    later = [p["actions"] for p in parts if p["part"] and all(len(a) == 3 for a in p["actions"])]
+    assert later and all(isinstance(a, np.ndarray) and a.shape[1:] == (3,) for a in later)

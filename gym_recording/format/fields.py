@@ -30,6 +30,7 @@ __all__ = [
     "join_fields",
     "leaves",
     "slice_field",
+    "stack_lists",
 ]
 
 
@@ -103,6 +104,20 @@ def join_fields(parts: list[Any], drop_first: bool, *, stack: bool = True) -> An
     """
     rest = [slice_field(p, 1, None) for p in parts[1:]] if drop_first else parts[1:]
     return _join([parts[0], *rest], stack)
+
+
+def stack_lists(field: Any) -> Any:
+    """``field`` with each per-step list stacked where its values allow.
+
+    As :func:`decode_fields` stacks the lists of an episode that is not split into parts.
+    """
+    if isinstance(field, list):
+        return stack_steps(field)
+    if isinstance(field, dict):
+        return {k: stack_lists(v) for k, v in field.items()}
+    if isinstance(field, tuple):
+        return tuple(stack_lists(v) for v in field)
+    return field
 
 
 def _join(parts: list[Any], stack: bool) -> Any:

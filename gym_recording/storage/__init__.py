@@ -49,10 +49,12 @@ def open_storage(
     which are ignored for local paths.
     """
     loc = os.fspath(location)
-    if loc.startswith(("file://", "local://")) and "::" not in loc:
+    if loc.startswith("local://") and "::" not in loc:  # (the rest is the path, as fsspec has it)
+        return LocalStorage(loc[len("local://") :], create=create, mmap=mmap)
+    if loc.startswith("file://") and "::" not in loc:
         parts = urlsplit(loc)
         if parts.netloc not in ("", "localhost"):
-            msg = f"expected a file:// (local://) URL on this host, got {loc!r}"
+            msg = f"expected a file:// URL on this host, got {loc!r}"
             raise RecordingError(msg)
         return LocalStorage(unquote(parts.path), create=create, mmap=mmap)
     if is_url(loc):

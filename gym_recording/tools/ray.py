@@ -75,7 +75,7 @@ def _arrow_column(values: np.ndarray) -> Any:
         return ArrowTensorArray.from_numpy(np.ascontiguousarray(values))
     try:
         return pa.array(values if values.dtype != object else values.tolist())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
         return pa.array([repr(v) for v in values.tolist()], pa.string())
 
 
@@ -85,7 +85,7 @@ def _ragged_column(arrays: list[np.ndarray]) -> Any:
         pa = require("pyarrow", "ray", "gym_recording.ray.read_traces()")
         try:
             return pa.array([a.tolist() for a in arrays])
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
             return pa.array([[repr(x) for x in a.tolist()] for a in arrays])
     from ray.data.extensions import ArrowVariableShapedTensorArray
 

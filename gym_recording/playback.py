@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gym_recording.format.fields import stack_lists
+from gym_recording.format.fields import join_fields
 from gym_recording.format.manifest import Manifest
 from gym_recording.read.recording import load, read_batch, read_manifests
 from gym_recording.storage import Storage, open_storage
@@ -104,9 +104,8 @@ class TraceRecordingReader:
         keys = ["observations", "actions", "rewards", "options", "infos", "part", "continues"]
         out = [{**{k: getattr(b, k)[j] for k in keys}, **b.keys[j]} for j in range(len(b))]
         for ep in out:  # (a part's per-step lists, which the reader joins first: stacked here)
-            ep["observations"], ep["actions"] = map(
-                stack_lists, (ep["observations"], ep["actions"])
-            )
+            for key in ("observations", "actions"):
+                ep[key] = join_fields([ep[key]], drop_first=False)
         return out
 
     def close(self) -> None:

@@ -30,7 +30,6 @@ __all__ = [
     "join_fields",
     "leaves",
     "slice_field",
-    "stack_lists",
 ]
 
 
@@ -106,20 +105,6 @@ def join_fields(parts: list[Any], drop_first: bool, *, stack: bool = True) -> An
     return _join([parts[0], *rest], stack)
 
 
-def stack_lists(field: Any) -> Any:
-    """``field`` with each per-step list stacked where its values allow.
-
-    As :func:`decode_fields` stacks the lists of an episode that is not split into parts.
-    """
-    if isinstance(field, list):
-        return stack_steps(field)
-    if isinstance(field, dict):
-        return {k: stack_lists(v) for k, v in field.items()}
-    if isinstance(field, tuple):
-        return tuple(stack_lists(v) for v in field)
-    return field
-
-
 def _join(parts: list[Any], stack: bool) -> Any:
     head = parts[0]
     if any(isinstance(p, list) for p in parts):
@@ -131,6 +116,8 @@ def _join(parts: list[Any], stack: bool) -> Any:
             out.extend(field_step(p, t) for t in range(n))
         return stack_steps(out) if stack else out
     if isinstance(head, np.ndarray):
+        if len(parts) == 1:  # (a field alone: as it is, not copied)
+            return head
         for p in parts[1:]:
             if not isinstance(p, np.ndarray):
                 raise JoinError(f"an array field is followed by a {type(p).__name__} field")

@@ -349,11 +349,12 @@ class TraceRecording:
             what = "the observation"
             if not self._obs.put(observation):
                 self._refit(self._obs, observation, steps + self._resets)
-        except BaseException as exc:  # (refused: see refusal; or interrupted: not kept)
-            self._cut(steps, end=isinstance(exc, Exception))
-            if not isinstance(exc, Exception):
-                raise
+        except Exception as exc:  # (refused: no trace of the step, the episode ends before it)
+            self._cut(steps)
             raise buffer.refusal(what, exc) from None
+        except BaseException:  # (interrupted: no trace of the step, the episode goes on)
+            self._cut(steps, end=False)
+            raise
         if self.record_infos:
             self._keep_info(info)
         rewards += _pack_reward(value)

@@ -259,7 +259,8 @@ def test_a_batch_interrupted_as_it_is_handed_over_keeps_the_infos_in_step(tmp_pa
     """Ctrl-C as a split episode's first part is handed to the writer (the moment is reached
     by patching the private ``BatchWriter.submit``): the rows went with that part, and the
     C step appends none to them after it (found in review: the part's batch then had the
-    next part's infos, and the recording could not be read)."""
+    next part's infos, and the recording could not be read). The interrupted step ends the
+    episode at its last recorded step, with no step missing before it."""
     submit, fired = writer.BatchWriter.submit, []
 
     def interrupted(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -275,12 +276,13 @@ def test_a_batch_interrupted_as_it_is_handed_over_keeps_the_infos_in_step(tmp_pa
     for _ in range(150):
         try:
             env.step(0)
-        except KeyboardInterrupt:  # (the step interrupted is not recorded; the loop goes on)
+        except KeyboardInterrupt:  # (the loop goes on; the episode is no longer recorded)
             lost.append(env.unwrapped.t)
     env.close()
     assert fired and len(lost) == 1
     with gym_recording.load(tmp_path) as rec:
         (ep,) = rec
-        steps = [t for t in range(1, 151) if t not in lost]
+        assert lost[0] - 1 <= ep.length <= lost[0]
+        steps = list(range(1, ep.length + 1))
         assert [info.get("t") for info in ep.infos] == [None, *steps]
         assert ep.observations[1:, 0].tolist() == steps

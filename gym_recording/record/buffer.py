@@ -626,6 +626,39 @@ class OpenSpan(Span):
     flagged_at: int = -1
 
 
+def row_spans(
+    resets: np.ndarray,
+    done: np.ndarray,
+    flags: tuple[np.ndarray, np.ndarray],
+    when: list[float],
+    obs0: int,
+    steps: int,
+) -> tuple[tuple[int, int, int] | None, list[Span], OpenSpan | None]:
+    """The episodes of rows that are each a reset (``resets``) or a step (see ``add_rows``).
+
+    Row ``j``'s observation is buffered row ``obs0 + j``; ``steps`` steps are buffered
+    before the rows. Returns where an episode open before the rows would end (the first end
+    row, the steps and observations buffered up to it; ``None``: no row ends one), the
+    episodes the rows start and end, and the one they leave open (``None``: none).
+    """
+    starts, ends = np.flatnonzero(resets).tolist(), np.flatnonzero(done).tolist()
+    acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
+    end = (ends[0], acts[ends[0]], obs0 + ends[0] + 1) if ends else None
+    spans: list[Span] = []
+    k = 0
+    for r in starts:
+        while k < len(ends) and ends[k] < r:
+            k += 1
+        keys: dict[str, Any] = {"started_at": when[r]}
+        if k == len(ends):  # the last episode stays open
+            return end, spans, OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None)
+        d = ends[k]
+        keys["terminated"], keys["truncated"] = bool(flags[0][d]), bool(flags[1][d])
+        keys["ended_at"] = when[d]
+        spans.append(Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None))
+    return end, spans, None
+
+
 def check_seed(seed: Any) -> None:
     """Refuse a seed that is neither an int nor a numpy integer, or an int JSON cannot hold.
 

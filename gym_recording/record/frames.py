@@ -24,6 +24,7 @@ import numpy as np
 from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import Precompressed, PrecompressedRows, blob_dtype
 from gym_recording.format.codec import CodecError, Compressor, decompress
+from gym_recording.record.lifetime import uninterrupted
 
 __all__ = ["STREAM", "StreamedFrames"]
 
@@ -103,9 +104,7 @@ class StreamedFrames:
             if type(v) is np.ndarray and v.shape == shape and v.dtype == dtype:
                 if self._holding:
                     self.claim()
-                self._ref = v
-                self._holding = True
-                self.n += 1
+                self._ref, self._holding, self.n = v, True, self.n + 1
                 return True
             return False
 
@@ -136,13 +135,13 @@ class StreamedFrames:
         before = self._stream.rawsize if self._part is not None else 0
         try:
             self._add(self._row(), self.n - 1)
+            self._holding, self._ref = False, None
         except BaseException:  # (zstd took the row whole, or none of it: its count says)
             if self._part is not None and self._stream.rawsize > before:
                 self._holding, self._ref = False, None
             else:
                 self.settle(True)
             raise
-        self._holding, self._ref = False, None
 
     def _row(self) -> Any:
         """The bytes of the row held back (the caller's array's, or the copy's)."""
@@ -217,15 +216,16 @@ class StreamedFrames:
         """
         if self._part is not None and self._start == self._offset + at:
             return  # (begun there already: nothing is in it but that row)
-        if at < self.n and self._holding:  # the part before ends with it too
-            self._add(self._row(), at)
-        elif at < self.n:  # (compressed already, see settle: read back into the new part)
-            self._held[...] = self.get(at)
-            self._holding = True
-        else:
-            self.claim()
-        self._finish()
-        self._begin(at)
+        with uninterrupted():  # (a Ctrl-C in zstd's wait would leave the part unfinished)
+            if at < self.n and self._holding:  # the part before ends with it too
+                self._add(self._row(), at)
+            elif at < self.n:  # (compressed already, see settle: read back into the new part)
+                self._held[...] = self.get(at)
+                self._holding = True
+            else:
+                self.claim()
+            self._finish()
+            self._begin(at)
 
     def take(self, start: int, stop: int) -> _Taken:
         """The rows ``start:stop``, to slice into the batch's parts (``start``: 0)."""

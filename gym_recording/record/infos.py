@@ -169,6 +169,16 @@ class Values:
             self._count(0, len(rows) * (rows.cost - rows.as_info))
         span.infos.append(kept)  # type: ignore[union-attr]
 
+    def take_back(self, span: Span, steps: int) -> None:
+        """Forget the step infos ``span`` keeps after its first ``steps`` (a step taken back)."""
+        rows: Any = span.info_rows
+        if rows is not None:
+            del rows.values[steps * (len(rows.keys) or 1) :]
+            for j in [j for j in rows.extras if j >= steps]:
+                del rows.extras[j]
+        elif span.infos is not None:
+            del span.infos[steps + 1 :]
+
     def _keep_row(self, rows: _Rows, info: dict[Any, Any]) -> bool:
         """Keep ``info`` as a row of ``rows``, if it is one.
 

@@ -5,10 +5,12 @@ closes (:func:`unregister`). At interpreter exit each one still registered is cl
 writes what it buffered. A forked child forgets its parent's recordings (they are the
 parent's to write) and counts the fork in :data:`forks`: a recording made under another
 count refuses to record. Nor can a recording be copied or pickled (:func:`refuse_copy`).
+A Ctrl-C waits while a recording updates its books at a batch (:func:`uninterrupted`).
 """
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (no stub: signal's C functions)
 import atexit
 import logging
 import os
@@ -18,7 +20,7 @@ from typing import Any, NoReturn
 
 from gym_recording._errors import RecordingError
 
-__all__ = ["forks", "refuse_copy", "register", "unregister"]
+__all__ = ["forks", "refuse_copy", "register", "uninterrupted", "unregister"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,38 @@ def refuse_copy(recording: Any, *args: Any) -> NoReturn:
         "TraceRecording (or wrapper) where it is needed, e.g. in each worker process"
     )
     raise RecordingError(msg)
+
+
+class uninterrupted:  # (named as the function it stands for: ``with uninterrupted():``)
+    """Hold a SIGINT (Ctrl-C) back until the block is done, then handle it as it came.
+
+    For the few statements that must all run or none (a batch's books: the buffer's rows
+    released, the spans handed on); an interrupt anywhere between them would leave the rows
+    and the spans apart. Only the main thread handles signals: elsewhere, and where SIGINT
+    has no Python handler, the block runs as it is. (It calls ``_signal``'s functions:
+    ``signal``'s own wrap them to convert handlers to enums, several times their cost.)
+    """
+
+    __slots__ = ("_came", "_handler")
+
+    def __enter__(self) -> None:
+        self._handler: Any = None
+        self._came: int | None = None
+        if threading.current_thread() is threading.main_thread():
+            handler = _signal.getsignal(_signal.SIGINT)
+            if callable(handler):
+                self._handler = handler
+                _signal.signal(_signal.SIGINT, self._hold)
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self._came = signum  # (not the frame: it would keep the block's locals alive)
+
+    def __exit__(self, *exc: object) -> None:
+        handler = self._handler
+        if handler is not None:
+            _signal.signal(_signal.SIGINT, handler)
+            if self._came is not None:
+                handler(self._came, None)
 
 
 def _close_at_exit() -> None:

@@ -270,30 +270,38 @@ class TraceRecording:
                 self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
                 self._sized = False  # (batches are sized with the frames)
             self._frames.claim()  # (before the observation is stored)
-        steps = len(self._rew.buf) >> 3
-        rows = steps + self._resets
-        self._obs.begin_part(rows)
-        self._store(self._obs, observation, rows, "the reset observation")
-        self._resets += 1
-        frame_start = -1
-        if frame is not None:
-            store: Any = self._frames
-            frame_start = store.n
-            store.begin_part(frame_start)
-            store.put(frame)
-            if store.n >= self._frame_rows and self._pending:
-                self._room = min(self._room, steps)  # (write the others at the next step)
         keys = {"started_at": _now() if started_at is None else float(started_at)}
         if seed is not None:
             keys["seed"] = int(seed)
-        self._open = OpenSpan(
-            rows, 0, steps, 0, keys, kept_options, kept_info, frame_start=frame_start
-        )
-        if not self._sized:
-            self._layout_known()
-        self._sync_room()
-        if self._writer.compressor is not None:
-            self._settle(steps)
+        steps = len(self._rew.buf) >> 3
+        rows = steps + self._resets
+        store: Any = self._frames
+        frame_start = -1 if frame is None else store.n
+        ep = OpenSpan(rows, 0, steps, 0, keys, kept_options, kept_info, frame_start=frame_start)
+        self._obs.begin_part(rows)
+        try:
+            if not self._obs.put(observation):
+                self._refit(self._obs, observation, rows)
+            if frame is not None:
+                store.begin_part(frame_start)
+                store.put(frame)
+            self._resets, self._open = self._resets + 1, ep  # (at once: no interrupt between)
+        except BaseException as exc:  # (refused, or interrupted: no episode is started)
+            self._obs.truncate(rows)
+            if frame is not None and store.n > frame_start:
+                store.truncate(frame_start)
+            if isinstance(exc, Exception):
+                raise buffer.refusal("the reset observation", exc) from None
+            raise
+        try:
+            if frame is not None and store.n >= self._frame_rows and self._pending:
+                self._room = min(self._room, steps)  # (write the others at the next step)
+            if not self._sized:
+                self._layout_known()
+            self._sync_room()
+        finally:
+            if self._writer.compressor is not None:
+                self._settle(steps)
 
     def add_step(
         self,
@@ -349,31 +357,31 @@ class TraceRecording:
             what = "the observation"
             if not self._obs.put(observation):
                 self._refit(self._obs, observation, steps + self._resets)
+            if self.record_infos:
+                self._keep_info(info)  # (refused: it cut the episode)
+            if render_frame is not None:
+                self._frames.put(render_frame)  # type: ignore[union-attr]
+            rewards += _pack_reward(value)  # (the step is kept: no interrupt lands after it)
         except Exception as exc:  # (refused: no trace of the step, the episode ends before it)
-            self._cut(steps)
+            if self._open is ep:  # (not cut already, by an info refused)
+                self._cut(steps)
             raise buffer.refusal(what, exc) from None
         except BaseException:  # (interrupted: no trace of the step, the episode goes on)
             self._cut(steps, end=False)
             raise
-        if self.record_infos:
-            self._keep_info(info)
-        rewards += _pack_reward(value)
-        if render_frame is not None:
-            frames: Any = self._frames
-            frames.put(render_frame)
-            if frames.n >= self._frame_rows and self._room > steps + 1:
-                # The frames fill a batch, whatever its steps: make room at the next step.
+        try:
+            if terminated or truncated:
+                self._flags(terminated, truncated)
+            if not self._sized:
+                self._layout_known()
+            frames: Any = self._frames  # (they fill a batch, whatever its steps)
+            full = self._values.full or (render_frame is not None and frames.n >= self._frame_rows)
+            if full and self._room > steps + 1:  # (write the batch at the next step)
                 self._room = steps + 1
                 self._sync_room()
-        if terminated or truncated:
-            self._flags(terminated, truncated)
-        if not self._sized:
-            self._layout_known()
-        if self._values.full:  # (write the batch at the next step)
-            self._room = steps + 1
-            self._sync_room()
-        if self._writer.compressor is not None:
-            self._settle(steps + 1)
+        finally:  # (an interrupt above: the rows put are the env's arrays, taken now)
+            if self._writer.compressor is not None:
+                self._settle(steps + 1)
 
     def add_rows(
         self,
@@ -420,38 +428,26 @@ class TraceRecording:
             and steps + len(taken) < min(self._room, self._writer.target_steps)
             and len(self._pending) + t < MAX_BATCH_EPISODES
         ):
-            starts, ends = np.flatnonzero(resets).tolist(), np.flatnonzero(done).tolist()
-            if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations, starts):
-                self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
-                # The episodes, from the rows: each row's observation is stored, and an
-                # episode runs from its reset row to its end row.
-                obs0 = steps + self._resets
-                acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
-                when = np.asarray(times, np.float64).tolist()
-                if ep is not None and ends:  # the open episode ends at the first end row
-                    d = ends[0]
-                    self._flags(terminated[d], truncated[d], acts[d])
-                    self._finish(ep, acts[d], obs0 + d + 1, when[d])
-                k = 0
-                for r in starts:
-                    while k < len(ends) and ends[k] < r:
-                        k += 1
-                    keys: dict[str, Any] = {"started_at": when[r]}
-                    if k == len(ends):  # the last episode stays open
-                        self._open = OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None)
-                        break
-                    d = ends[k]
-                    keys["terminated"], keys["truncated"] = bool(terminated[d]), bool(truncated[d])
-                    keys["ended_at"] = when[d]
-                    self._pending.append(
-                        Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None)
-                    )
-                    self.episode_count += 1
-                self._resets += len(starts)
-                self._sync_room()
-                return len(starts)
-            self._act.truncate(steps)
-            self._obs.truncate(steps + self._resets)
+            when = np.asarray(times, np.float64).tolist()
+            end, spans, opened = buffer.row_spans(
+                resets, done, (terminated, truncated), when, steps + self._resets, steps
+            )
+            with lifetime.uninterrupted():  # (rows and episodes kept together, or neither)
+                starts = np.flatnonzero(resets).tolist()
+                if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations, starts):
+                    self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
+                    if ep is not None and end is not None:  # (the open episode ends there)
+                        self._flags(terminated[end[0]], truncated[end[0]], end[1])
+                        self._finish(ep, end[1], end[2], when[end[0]])
+                    self._pending += spans
+                    self.episode_count += len(spans)
+                    if opened is not None:
+                        self._open = opened
+                    self._resets += len(starts)
+                    self._sync_room()
+                    return len(starts)
+                self._act.truncate(steps)
+                self._obs.truncate(steps + self._resets)
         started, reset, sizing = 0, reset_first, not self._sized  # one by one
         for j in range(t):
             if sizing and self._sized:  # (batches sized by the first step: the rest at once)
@@ -469,10 +465,7 @@ class TraceRecording:
         return started
 
     def _keep_info(self, info: Any) -> None:
-        """Keep the info of the step about to be stored, before its other values are.
-
-        The step's action and observation, if already put, are taken back if ``info`` is
-        refused. Both step paths call it: :meth:`add_step`, and the C step recorder.
+        """Keep the info of the step about to be stored (by add_step, or the C step recorder).
 
         Raises:
             RecordingError: ``info`` cannot be stored; the episode is cut before the step.
@@ -481,14 +474,17 @@ class TraceRecording:
             self._recorders.withdraw_rows()
         try:
             self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
+            if self._values.full:  # (write the batch at the next step)
+                self._room = (len(self._rew.buf) >> 3) + 1
+                self._sync_room()
+            elif self._recorders.keep_rows:  # (the rows, and how many more fit)
+                self._sync_room()
         except Exception as exc:
             self._cut(len(self._rew.buf) >> 3)
             raise buffer.refusal("the step's info", exc) from None
-        if self._values.full:  # (write the batch at the next step)
-            self._room = (len(self._rew.buf) >> 3) + 1
-            self._sync_room()
-        elif self._recorders.keep_rows:  # (the rows, and how many more fit)
-            self._sync_room()
+        except BaseException:  # (interrupted: the info goes, the step is not stored)
+            self._cut(len(self._rew.buf) >> 3, end=False)
+            raise
 
     def _settle(self, steps: int) -> None:
         """Settle this call's streamed rows: held back where the next add_step may cut them."""
@@ -499,24 +495,21 @@ class TraceRecording:
             if self._frames is not None:
                 self._frames.settle(keep)
 
-    def _store(self, field: Field, value: Any, rows: int, what: str) -> None:
-        """Store one step of ``field`` (of ``rows`` rows), or raise RecordingError, storing none."""
-        try:
-            if not field.put(value):
-                self._refit(field, value, rows)
-        except Exception as exc:
-            field.truncate(rows)
-            raise buffer.refusal(what, exc) from None
-
     def _refit(self, field: Field, value: Any, rows: int) -> None:
         """``value`` does not fit the layout of ``field`` (``rows`` rows): go per step."""
         field.fallback(value, rows)
         self._configure()
 
     def _cut(self, steps: int, *, end: bool = True) -> None:
-        """Take back what a refused step stored; end the episode (not ``end``: interrupted)."""
+        """Take back a step stored in part after ``steps``; end the episode (or not: ``end``)."""
         self._act.truncate(steps)
         self._obs.truncate(steps + self._resets)
+        del self._rew.buf[steps << 3 :]
+        ep = self._open
+        if ep is not None:
+            self._values.take_back(ep, steps - ep.act_start)
+            if ep.frame_start >= 0:
+                self._frames.truncate(ep.frame_start + steps - ep.act_start + 1)  # type: ignore[union-attr]
         if end:
             logger.warning("a value was refused: the episode in %s ends before it", self.directory)
             self.end_episode()
@@ -551,17 +544,18 @@ class TraceRecording:
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
         """End the open episode ``ep`` at ``steps`` buffered steps and ``obs_stop`` observations."""
-        self._open = None
+        keys = dict(ep.keys)
+        if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
+            keys.pop("terminated", None)
+            keys.pop("truncated", None)
+        keys["ended_at"] = _now() if ended_at is None else float(ended_at)
+        if ep.part:  # options, and keys such as the seed, are the first part's
+            keys = part_keys(keys, first=False, last=True)
         ep.obs_stop, ep.act_stop = obs_stop, steps
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
-        if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
-            ep.keys.pop("terminated", None)
-            ep.keys.pop("truncated", None)
-        ep.keys["ended_at"] = _now() if ended_at is None else float(ended_at)
-        if ep.part:  # options, and keys such as the seed, are the first part's
-            ep.options = None
-            ep.keys = part_keys(ep.keys, first=False, last=True)
+        ep.keys, ep.options = keys, None if ep.part else ep.options
+        self._open = None  # (Python handles a signal at a call, not at a store: after both)
         self._pending.append(ep)
         self.episode_count += 1
 
@@ -576,15 +570,10 @@ class TraceRecording:
         """
 
         def slow(action: Any, result: Any) -> Any:
-            if self._open is None:
+            if self._open is not None and type(result) is tuple and len(result) == 5:
+                self.add_step(action, *result)  # (observation, reward, flags, info)
+            else:
                 other(action, result)
-                return result
-            try:
-                observation, reward, terminated, truncated, info = result
-            except (TypeError, ValueError):  # not a gymnasium 5-tuple
-                other(action, result)
-                return result
-            self.add_step(action, observation, reward, terminated, truncated, info)
             return result
 
         recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
@@ -655,52 +644,63 @@ class TraceRecording:
             return
         if not self._pending:
             self._writer.wait()  # (first: a Ctrl-C there leaves the episode as it was, uncut)
-            first = ep.part == 0
-            self._pending.append(
-                Span(
-                    ep.obs_start,
-                    steps + self._resets,
-                    ep.act_start,
-                    steps,
-                    part_keys(ep.keys, first=first, last=False),
-                    ep.options if first else None,
-                    list(ep.infos) if ep.infos is not None else None,
-                    ep.part,
-                    True,
-                    ep.frame_start,
-                    self._frames.n if ep.frame_start >= 0 else -1,  # type: ignore[union-attr]
-                    ep.info_rows,
-                )
-            )
-            # The next part starts at the last observation (and frame), which both parts hold.
-            ep.obs_start = steps + self._resets - 1
-            ep.act_start = steps
-            self._obs.begin_part(ep.obs_start)
-            if ep.frame_start >= 0:
-                ep.frame_start = self._frames.n - 1  # type: ignore[union-attr]
-                self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
-            ep.part += 1
-            if ep.infos is not None:  # (the next part's first info is this one's last)
-                self._recorders.withdraw_rows()  # (the part takes the rows)
-                rows, ep.info_rows = ep.info_rows, None
-                ep.infos = ep.infos[-1:] if rows is None else rows.dicts(len(rows) - 1)
+            with lifetime.uninterrupted():  # (the part goes with its batch, alone)
+                self._cut_part(ep, steps)
+                self._hand_over()
         self._submit_batch()
 
+    def _cut_part(self, ep: OpenSpan, steps: int) -> None:
+        """End the open episode's rows so far (``steps`` steps) as a part it continues from."""
+        first = ep.part == 0
+        self._pending.append(
+            Span(
+                ep.obs_start,
+                steps + self._resets,
+                ep.act_start,
+                steps,
+                part_keys(ep.keys, first=first, last=False),
+                ep.options if first else None,
+                list(ep.infos) if ep.infos is not None else None,
+                ep.part,
+                True,
+                ep.frame_start,
+                self._frames.n if ep.frame_start >= 0 else -1,  # type: ignore[union-attr]
+                ep.info_rows,
+            )
+        )
+        # The next part starts at the last observation (and frame), which both parts hold.
+        ep.obs_start = steps + self._resets - 1
+        ep.act_start = steps
+        self._obs.begin_part(ep.obs_start)
+        if ep.frame_start >= 0:
+            ep.frame_start = self._frames.n - 1  # type: ignore[union-attr]
+            self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
+        ep.part += 1
+        if ep.infos is not None:  # (the next part's first info is this one's last)
+            self._recorders.withdraw_rows()  # (the part takes the rows)
+            rows, ep.info_rows = ep.info_rows, None
+            ep.infos = ep.infos[-1:] if rows is None else rows.dicts(len(rows) - 1)
+
     def _submit_batch(self, *, background: bool = False) -> None:
-        """Hand the completed episodes (and parts) to the writer; keep the open episode's rows."""
-        if not self._pending:
-            return
-        self._check_usable("writing a batch")
-        pending, last = self._pending, self._pending[-1]
+        """Hand the completed episodes (and parts) to the writer, and have it write them."""
+        if self._pending:
+            self._check_usable("writing a batch")
+            self._writer.wait()  # one batch in flight at a time keeps the write order
+            with lifetime.uninterrupted():
+                self._hand_over()
+        self._writer.launch(background=background)  # (interrupted: the next flush writes it)
+        self._room = self._writer.target_steps
+        self._sync_room()
+
+    def _hand_over(self) -> None:
+        """Give the writer the pending episodes' rows; keep the open episode's, at the front."""
+        pending, last, ep, store = self._pending, self._pending[-1], self._open, self._frames
         obs = self._obs.take(0, last.obs_stop)
         act = self._act.take(0, last.act_stop)
         rewards = self._rew.take(last.act_stop)
-        store, frames = self._frames, None
+        frames = None
         if store is not None and (stop := max(sp.frame_stop for sp in pending)) > 0:
             frames = store.take(0, stop)
-        self._writer.wait()  # one batch in flight at a time keeps the write order
-        # Keep only the open episode's rows (or nothing), at the front of the buffer.
-        ep = self._open
         keep_obs = ep.obs_start if ep is not None else len(self._rew) + self._resets
         keep_act = ep.act_start if ep is not None else len(self._rew)
         self._obs.release(keep_obs)
@@ -717,12 +717,8 @@ class TraceRecording:
             if ep.flagged_at >= 0:
                 ep.flagged_at -= keep_act
         self._pending = []
-        self._values.clear()  # (the open episode's kept infos, if any, are not counted again)
-        # Last, once the buffer's books are done: if the write is interrupted (Ctrl-C), it
-        # stays in flight, and the next flush writes what it did not.
-        self._writer.submit(obs, act, rewards, pending, frames, background=background)
-        self._room = self._writer.target_steps
-        self._sync_room()
+        self._values.clear()  # (the open episode's infos, if any, are not counted again)
+        self._writer.submit(obs, act, rewards, pending, frames)
 
     def save_complete(self) -> None:
         """Write the completed episodes as one batch and update the manifest; wait for it.

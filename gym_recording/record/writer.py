@@ -218,20 +218,14 @@ class BatchWriter:
         rewards: np.ndarray,
         spans: Sequence[Span],
         frames: Any = None,
-        *,
-        background: bool = False,
     ) -> None:
-        """Encode a batch and write it: here, or in the background when its write is costly.
+        """Take a batch into the writer's books (and encode it, or have :meth:`launch` do it).
 
         ``frames`` are the rendered frames the spans' ``frame_start:frame_stop`` index (an
         array, or a compressed recording's :class:`~gym_recording.record.frames.StreamedFrames`
-        taken).
+        taken). Then :meth:`launch` writes it; until it does, the next :meth:`wait` would.
 
-        Waits for the previous batch's write first (one in flight keeps the order). A write
-        that costs little next to the time the batch took to fill is done in this thread; a
-        costly one (large frames, a slow disk, object storage) goes to a thread of its own,
-        and every :data:`FOREGROUND_PROBE_EVERY`-th is done here again to see whether that
-        still holds. With ``background`` it goes to the background whatever it costs.
+        Waits for the previous batch's write first (one in flight keeps the order).
 
         Raises:
             RecordingError: the previous batch's write failed twice (see :meth:`wait`).
@@ -281,7 +275,7 @@ class BatchWriter:
             ]
 
         # (deferred: the files are made on the writer's thread, by files())
-        job = self._job = (
+        self._job = (
             _WriteJob(self.storage, [], files) if deferred else _WriteJob(self.storage, files())
         )
         self._unsynced = True
@@ -289,6 +283,20 @@ class BatchWriter:
         self.batch_count += 1
         if len(manifest.batches) >= SEGMENT_BATCHES and not entry.continues:
             self._start_segment()
+
+    def launch(self, *, background: bool = False) -> None:
+        """Write the batch :meth:`submit` took: here, or in the background when it is costly.
+
+        A write that costs little next to the time the batch took to fill is done in this
+        thread; a costly one (large frames, a slow disk, object storage) goes to a thread of
+        its own, and every :data:`FOREGROUND_PROBE_EVERY`-th is done here again to see
+        whether that still holds. With ``background`` it goes to the background whatever it
+        costs.
+        """
+        job = self._job
+        if job is None or job.done or job.thread is not None or job.pending is not None:
+            return
+        deferred = job.prepare is not None
         now = time.perf_counter()
         filled_in, self._filling_since = now - self._filling_since, now
         cost = self._write_seconds

@@ -256,27 +256,37 @@ class TraceRecordingWrapper(
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env and record the step (in the recording's step recorder).
 
+        An interrupted step (Ctrl-C: ``KeyboardInterrupt``, or any ``BaseException`` that is
+        not an ``Exception``) may or may not have stepped the env and been recorded: its
+        episode ends at its last recorded step, so that no step is missing from the middle
+        of an episode, and the next ``reset`` records again.
+
         Raises:
             RecordingError: the step cannot be recorded (the message says why: a reward
                 that is not a number, an info no reader could read back, ...). The env has
                 stepped; its episode is recorded up to the step before, and the rest of the
                 episode is not recorded: the next ``reset`` records again.
         """
-        result = self.env.step(action)
-        if self._rendering:
-            try:
-                self._record_result(action, result, check_frames(self.env.render()))
-            except BaseException:
-                # (a frame the recording refused, or render() failed: the episode ends at
-                # its last recorded step, as the recording cuts it)
-                self._active = self._rendering = False
-                self.recording.end_episode()
-                raise
-            return result
         try:
+            result = self.env.step(action)
+            if self._rendering:
+                try:
+                    self._record_result(action, result, check_frames(self.env.render()))
+                except Exception:
+                    # (a frame the recording refused, or render() failed: the episode ends
+                    # at its last recorded step, as the recording cuts it)
+                    self._active = self._rendering = False
+                    self.recording.end_episode()
+                    raise
+                return result
             return self._record(action, result)
-        except RecordingError:
-            self._active = False  # (the recording cut the episode)
+        except Exception:  # (the env's own error: the episode goes on)
+            if not self.recording.in_episode:  # (a step refused: the recording cut it)
+                self._active = self._rendering = False
+            raise
+        except BaseException:
+            self._active = self._rendering = False
+            self.recording.end_episode()
             raise
 
     def _record_if_active(self, action: Any, result: Any) -> None:

@@ -471,7 +471,37 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         return check_frames(frames)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """Step every sub-env and record each sub-env's step (or the start of its next episode)."""
+        """Step every sub-env and record each sub-env's step (or the start of its next episode).
+
+        An interrupted step (Ctrl-C) ends every sub-env's episode at its last recorded step,
+        as :meth:`TraceRecordingWrapper.step` does; each records again from its next episode.
+        """
+        try:
+            return self._step(actions)
+        except Exception:
+            raise
+        except BaseException:
+            self._interrupted()
+            raise
+
+    def _interrupted(self) -> None:
+        """After an interrupt: record the whole steps the columns hold, end every episode.
+
+        (Whether the interrupted step was taken, and recorded, is not known.)
+        """
+        cols = self._columns
+        try:
+            self._flush()
+        finally:
+            if cols is not None:
+                cols.t = 0
+                cols.final.clear()
+            for i, rec in enumerate(self.recordings):
+                if self._active[i]:
+                    rec.end_episode()
+                self._active[i] = self._rendering[i] = self._pending_reset[i] = False
+
+    def _step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         result = self.env.step(actions)
         if self._closed:
             raise closed_error("step", " (the env has stepped)")

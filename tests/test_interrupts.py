@@ -1,0 +1,207 @@
+"""A Ctrl-C anywhere in a recording's call leaves it whole: the call's step is kept or not.
+
+Python raises a SIGINT's ``KeyboardInterrupt`` between two bytecodes of the main thread,
+wherever it is. These tests raise it at each line the recorder runs inside one of its calls
+(``sys.settrace``; where the recorder holds SIGINT back, its handler is called instead, as the
+signal would), carry on recording as a notebook does after an interrupted cell, then close,
+read back and check that every episode's observations, actions, rewards, infos and frames
+line up. Before, an interrupt after a step's observation was stored and before its reward
+shifted every later action of the episode by one, and one in a batch's books made the
+recording unreadable.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import gym_recording
+from gym_recording import TraceRecording, TraceRecordingVectorWrapper, TraceRecordingWrapper
+
+
+class _Interrupt:
+    """A trace function that interrupts the ``line``-th line the recorder runs."""
+
+    def __init__(self, line: int, also: Any = None) -> None:
+        self.line, self.seen, self.fired, self.also = line, 0, False, also
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        return self._local if "gym_recording" in code.co_filename or code is self.also else None
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.seen += 1
+            if self.seen == self.line:
+                self.fired = True
+                # A store after a store: Python handles no signal between the two (it does
+                # at calls and loops), but this line-by-line trace would.
+                if frame.f_code.co_name == "_finish" and "self._pending.append" in (
+                    _source_line(frame)
+                ):
+                    return self._local
+                handler = signal.getsignal(signal.SIGINT)
+                if handler is signal.default_int_handler:
+                    raise KeyboardInterrupt
+                handler(signal.SIGINT, frame)  # type: ignore[operator]  # (held back)
+        return self._local
+
+
+def _source_line(frame: Any) -> str:
+    import linecache
+
+    return linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+
+
+def _record(directory: Path, options: dict[str, Any], call: int, line: int) -> bool:
+    """Record 6 episodes of 5 steps, interrupting the ``call``-th call at its ``line``-th
+    line; whether the interrupt was raised (the call ran that many lines)."""
+    frames = options.pop("frames", False)
+    rec = TraceRecording(directory, batch_bytes=2500, **options)
+    infos = rec.record_infos
+    interrupt, calls, t = _Interrupt(line), 0, 0
+
+    def do(method: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == call:
+            sys.settrace(interrupt)
+        try:
+            method(*args, **kwargs)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+
+    for _ in range(6):
+        t += 1
+        frame = np.full((8, 8, 3), t, np.uint8) if frames else None
+        do(rec.add_reset, np.full(3, t, np.float32), info={"t": t}, render_frame=frame)
+        for s in range(5):
+            if not rec.in_episode:
+                break
+            t += 1
+            frame = np.full((8, 8, 3), t, np.uint8) if frames else None
+            do(
+                rec.add_step,
+                t,
+                np.full(3, t, np.float32),
+                float(t),
+                s == 4,
+                info={"t": t},
+                render_frame=frame,
+            )
+    rec.close()
+    assert gym_recording.verify(directory).ok
+    with gym_recording.load(directory) as r:
+        for ep in r:
+            t_obs = ep.observations[:, 0].astype(int)
+            assert ep.actions.tolist() == t_obs[1:].tolist()
+            assert ep.rewards.tolist() == t_obs[1:].tolist()
+            if infos:
+                assert [info["t"] for info in ep.infos] == t_obs.tolist()
+            if frames:
+                assert ep.render_frames[:, 0, 0, 0].tolist() == t_obs.tolist()
+    return interrupt.fired
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"record_infos": True},
+        {"compression": "zstd"},
+        {"record_infos": True, "compression": "zstd", "frames": True},
+    ],
+    ids=["plain", "infos", "zstd", "infos-zstd-rendered"],
+)
+def test_an_interrupt_at_any_line_of_a_call_keeps_every_episode_aligned(tmp_path, options):
+    # Calls 1 (the first reset), 11 (a step that writes a batch), 13 (the next reset) and 28
+    # (a step that cuts an episode into parts, with frames), at each of their lines.
+    trials = 0
+    for call in (1, 11, 13, 28):
+        for line in range(1, 400):
+            d = tmp_path / f"{call}-{line}"
+            if not _record(d, dict(options), call, line):
+                break
+            trials += 1
+    assert trials > 100
+
+
+class CountingEnv(gymnasium.Env[np.ndarray, int]):
+    """Observes ``[k, a]``: the steps since its reset, and the last action; ends at 6."""
+
+    observation_space = spaces.Box(-1e6, 1e6, (2,), np.float32)
+    action_space = spaces.Discrete(1_000_000)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.k = 0
+        return np.zeros(2, np.float32), {"k": 0}
+
+    def step(self, action: int) -> Any:
+        self.k += 1
+        obs = np.array([self.k, action], np.float32)
+        return obs, float(action), self.k == 6, False, {"k": self.k}
+
+
+def _check_trajectories(directory: Path) -> int:
+    """Every recorded episode is steps the env took, none missing: the count of steps."""
+    assert gym_recording.verify(directory).ok
+    n = 0
+    with gym_recording.load(directory) as r:
+        for ep in r:
+            k = ep.observations[:, 0]
+            assert (np.diff(k) == 1).all(), k
+            assert ep.actions.tolist() == ep.observations[1:, 1].astype(int).tolist()
+            n += ep.length
+    return n
+
+
+@pytest.mark.parametrize("vector", [False, True], ids=["env", "vector"])
+@pytest.mark.parametrize("infos", [False, True], ids=["no-infos", "infos"])
+def test_an_interrupted_step_ends_its_episode_and_no_step_goes_missing(
+    tmp_path, vector, infos
+):
+    """Interrupted at any line of a wrapper's step (its env's, or the recorder's), the loop
+    goes on without a reset: each episode is recorded up to a step it took, with none
+    missing in between, and recording starts again at the next episode."""
+    env_step = CountingEnv.step.__code__
+    trials = recorded = 0
+    for call in (3, 7, 20):
+        for line in range(1, 300):
+            d = tmp_path / f"{call}-{line}"
+            interrupt = _Interrupt(line, also=env_step)
+            if vector:
+                envs = gymnasium.vector.SyncVectorEnv([CountingEnv for _ in range(3)])
+                env: Any = TraceRecordingVectorWrapper(envs, d, record_infos=infos)
+            else:
+                env = TraceRecordingWrapper(CountingEnv(), d, record_infos=infos)
+            env.reset(seed=0)
+            g = 0
+            for s in range(1, 40):
+                g += 1
+                action = np.full(3, g) if vector else g
+                if s == call:
+                    sys.settrace(interrupt)
+                try:
+                    result = env.step(action)
+                except KeyboardInterrupt:
+                    continue
+                finally:
+                    sys.settrace(None)
+                if not vector and (result[2] or result[3]):
+                    env.reset()
+            env.close()
+            recorded += _check_trajectories(d)
+            if not interrupt.fired:
+                break
+            trials += 1
+    assert trials > 15 and recorded > 0

@@ -167,9 +167,7 @@ def _check_trajectories(directory: Path) -> int:
 
 @pytest.mark.parametrize("vector", [False, True], ids=["env", "vector"])
 @pytest.mark.parametrize("infos", [False, True], ids=["no-infos", "infos"])
-def test_an_interrupted_step_ends_its_episode_and_no_step_goes_missing(
-    tmp_path, vector, infos
-):
+def test_an_interrupted_step_ends_its_episode_and_no_step_goes_missing(tmp_path, vector, infos):
     """Interrupted at any line of a wrapper's step (its env's, or the recorder's), the loop
     goes on without a reset: each episode is recorded up to a step it took, with none
     missing in between, and recording starts again at the next episode."""

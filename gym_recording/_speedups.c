@@ -198,6 +198,9 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         goto slow;
     }
+    if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) { /* (first: no step */
+        return NULL; /* is kept without its flags if on_flags is interrupted) */
+    }
     if (self->keep_info != NULL && !take_row(self, PyTuple_GET_ITEM(result, 4))) {
         PyObject *kept = PyObject_CallOneArg(self->keep_info, PyTuple_GET_ITEM(result, 4));
         Py_XDECREF(kept);
@@ -209,9 +212,6 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     if (append(self->act.buf, a_src, self->act.nbytes) < 0 ||
         append(self->obs.buf, o_src, self->obs.nbytes) < 0 ||
         append(self->rewards, &r, sizeof r) < 0) {
-        return NULL;
-    }
-    if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) {
         return NULL;
     }
     return Py_NewRef(result);

@@ -15,6 +15,7 @@ import atexit
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -64,26 +65,54 @@ class uninterrupted:  # (named as the function it stands for: ``with uninterrupt
     ``signal``'s own wrap them to convert handlers to enums, several times their cost.)
     """
 
-    __slots__ = ("_came", "_handler")
+    __slots__ = ("__weakref__", "_came", "_handler")
 
-    def __enter__(self) -> None:
+    def __init__(self) -> None:
         self._handler: Any = None
         self._came: int | None = None
+
+    def __enter__(self) -> None:
         if threading.current_thread() is threading.main_thread():
             handler = _signal.getsignal(_signal.SIGINT)
             if callable(handler):
                 self._handler = handler
-                _signal.signal(_signal.SIGINT, self._hold)
-
-    def _hold(self, signum: int, frame: Any) -> None:
-        self._came = signum  # (not the frame: it would keep the block's locals alive)
+                _signal.signal(_signal.SIGINT, _holder(weakref.ref(self), handler))
 
     def __exit__(self, *exc: object) -> None:
         handler = self._handler
-        if handler is not None:
-            _signal.signal(_signal.SIGINT, handler)
-            if self._came is not None:
-                handler(self._came, None)
+        self._restore()
+        if self._came is not None and handler is not None:
+            handler(self._came, None)
+
+    def __del__(self) -> None:  # (__exit__ was not run: a signal's handler raised at its call)
+        self._restore()
+
+    def _restore(self) -> None:
+        handler, raised = getattr(self, "_handler", None), None  # (None: __init__ interrupted)
+        while handler is not None and _signal.getsignal(_signal.SIGINT) is not handler:
+            try:  # (_signal.signal runs other signals' handlers first, which may raise)
+                _signal.signal(_signal.SIGINT, handler)
+            except BaseException as exc:
+                raised = raised or exc
+        self._handler = None
+        if raised is not None:
+            raise raised
+
+
+def _holder(block: weakref.ref[uninterrupted], handler: Any) -> Callable[[int, Any], None]:
+    """The SIGINT handler while ``block`` runs: it notes the signal.
+
+    Once the block is gone (if its restore never ran), it hands the signal on to ``handler``.
+    """
+
+    def hold(signum: int, frame: Any) -> None:
+        held = block()
+        if held is None or held._handler is None:
+            handler(signum, frame)
+        else:
+            held._came = signum
+
+    return hold
 
 
 def _close_at_exit() -> None:

@@ -361,6 +361,8 @@ class TraceRecording:
                 self._keep_info(info)  # (refused: it cut the episode)
             if render_frame is not None:
                 self._frames.put(render_frame)  # type: ignore[union-attr]
+            if terminated or truncated:
+                self._flags(terminated, truncated)
             rewards += _pack_reward(value)  # (the step is kept: no interrupt lands after it)
         except Exception as exc:  # (refused: no trace of the step, the episode ends before it)
             if self._open is ep:  # (not cut already, by an info refused)
@@ -370,8 +372,6 @@ class TraceRecording:
             self._cut(steps, end=False)
             raise
         try:
-            if terminated or truncated:
-                self._flags(terminated, truncated)
             if not self._sized:
                 self._layout_known()
             frames: Any = self._frames  # (they fill a batch, whatever its steps)
@@ -507,6 +507,8 @@ class TraceRecording:
         del self._rew.buf[steps << 3 :]
         ep = self._open
         if ep is not None:
+            if ep.flagged_at > steps:  # (the flags of the step taken back)
+                ep.flagged_at = -1
             self._values.take_back(ep, steps - ep.act_start)
             if ep.frame_start >= 0:
                 self._frames.truncate(ep.frame_start + steps - ep.act_start + 1)  # type: ignore[union-attr]
@@ -515,10 +517,10 @@ class TraceRecording:
             self.end_episode()
 
     def _flags(self, terminated: Any, truncated: Any, steps: int | None = None) -> None:
-        """The step just stored (the ``steps``-th buffered one) set a flag: the episode may end."""
+        """The step about to be stored (the ``steps``-th buffered one) sets a flag."""
         ep: Any = self._open
         ep.keys["terminated"], ep.keys["truncated"] = bool(terminated), bool(truncated)
-        ep.flagged_at = len(self._rew.buf) >> 3 if steps is None else steps
+        ep.flagged_at = (len(self._rew.buf) >> 3) + 1 if steps is None else steps
 
     def end_episode(self, *, ended_at: float | None = None) -> None:
         """End the open episode, if any; it is written with the next batch.
@@ -555,7 +557,8 @@ class TraceRecording:
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
         ep.keys, ep.options = keys, None if ep.part else ep.options
-        self._open = None  # (Python handles a signal at a call, not at a store: after both)
+        self._recorders.sync(-1)  # (first: the C step stores no step with no episode open)
+        self._open = None  # (a store, then a list's append: no signal is handled between)
         self._pending.append(ep)
         self.episode_count += 1
 
@@ -684,7 +687,6 @@ class TraceRecording:
     def _submit_batch(self, *, background: bool = False) -> None:
         """Hand the completed episodes (and parts) to the writer, and have it write them."""
         if self._pending:
-            self._check_usable("writing a batch")
             self._writer.wait()  # one batch in flight at a time keeps the write order
             with lifetime.uninterrupted():
                 self._hand_over()
@@ -758,15 +760,17 @@ class TraceRecording:
             logger.warning("not writing %s from a forked child: it is the parent's", self.directory)
             return
         try:
-            if not self._closing:
-                self._end(None)  # (written by the next line, however many steps it has)
-                self._submit_batch(background=not wait)
+            self._end(None)  # (written by the next line, however many steps it has)
+            self._submit_batch(background=not wait)
             if not wait:
                 self._closing = True
                 return
             self._closing = False
             self._writer.finish(empty_manifest=keep_empty or self.episode_count > 0)
             logger.info("Wrote traces to %s", self.directory)
+        except BaseException as exc:  # (interrupted: the next close(), or exit, writes it)
+            self._closing = self._closing or not isinstance(exc, Exception)
+            raise
         finally:
             self.closed = True
             self._sync_room()

@@ -112,8 +112,8 @@ def step_recorder(
     Args:
         slow: Records a step the accelerated recorder does not store itself, and returns
             the result it was given.
-        on_flags: Called with ``(terminated, truncated)`` after it stores a step that sets
-            either.
+        on_flags: Called with ``(terminated, truncated)`` before it stores a step that sets
+            either (the step is stored only if it returns).
         rewards: The buffer's rewards.
         accelerated: Use the C recorder if it is built.
     """

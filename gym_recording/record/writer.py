@@ -22,6 +22,7 @@ from gym_recording.format.codec import Compressor
 from gym_recording.format.manifest import encode_manifest
 from gym_recording.format.names import batch_names, manifest_name, segment_id, writer_prefix
 from gym_recording.format.wire import BatchEntry, ManifestDoc
+from gym_recording.record.lifetime import uninterrupted
 from gym_recording.storage.base import BytesLike, PendingWrite, Storage
 
 __all__ = ["BatchWriter"]
@@ -87,11 +88,11 @@ class _WriteJob:
             return
         thread = threading.Thread(target=self.run, name="gym-recording-writer", daemon=True)
         try:
-            thread.start()
+            with uninterrupted():  # (started and known, or neither: else it would run twice)
+                thread.start()
+                self.thread = thread
         except RuntimeError:  # (no thread can start: the write is done here)
             self.run()
-            return
-        self.thread = thread
 
     def wait(self) -> None:
         """Wait for the write; raise its error (the job can then be run again)."""

@@ -11,6 +11,7 @@ import gymnasium
 
 from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.record.head import env_spec_json
+from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 
@@ -220,10 +221,10 @@ class TraceRecordingWrapper(
         rec = self.recording
         if self._closed:
             raise closed_error("reset")
+        # Not recording until the env's reset succeeds (it may raise, or be interrupted).
+        self._active = self._rendering = False
         rec.end_episode()
         self.episode_id += 1
-        # Not recording until the env's reset succeeds (it may raise).
-        self._active = self._rendering = False
         if self._gymnasium_env:
             result = self.env.reset(seed=seed, options=options, **kwargs)
             obs, info = result
@@ -285,8 +286,9 @@ class TraceRecordingWrapper(
                 self._active = self._rendering = False
             raise
         except BaseException:
-            self._active = self._rendering = False
-            self.recording.end_episode()
+            with uninterrupted():  # (a second Ctrl-C waits until the episode is ended)
+                self._active = self._rendering = False
+                self.recording.end_episode()
             raise
 
     def _record_if_active(self, action: Any, result: Any) -> None:
@@ -313,6 +315,7 @@ class TraceRecordingWrapper(
         Then ``reset`` and ``step`` raise :class:`~gym_recording.RecordingClosedError`.
         """
         if self._closed:
+            self.recording.close(keep_empty=False)  # (after an interrupted close: writes it)
             return
         self._closed = True
         self._active = self._rendering = False

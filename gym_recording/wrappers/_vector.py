@@ -39,6 +39,7 @@ from gymnasium.vector.utils import iterate
 
 from gym_recording._errors import RecordingError
 from gym_recording.record.head import env_spec_json
+from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._trace_recording import closed_error
@@ -429,6 +430,15 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         """
         if self._closed:
             raise closed_error("reset")
+        try:
+            return self._reset(seed, options)
+        except Exception:
+            raise
+        except BaseException:  # (as step's: the episodes begun may not all be recorded)
+            self._interrupted()
+            raise
+
+    def _reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         self._flush()
         n = self.num_envs
         mask = None
@@ -438,7 +448,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if "reset_mask" in options:
                 mask = np.asarray(options["reset_mask"])
                 sub_options = {k: v for k, v in options.items() if k != "reset_mask"} or None
-        obs, infos = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
+        obs, infos = self.env.reset(seed=seed, options=options)
         own = isinstance(self.env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))  # (sub-envs)
         seeds = _per_env_seeds(seed if own else None, n)
         targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
@@ -490,16 +500,17 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         (Whether the interrupted step was taken, and recorded, is not known.)
         """
         cols = self._columns
-        try:
-            self._flush()
-        finally:
-            if cols is not None:
-                cols.t = 0
-                cols.final.clear()
-            for i, rec in enumerate(self.recordings):
-                if self._active[i]:
-                    rec.end_episode()
-                self._active[i] = self._rendering[i] = self._pending_reset[i] = False
+        with uninterrupted():  # (a second Ctrl-C waits until every episode is ended)
+            try:
+                self._flush()
+            finally:
+                if cols is not None:
+                    cols.t = 0
+                    cols.final.clear()
+                for i, rec in enumerate(self.recordings):
+                    if self._active[i]:
+                        rec.end_episode()
+                    self._active[i] = self._rendering[i] = self._pending_reset[i] = False
 
     def _step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         result = self.env.step(actions)
@@ -653,6 +664,10 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         cols = self._columns
         if cols is None or not cols.t:
             return
+        with uninterrupted():  # (every sub-env takes its rows, or none does)
+            self._flush_columns(cols)
+
+    def _flush_columns(self, cols: _Columns) -> None:
         t, mode = cols.t, self.autoreset_mode
         cols.t = 0
         at_once = mode == AutoresetMode.NEXT_STEP and self.episode_trigger is None
@@ -721,7 +736,10 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         runs at interpreter exit). Then ``reset`` and ``step`` raise
         :class:`~gym_recording.RecordingClosedError`.
         """
-        if self._closed:
+        if self._closed:  # (after an interrupted close: each recording writes the rest)
+            errors = [e for e in map(_close, self.recordings) if e]
+            if errors:
+                raise errors[0]
             return
         try:
             self._flush()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +275,16 @@ def test_a_held_ctrl_c_is_raised_once_after_the_block(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         spin()
+    # Collected on another thread (which cannot set a handler): no wait, and Ctrl-C works.
+    held = [uninterrupted()]
+    held[0].__enter__()
+    thread = threading.Thread(target=held.clear)
+    thread.start()
+    thread.join(10)
+    try:
+        assert not thread.is_alive()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            spin()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

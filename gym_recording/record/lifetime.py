@@ -89,6 +89,8 @@ class uninterrupted:  # (named as the function it stands for: ``with uninterrupt
 
     def _restore(self) -> None:
         handler, raised = getattr(self, "_handler", None), None  # (None: __init__ interrupted)
+        if threading.current_thread() is not threading.main_thread():
+            return  # (collected on another thread, which cannot: its holder hands signals on)
         while handler is not None and _signal.getsignal(_signal.SIGINT) is not handler:
             try:  # (_signal.signal runs other signals' handlers first, which may raise)
                 _signal.signal(_signal.SIGINT, handler)

@@ -628,20 +628,23 @@ class OpenSpan(Span):
 
 def row_spans(
     resets: np.ndarray,
+    starts: list[int],
     done: np.ndarray,
     flags: tuple[np.ndarray, np.ndarray],
     when: list[float],
     obs0: int,
     steps: int,
 ) -> tuple[tuple[int, int, int] | None, list[Span], OpenSpan | None]:
-    """The episodes of rows that are each a reset (``resets``) or a step (see ``add_rows``).
+    """The episodes of rows that are each a reset (``resets``, at ``starts``) or a step.
+
+    (See ``TraceRecording.add_rows``.)
 
     Row ``j``'s observation is buffered row ``obs0 + j``; ``steps`` steps are buffered
     before the rows. Returns where an episode open before the rows would end (the first end
     row, the steps and observations buffered up to it; ``None``: no row ends one), the
     episodes the rows start and end, and the one they leave open (``None``: none).
     """
-    starts, ends = np.flatnonzero(resets).tolist(), np.flatnonzero(done).tolist()
+    ends = np.flatnonzero(done).tolist()
     acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
     end = (ends[0], acts[ends[0]], obs0 + ends[0] + 1) if ends else None
     spans: list[Span] = []

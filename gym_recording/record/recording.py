@@ -429,11 +429,11 @@ class TraceRecording:
             and len(self._pending) + t < MAX_BATCH_EPISODES
         ):
             when = np.asarray(times, np.float64).tolist()
+            starts = np.flatnonzero(resets).tolist()
             end, spans, opened = buffer.row_spans(
-                resets, done, (terminated, truncated), when, steps + self._resets, steps
+                resets, starts, done, (terminated, truncated), when, steps + self._resets, steps
             )
             with lifetime.uninterrupted():  # (rows and episodes kept together, or neither)
-                starts = np.flatnonzero(resets).tolist()
                 if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations, starts):
                     self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
                     if ep is not None and end is not None:  # (the open episode ends there)

@@ -239,6 +239,48 @@ def test_a_value_that_fits_nothing_in_an_observation_is_refused(tmp_path: Path) 
     assert [ep.observations for ep in eps] == [["a", "b"], ["c", "d"]]
 
 
+def test_arrays_of_as_many_dimensions_as_readers_accept_round_trip(tmp_path: Path) -> None:
+    """FORMAT.md §9 allows an array 32 dimensions; a field's steps or an info column add one.
+
+    Observations, actions and step infos of 32 dimensions are kept as one array a step,
+    and read back exactly (stacked, 33); 33 dimensions are refused at the call. A space of
+    33 dimensions is written as Unknown, which readers read as no space.
+    """
+    ones = (1,) * 32
+    big = (1,) * 33
+
+    class Env(gymnasium.Env[Any, Any]):
+        observation_space = spaces.Box(-1, 1, big, np.float32)  # (declared, not returned)
+        action_space = spaces.Box(-1, 1, ones, np.float32)
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            return np.full(ones, 0.5, np.float32), {"r": np.zeros(ones)}
+
+        def step(self, action: Any) -> Any:
+            return np.full(ones, 1.5, np.float32), 1.0, False, False, {"a": np.ones(ones)}
+
+    env = TraceRecordingWrapper(Env(), tmp_path, record_infos=True)
+    env.reset()
+    for _ in range(3):
+        env.step(np.full(ones, 0.25, np.float32))
+    with pytest.raises(RecordingError, match="33 dimensions has more than the 32"):
+        env.recording.add_step(np.zeros(big, np.float32), np.zeros(ones, np.float32), 1.0)
+    env.reset()
+    with pytest.raises(RecordingError, match="33 dimensions"):
+        env.recording.add_step(np.zeros(ones), np.zeros(ones), 1.0, info={"a": np.zeros(big)})
+    env.close()
+    first, second = _check_readable(tmp_path)
+    assert first.length == 3 and second.length == 0
+    obs, act = first.observations, first.actions
+    assert obs.dtype == np.float32 and obs.shape == (4, *ones)
+    assert obs.reshape(-1).tolist() == [0.5, 1.5, 1.5, 1.5]
+    assert act.dtype == np.float32 and act.shape == (3, *ones)
+    assert [i["a"].shape for i in first.infos[1:]] == [ones] * 3
+    assert first.infos[0]["r"].shape == ones
+    with gym_recording.load(tmp_path) as rec:
+        assert rec.observation_space is None and rec.action_space == Env.action_space
+
+
 class _FlagEnv(RewardEnv):
     """Its third step's ``terminated`` is an array of two flags (as a vector env's)."""
 

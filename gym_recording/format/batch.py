@@ -27,7 +27,7 @@ from gym_recording.format.fields import (
     field_length,
     join_fields,
 )
-from gym_recording.format.limits import MAX_INFO_CELLS
+from gym_recording.format.limits import MAX_INFO_CELLS, MAX_NDIM
 from gym_recording.format.values import decode_value, encode_value, plain_dict
 from gym_recording.format.wire import (
     DTYPES,
@@ -218,9 +218,9 @@ def _info_columns(
 
     Where every step info (after the first) is a dict of the same keys in the same order
     (``rows``, or dicts in ``infos``), each key whose values are all Python floats, ints (of
-    int64) or bools, numpy scalars of one blob dtype, or arrays of one blob dtype and shape,
-    is stored as one array in the blob (FORMAT.md §4, ``info_columns``); the rest stays in
-    the infos.
+    int64) or bools, numpy scalars of one blob dtype, or arrays of one blob dtype and shape
+    (of fewer than :data:`~gym_recording.format.limits.MAX_NDIM` dimensions), is stored as
+    one array in the blob (FORMAT.md §4, ``info_columns``); the rest stays in the infos.
     """
     if infos is None:
         return None, None
@@ -247,7 +247,11 @@ def _info_columns(
                 kind, col = known[0], np.array(values, known[1])
             elif t in _SCALARS:
                 kind, col = "scalar", np.array(values, values[0].dtype)
-            elif t is np.ndarray and values[0].ndim and blob_dtype(values[0].dtype):
+            elif (
+                t is np.ndarray
+                and 0 < values[0].ndim < MAX_NDIM  # (a column has one more: the step's)
+                and blob_dtype(values[0].dtype)
+            ):
                 kind, col = "array", np.stack(values)
                 if col.dtype != values[0].dtype or any(v.dtype != col.dtype for v in values):
                     continue

@@ -195,7 +195,7 @@ def _write_box(space: Any, depth: int) -> dict[str, Any]:
     dtype = _dtype_name(space.dtype)
     if dtype not in _BOX_DTYPES:
         raise ValueError(f"unsupported Box dtype {dtype}")
-    shape = [int(dim) for dim in space.shape]
+    shape = _shape([int(dim) for dim in space.shape])
     out: dict[str, Any] = {"type": "Box", "shape": shape, "dtype": dtype}
     for key in ("low", "high"):
         array = np.asarray(getattr(space, key))
@@ -229,6 +229,7 @@ def _write_multi_discrete(space: Any, depth: int) -> dict[str, Any]:
     if dtype not in _INT_DTYPES:
         raise ValueError(f"unsupported MultiDiscrete dtype {dtype}")
     nvec = np.asarray(space.nvec)
+    _shape(list(nvec.shape))
     start = getattr(space, "start", None)  # legacy gym has no start: it is 0
     start_array = np.zeros_like(nvec) if start is None else np.asarray(start)
     if start_array.shape != nvec.shape or nvec.dtype.kind not in "iu":
@@ -245,7 +246,14 @@ def _write_multi_binary(space: Any, depth: int) -> dict[str, Any]:
     n = space.n
     if np.ndim(n) == 0:
         return {"type": "MultiBinary", "n": int(n)}
-    return {"type": "MultiBinary", "n": [int(dim) for dim in n]}
+    return {"type": "MultiBinary", "n": _shape([int(dim) for dim in n])}
+
+
+def _shape(shape: list[int]) -> list[int]:
+    """``shape``, if a reader accepts it (else the space is written as Unknown)."""
+    if len(shape) > MAX_NDIM:
+        raise ValueError(f"a shape of {len(shape)} dimensions, more than {MAX_NDIM}")
+    return shape
 
 
 def _write_text(space: Any, depth: int) -> dict[str, Any]:

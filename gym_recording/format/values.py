@@ -74,6 +74,7 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
         ValueError: ``value`` cannot be stored exactly: it nests deeper than
             :data:`~gym_recording.format.limits.MAX_NESTING` levels (or refers to itself), holds
             a string that is not valid Unicode (a lone surrogate), a masked array (its mask),
+            an array of more than :data:`~gym_recording.format.limits.MAX_NDIM` dimensions,
             an array of a dtype with no exact stored form (structured, void, ``longdouble``,
             datetime), or a str or bytes array whose fixed width takes more than 16 times its
             text (which readers refuse, §9: an object array holds the same strings exactly),
@@ -115,6 +116,12 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
             )
             raise ValueError(msg)
         _check_dtype(value.dtype, "array")
+        if value.ndim > MAX_NDIM:
+            msg = (
+                f"a numpy array of {value.ndim} dimensions has more than the {MAX_NDIM} "
+                "readers accept (FORMAT.md §9); reshape it"
+            )
+            raise ValueError(msg)
         if value.dtype.kind in "US":
             _check_width(value)
         if value.dtype.kind == "O":

@@ -32,7 +32,7 @@ from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import Span, frame_problem
 from gym_recording.format.codec import Compressor
-from gym_recording.format.limits import MAX_VALUE_COST
+from gym_recording.format.limits import MAX_NDIM, MAX_VALUE_COST
 from gym_recording.format.values import check_int, snapshot, value_cost
 from gym_recording.record import frames
 from gym_recording.record.frames import StreamedFrames
@@ -460,7 +460,8 @@ def infer(v: Any, depth: int = 0) -> Node:
         return ListLeaf()
     t = type(v)
     if t is np.ndarray:
-        if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">":
+        # (stacked, an array of MAX_NDIM dimensions would have one too many: one per step)
+        if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">" or v.ndim >= MAX_NDIM:
             return ListLeaf()
         return _leaf_for(v.dtype, v.shape, None)
     if isinstance(v, np.generic):

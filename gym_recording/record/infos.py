@@ -16,7 +16,7 @@ import numpy as np
 from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import InfoRows, Span
-from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_VALUE_COST
+from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_NDIM, MAX_VALUE_COST
 from gym_recording.format.values import (
     flat_dict_cost,
     json_int,
@@ -212,7 +212,8 @@ def _new_rows(info: dict[Any, Any]) -> _Rows | None:
     """Rows (none yet) of the step info ``info``'s layout, if it is one.
 
     A row is a flat dict (see :func:`~gym_recording.format.values.flat_dict_cost`) but for
-    arrays of a blob dtype (as Humanoid's ``tendon_length``), none of its values ``None``.
+    arrays of a blob dtype (as Humanoid's ``tendon_length``; of fewer dimensions than a
+    column may have), none of its values ``None``.
     """
     values = list(info.values())
     types = tuple(map(type, values))
@@ -221,7 +222,7 @@ def _new_rows(info: dict[Any, Any]) -> _Rows | None:
     at = [i for i, t in enumerate(types) if t is np.ndarray]
     if not at:
         cost = flat_dict_cost(info)
-    elif all(values[i].ndim and blob_dtype(values[i].dtype) for i in at):
+    elif all(0 < values[i].ndim < MAX_NDIM and blob_dtype(values[i].dtype) for i in at):
         flat = flat_dict_cost({k: 0.0 if type(v) is np.ndarray else v for k, v in info.items()})
         cost = None if flat is None else flat + sum(value_cost(values[i]) for i in at)
     else:

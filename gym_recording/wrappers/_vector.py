@@ -447,7 +447,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             options = dict(options)  # the vector env pops "reset_mask" from the dict it gets
             if "reset_mask" in options:
                 mask = np.asarray(options["reset_mask"])
-                sub_options = {k: v for k, v in options.items() if k != "reset_mask"} or None
+                # (what each reset sub-env gets: the rest of the dict, ``{}`` if nothing)
+                sub_options = {k: v for k, v in options.items() if k != "reset_mask"}
         obs, infos = self.env.reset(seed=seed, options=options)
         own = isinstance(self.env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))  # (sub-envs)
         seeds = _per_env_seeds(seed if own else None, n)

@@ -21,7 +21,16 @@ __all__ = [
 
 
 class RecordingError(Exception):
-    """Base class of every error raised by gym-recording."""
+    """Base class of every error raised by gym-recording.
+
+    Example:
+        >>> import gym_recording
+        >>> try:
+        ...     gym_recording.load("/nonexistent/traces")
+        ... except gym_recording.RecordingError as exc:
+        ...     print(type(exc).__name__)
+        TraceFormatError
+    """
 
 
 class TraceFormatError(RecordingError, ValueError):
@@ -31,6 +40,17 @@ class TraceFormatError(RecordingError, ValueError):
 
     Attributes:
         path: The file (or directory) at fault, or ``None`` if unknown.
+
+    Example:
+        >>> import os, tempfile, gym_recording
+        >>> d = tempfile.mkdtemp()
+        >>> with open(os.path.join(d, "openaigym.trace.0.1.a.manifest.json"), "w") as f:
+        ...     _ = f.write("{")
+        >>> try:
+        ...     gym_recording.load(d)
+        ... except gym_recording.TraceFormatError as exc:
+        ...     os.path.basename(exc.path)
+        'openaigym.trace.0.1.a.manifest.json'
     """
 
     def __init__(self, message: str, path: str | None = None) -> None:
@@ -41,11 +61,28 @@ class TraceFormatError(RecordingError, ValueError):
 
 
 class RecordingClosedError(RecordingError):
-    """A recording (writer or reader) was used after ``close()``."""
+    """A recording (writer or reader) was used after ``close()``.
+
+    Example:
+        >>> import tempfile, numpy as np, gym_recording
+        >>> rec = gym_recording.TraceRecording(tempfile.mkdtemp())
+        >>> rec.close()
+        >>> try:
+        ...     rec.add_reset(np.zeros(2))
+        ... except gym_recording.RecordingClosedError:
+        ...     print("closed")
+        closed
+    """
 
 
 class DependencyNotInstalled(RecordingError, ImportError):
-    """An optional dependency is missing; the message names the extra to install."""
+    """An optional dependency is missing; the message names the extra to install.
+
+    Example:
+        >>> print(DependencyNotInstalled.for_extra("av", "video", "ep.to_video()"))
+        ep.to_video() needs the optional dependency 'av', which is not installed;
+        run `pip install "gym-recording[video]"`
+    """
 
     @classmethod
     def for_extra(cls, module: str, extra: str, what: str) -> DependencyNotInstalled:
@@ -57,24 +94,97 @@ class DependencyNotInstalled(RecordingError, ImportError):
 
 
 class NoFramesError(RecordingError, ValueError):
-    """An episode has nothing to show as pictures (no rendered frames, no image observations)."""
+    """An episode has nothing to show as pictures (no rendered frames, no image observations).
+
+    Example:
+        >>> import tempfile, numpy as np, gym_recording
+        >>> d = tempfile.mkdtemp()
+        >>> with gym_recording.TraceRecording(d) as rec:
+        ...     rec.add_reset(np.zeros(2))
+        >>> try:
+        ...     gym_recording.load(d)[0].frames()
+        ... except gym_recording.NoFramesError:
+        ...     print("no pictures: record with record_render=True")
+        no pictures: record with record_render=True
+    """
 
 
 class ExportError(RecordingError, ValueError):
-    """An export or import cannot be done as asked; the message says why."""
+    """An export or import cannot be done as asked; the message says why.
+
+    Example:
+        >>> import tempfile, gym_recording
+        >>> from gym_recording.tools.export import export
+        >>> try:
+        ...     export(tempfile.mkdtemp(), to="csv", out="x.csv")
+        ... except gym_recording.ExportError as exc:
+        ...     print(exc)
+        unknown export format 'csv'; expected one of parquet, minari, npz, mp4
+    """
 
 
 class OutputExistsError(ExportError):
-    """The output of an export or import exists already (nothing is overwritten)."""
+    """The output of an export or import exists already (nothing is overwritten).
+
+    Example:
+        >>> import tempfile, gym_recording
+        >>> from gym_recording.tools.export import export
+        >>> d = tempfile.mkdtemp()
+        >>> try:
+        ...     export(d, to="npz", out=d)
+        ... except gym_recording.OutputExistsError:
+        ...     print("exists already")
+        exists already
+    """
 
 
 class NoRecordingWarning(UserWarning):
-    """A directory opened for reading holds files, but none of a recording (a wrong path?)."""
+    """A directory opened for reading holds files, but none of a recording (a wrong path?).
+
+    Example:
+        >>> import os, tempfile, warnings, gym_recording
+        >>> d = tempfile.mkdtemp()
+        >>> with open(os.path.join(d, "notes.txt"), "w") as f:
+        ...     _ = f.write("not a trace")
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     len(gym_recording.load(d))
+        0
+        >>> caught[0].category.__name__
+        'NoRecordingWarning'
+    """
 
 
 class ReplayMismatchWarning(UserWarning):
-    """A replay through the environment did not reproduce the recorded episode."""
+    """A replay through the environment did not reproduce the recorded episode.
+
+    Example (an episode reset without a seed does not replay):
+        >>> import tempfile, warnings, gymnasium as gym, gym_recording
+        >>> d = tempfile.mkdtemp()
+        >>> with gym_recording.TraceRecordingWrapper(gym.make("CartPole-v1"), d) as env:
+        ...     _ = env.reset()
+        ...     _ = env.step(0)
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     gym_recording.load(d)[0].replay(render=False).reproduced
+        False
+        >>> caught[0].category.__name__
+        'ReplayMismatchWarning'
+    """
 
 
 class LossyExportWarning(UserWarning):
-    """The target format cannot store the whole recording; the message says what is left out."""
+    """The target format cannot store the whole recording; the message says what is left out.
+
+    Example:
+        >>> import os, tempfile, warnings, numpy as np, gym_recording
+        >>> from gym_recording.tools.export import export
+        >>> d = tempfile.mkdtemp()
+        >>> with gym_recording.TraceRecording(d) as rec:
+        ...     rec.add_reset(np.zeros(2), options={"level": 2})
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     _ = export(d, to="npz", out=os.path.join(d, "x.npz"))
+        >>> print(caught[0].message)
+        npz leaves out the reset options of 1 episode (`export --to minari` keeps them)
+    """

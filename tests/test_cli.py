@@ -161,6 +161,7 @@ def test_export_parquet(cli: Run, recorded: Path, tmp_path: Path) -> None:
     assert table.column_names == [
         "episode",
         "step",
+        "seed",
         "obs",
         "action",
         "reward",
@@ -186,6 +187,7 @@ def test_export_parquet(cli: Run, recorded: Path, tmp_path: Path) -> None:
     assert last["terminated"].tolist() == [ep.terminated for ep in eps]
     assert df["terminated"].sum() == sum(ep.terminated for ep in eps)
     assert df.groupby("episode")["step"].max().tolist() == [ep.length - 1 for ep in eps]
+    assert df.groupby("episode")["seed"].first().tolist() == [ep.seed for ep in eps] == [3, 4, 5, 6]
     meta = pq.read_schema(out).metadata[b"gym_recording"]
     assert b"CartPole-v1" in meta
 
@@ -373,3 +375,98 @@ def test_info_and_compress_refuse_a_directory_without_recording(cli: Run, tmp_pa
         proc = cli(command, str(tmp_path / "empty"), str(out), expect=1)
         assert_error(proc, "holds no recording")
         assert not out.exists()
+
+
+_INTERRUPTING = '''
+import gymnasium
+from gymnasium.envs.classic_control import CartPoleEnv
+
+class Interrupting(CartPoleEnv):
+    """CartPole whose 100th step is interrupted, as Ctrl-C interrupts the main thread."""
+
+    steps = 0
+
+    def step(self, action):
+        Interrupting.steps += 1
+        if Interrupting.steps == 100:
+            raise KeyboardInterrupt
+        return super().step(action)
+
+gymnasium.register("Interrupting-v0", entry_point=Interrupting, max_episode_steps=500)
+'''
+
+
+def test_record_interrupted_says_where_the_episodes_are(cli: Run, tmp_path: Path) -> None:
+    """Ctrl-C during `record` keeps what was recorded, and says where (exit code 130)."""
+    (tmp_path / "interrupting.py").write_text(_INTERRUPTING)  # (importable: cwd is tmp_path)
+    proc = cli("record", "interrupting:Interrupting-v0", "--episodes", "1000", expect=130)
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.startswith("Interrupted: the episodes recorded so far are kept in ")
+    directory = first.rsplit(" in ", 1)[1]
+    assert second.startswith("Recorded ") and "(99 steps)" in second
+    assert Path(directory).is_relative_to(tmp_path)
+    info = cli("info", directory).stdout  # (as printed)
+    assert f"gym-recording info {directory}" in proc.stdout and "steps" in info
+    cli("verify", directory)
+    with gym_recording.load(directory) as rec:
+        assert sum(ep.length for ep in rec) == 99
+
+
+def test_record_refuses_a_negative_seed_and_a_level_without_compression(cli: Run) -> None:
+    assert_error(cli("record", "--seed", "-1", expect=2), "--seed must be 0 or more")
+    proc = cli("record", "--compression-level", "5", expect=2)
+    assert_error(proc, "--compression-level needs --compression zstd")
+
+
+def test_view_refuses_a_port_that_is_not_a_number(cli: Run, recorded: Path) -> None:
+    proc = cli("view", str(recorded), "--port", "abc", "--no-browser", expect=2)
+    assert "expected a port number from 0 to 65535, got 'abc'" in proc.stderr
+
+
+def test_export_where_it_cannot_write_is_an_error_line(
+    cli: Run, recorded: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("x")
+    for to in ("npz", "parquet"):
+        out = str(tmp_path / "a-file" / f"out.{to}")
+        assert_error(cli("export", str(recorded), "--to", to, out, expect=1), f"cannot write {out}")
+    assert_error(cli("export", str(recorded), "--to", "npz", "", expect=2), "empty string")
+
+
+def test_warnings_are_one_line_without_source(tmp_path: Path) -> None:
+    """A warning on the command line reads as its errors do: no file, line or code."""
+    (tmp_path / "runs" / "run1").mkdir(parents=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gym_recording", "info", str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "default"},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1
+    warning, error = proc.stderr.splitlines()
+    assert warning.startswith("gym-recording: warning: ") and "(run1)" in warning
+    assert error.startswith("gym-recording: error: ") and ".py" not in proc.stderr
+
+
+def test_printed_commands_work_for_a_directory_starting_with_a_dash(
+    cli: Run, tmp_path: Path
+) -> None:
+    proc = cli("record", "--episodes", "2", "--dir=-run1")
+    assert "gym-recording info ./-run1" in proc.stdout
+    cli("info", "./-run1")
+
+
+def test_a_directory_of_two_envs_says_so(cli: Run, tmp_path: Path) -> None:
+    """`info` names every env a directory holds; Minari, which holds one env a dataset,
+    refuses it saying which writers differ."""
+    mixed = str(tmp_path / "mixed")
+    cli("record", "CartPole-v1", "--episodes", "1", "--dir", mixed)
+    cli("record", "Acrobot-v1", "--episodes", "1", "--dir", mixed, "--max-steps", "5")
+    info = cli("info", mixed).stdout
+    assert "CartPole-v1, Acrobot-v1" in info
+    assert "the writers record different spaces" in info
+    pytest.importorskip("minari")
+    proc = cli("export", mixed, "--to", "minari", "mixed/envs-v0", expect=1)
+    assert_error(proc, "whose env_id differs", "'CartPole-v1'", "'Acrobot-v1'")

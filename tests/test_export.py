@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,36 @@ def test_parquet_skips_zero_step_episodes(tmp_path: Path) -> None:
     table = pq.read_table(export(tmp_path / "r", to="parquet", out=tmp_path / "x.parquet"))
     assert table.column("episode").to_pylist() == [1]
     assert table.column("terminated").to_pylist() == [True]
+
+
+def test_parquet_and_npz_carry_seeds_and_name_what_they_leave_out(tmp_path: Path) -> None:
+    """Each row of parquet has its episode's seed (null for none). Neither format holds
+    reset options or infos: a LossyExportWarning names each, with how many episodes."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    with gym_recording.TraceRecording(tmp_path / "r", record_infos=True) as w:
+        w.add_reset(np.zeros(2), seed=7, options={"level": 3}, info={"lives": 3})
+        w.add_step(0, np.ones(2), 1.0, info={"lives": 2})
+        w.add_step(1, np.ones(2), 1.0, info={"lives": 2}, terminated=True)
+        w.add_reset(np.zeros(2), info={})
+        w.add_step(0, np.ones(2), 1.0, info={}, truncated=True)
+    with pytest.warns(LossyExportWarning) as caught:
+        table = pq.read_table(export(tmp_path / "r", to="parquet", out=tmp_path / "x.parquet"))
+    assert table.column("seed").to_pylist() == [7, 7, None]
+    (said,) = [str(c.message) for c in caught]
+    assert said == (
+        "parquet leaves out the infos of 1 episode and the reset options of 1 episode "
+        "(`export --to minari` keeps them)"
+    )
+    with pytest.warns(LossyExportWarning, match="npz leaves out the infos of 1 episode and"):
+        data = np.load(export(tmp_path / "r", to="npz", out=tmp_path / "x.npz"))
+    assert data["seeds"].tolist() == [7, -1]
+    with gym_recording.TraceRecording(tmp_path / "plain") as w:  # (nothing left out: silent)
+        w.add_reset(np.zeros(2), seed=1)
+        w.add_step(0, np.ones(2), 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LossyExportWarning)
+        export(tmp_path / "plain", to="npz", out=tmp_path / "p.npz")
+        export(tmp_path / "plain", to="parquet", out=tmp_path / "p.parquet")
 
 
 def test_parquet_of_an_empty_recording(tmp_path: Path) -> None:

@@ -232,6 +232,8 @@ def test_upload_download_round_trip(
         assert_episodes_equal(got, want)
     directory = storage_s3.download_recording(url)
     assert directory.startswith(str(tmp_path / "cache"))
+    # (the mode mkdir gives a directory, as the cache's own: not mkdtemp's 0700)
+    assert os.stat(directory).st_mode & 0o777 == os.stat(os.path.dirname(directory)).st_mode & 0o777
     assert sorted(os.listdir(directory)) == sorted(
         n for n in os.listdir(local) if not n.startswith(".gymrec-tmp-")
     )

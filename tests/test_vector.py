@@ -9,6 +9,7 @@ recorded with ``TraceRecordingWrapper``; the episodes must be equal.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -273,14 +274,14 @@ def test_seeds_per_subenv_and_metadata(tmp_path: Path) -> None:
             assert m.metadata["vector_env"]["autoreset_mode"] == "NextStep"
 
 
-def test_a_vector_env_without_sub_envs_records_no_seed_or_spec_it_cannot_know(
-    tmp_path: Path,
-) -> None:
-    """CartPole's own vector env (make_vec's "vector_entry_point") draws every sub-env's
-    start from one generator: no sub-env has the seed s + i, and its spec is the vector
-    env's (with num_envs, which no single env takes). The episodes record no seed and no
-    spec, and the env's id, from which replay makes the env."""
-    envs = gymnasium.make_vec("CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point")
+def test_a_vector_env_without_sub_envs_records_no_seed_it_cannot_know(tmp_path: Path) -> None:
+    """CartPole's own vector env (make_vec's default, "vector_entry_point") draws every
+    sub-env's start from one generator: no sub-env has the seed s + i, so the episodes
+    record none. Their spec is the vector env's without its vector arguments (num_envs,
+    ...), its max_episode_steps a field again: the spec of one sub-env, from which
+    gym.make (and Minari's recover_environment) make it, with the env's own kwargs."""
+    envs = gymnasium.make_vec("CartPole-v1", num_envs=2, sutton_barto_reward=True)
+    assert envs.unwrapped.spec.kwargs["vectorization_mode"] == "vector_entry_point"
     with TraceRecordingVectorWrapper(envs, tmp_path) as venv:
         obs, _ = venv.reset(seed=0)
         for _ in range(3):
@@ -288,10 +289,15 @@ def test_a_vector_env_without_sub_envs_records_no_seed_or_spec_it_cannot_know(
     got = episodes_by_subenv(tmp_path, 2)
     assert [[ep.seed for ep in eps] for eps in got] == [[None], [None]]
     for i, (ep,) in enumerate(got):
-        assert (ep.env_id, ep.env_spec, ep.length) == ("CartPole-v1", None, 3)
+        assert (ep.env_id, ep.length) == ("CartPole-v1", 3)
+        assert ep.env_spec["kwargs"] == {"sutton_barto_reward": True}
+        assert ep.env_spec["max_episode_steps"] == 500
         np.testing.assert_array_equal(ep.observations[0], obs[i], strict=True)
+    spec = gymnasium.envs.registration.EnvSpec.from_json(json.dumps(got[0][0].env_spec))
+    one = gymnasium.make(spec)
+    assert one.spec.max_episode_steps == 500 and one.unwrapped._sutton_barto_reward
     with pytest.warns(gym_recording.ReplayMismatchWarning, match="without a seed"):
-        assert not got[0][0].replay(render=False).reproduced  # (made from the id)
+        assert not got[0][0].replay(render=False).reproduced
 
 
 def test_partial_reset_leaves_caller_options_intact(tmp_path: Path) -> None:

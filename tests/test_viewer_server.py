@@ -107,6 +107,8 @@ def test_make_server_refuses_a_missing_directory(tmp_path: Path) -> None:
     """A directory that does not exist is an error naming it."""
     with pytest.raises(TraceFormatError, match="nope"):
         make_server(str(tmp_path / "nope"))
+    with pytest.raises(TraceFormatError, match="serves a local directory, not a URL"):
+        make_server(f"file://{tmp_path}")
 
 
 def test_a_taken_port_is_an_oserror_and_a_usage_error_on_the_command_line(

@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,11 +69,19 @@ def _shell_word(text: str) -> str:
 
 def _port(text: str) -> int:
     """A TCP port number (argparse type), 0 for any free one."""
-    port = int(text)
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
     if not 0 <= port <= 65535:
-        msg = f"expected a port number from 0 to 65535, got {port}"
+        msg = f"expected a port number from 0 to 65535, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return port
+
+
+def _path_word(path: str) -> str:
+    """``path`` as one shell word that no command takes for an option (``./-run``)."""
+    return shlex.quote(os.path.join(".", path) if path.startswith("-") else path)
 
 
 # ------------------------------------------------------------------------------------ record
@@ -88,6 +97,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.max_steps is not None and args.max_steps < 1:
         _err(f"--max-steps must be at least 1, got {args.max_steps}")
+        return EXIT_USAGE
+    if args.seed is not None and args.seed < 0:
+        _err(f"--seed must be 0 or more (Gymnasium's seeds are), got {args.seed}")
+        return EXIT_USAGE
+    if args.compression_level is not None and args.compression is None:
+        _err("--compression-level needs --compression zstd")
         return EXIT_USAGE
     kwargs: dict[str, Any] = {"max_episode_steps": args.max_steps} if args.max_steps else {}
     if args.record_render:
@@ -117,22 +132,30 @@ def _cmd_record(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     steps = 0
-    with env:
-        env.action_space.seed(args.seed)
-        for i in progress(range(args.episodes), total=args.episodes, desc="recording"):
-            env.reset(seed=None if args.seed is None else args.seed + i)
-            done = False
-            while not done:
-                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                steps += 1
-                done = terminated or truncated
+    interrupted = False
+    try:
+        with env:  # (closed, so written, however the loop ends)
+            env.action_space.seed(args.seed)
+            for i in progress(range(args.episodes), total=args.episodes, desc="recording"):
+                env.reset(seed=None if args.seed is None else args.seed + i)
+                done = False
+                while not done:
+                    _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                    steps += 1
+                    done = terminated or truncated
+    except KeyboardInterrupt:
+        interrupted = True
     directory, writer = env.directory, env.recording.writer_id
     with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
         returns = [ep.total_reward for ep in rec if ep.writer == writer]
-    q = shlex.quote(directory)
+    q = _path_word(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
+    if interrupted:
+        print(f"Interrupted: the episodes recorded so far are kept in {directory}")
     print(f"Recorded {len(returns)} episodes ({steps} steps) of {args.env_id} to {directory}")
+    if not returns:
+        return 130 if interrupted else EXIT_OK
     print(f"Mean return {np.mean(returns):.2f} (min {min(returns):g}, max {max(returns):g}).")
     print()
     print("Look at them:")
@@ -141,9 +164,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
     print(f"  {cmd} view {q}          # in the browser")
     print(f"  {_python()} -c {_shell_word(snippet)}")
     if args.record_render:
-        videos = shlex.quote(directory.rstrip("/") + "-videos")
+        videos = _path_word(directory.rstrip("/") + "-videos")
         print(f"  {cmd} export {q} --to mp4 {videos}   # one video per episode")
-    return EXIT_OK
+    return 130 if interrupted else EXIT_OK
 
 
 # -------------------------------------------------------------------------------------- info
@@ -176,7 +199,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
                     size += os.path.getsize(os.path.join(rec.directory, name))
         rows: list[tuple[str, Any]] = [
             ("directory", rec.directory),
-            ("env", rec.env_id or "(not recorded)"),
+            (
+                "env",
+                ", ".join(dict.fromkeys(w.env_id for w in rec.writers if w.env_id))
+                or "(not recorded)",
+            ),
             ("format", ", ".join(sorted({w.version for w in rec.writers})) or "-"),
             ("writers", len(rec.writers)),
             ("batches", sum(len(w.batches) for w in rec.writers)),
@@ -186,6 +213,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
             ("observation space", rec.observation_space),
             ("action space", rec.action_space),
         ]
+        w0 = rec.writers[0]
+        if any(
+            (w.observation_space, w.action_space) != (w0.observation_space, w0.action_space)
+            for w in rec.writers
+        ):
+            rows.append(("note", "the writers record different spaces: the first one's above"))
         if lengths:
             rows += [
                 ("terminated / truncated / cut", f"{term} / {trunc} / {cut}"),
@@ -235,6 +268,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from gym_recording.tools.export import export
 
+    if not args.out:
+        _err("expected OUT to name what to write, got an empty string")
+        return EXIT_USAGE
     where = export(args.directory, to=args.to, out=args.out)
     print(f"Exported {args.directory} as {args.to} to {where}")
     return EXIT_OK
@@ -251,9 +287,9 @@ def _cmd_recode(args: argparse.Namespace) -> int:
             raise
         _err(str(exc))
         return EXIT_USAGE
-    how = "with every array compressed" if args.codec else "with every array raw"
+    how = "with its arrays compressed" if args.codec else "with every array raw"
     print(f"Copied {args.directory} to {out} {how}")
-    print(f"  {_command()} verify {shlex.quote(out)}")
+    print(f"  {_command()} verify {_path_word(out)}")
     return EXIT_OK
 
 
@@ -262,7 +298,7 @@ def _cmd_import_minari(args: argparse.Namespace) -> int:
 
     directory = import_minari(args.dataset_id, args.out)
     print(f"Imported Minari dataset {args.dataset_id} to {directory}")
-    print(f"  {_command()} info {shlex.quote(directory)}")
+    print(f"  {_command()} info {_path_word(directory)}")
     return EXIT_OK
 
 
@@ -320,7 +356,8 @@ def _parser() -> argparse.ArgumentParser:
         "--compression",
         choices=["zstd"],
         default=None,
-        help="compress every array losslessly (default: raw arrays, readable by every reader)",
+        help="compress the arrays losslessly, each that shrinks (default: raw arrays, "
+        "readable by every reader)",
     )
     r.add_argument(
         "--compression-level", type=int, default=None, help="zstd's level, 1-22 (default: 3)"
@@ -370,8 +407,8 @@ def _parser() -> argparse.ArgumentParser:
             "compress",
             "zstd",
             "compressed (zstd)",
-            "compressed losslessly with zstd (FORMAT.md 6.2); the copy needs gym-recording "
-            "2.1 or later to read.",
+            "compressed losslessly with zstd (FORMAT.md 6.2), but for those that would not "
+            "shrink; the copy needs gym-recording 2.1 or later to read.",
         ),
         (
             "decompress",
@@ -382,8 +419,8 @@ def _parser() -> argparse.ArgumentParser:
     ):
         c = sub.add_parser(
             name,
-            help=f"copy a recording with every array {what}",
-            description=f"Copy DIR to OUT with every array {description}",
+            help=f"copy a recording with its arrays {what}",
+            description=f"Copy DIR to OUT with its arrays {description}",
         )
         c.add_argument("directory", metavar="DIR")
         c.add_argument("out", metavar="OUT")
@@ -414,18 +451,40 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """A warning as the command line says things: one line, no source location."""
+    print(printable(f"gym-recording: warning: {message}"), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except RecordingError as exc:
-        _err(str(exc))
-        return EXIT_PROBLEM
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `gym-recording info DIR | head`
-        return EXIT_OK
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return int(args.func(args))
+        except RecordingError as exc:
+            _err(str(exc))
+            return EXIT_PROBLEM
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:  # `gym-recording info DIR | head`
+            return EXIT_OK
+        except OSError as exc:  # an output it cannot write (a read-only place, a file as parent)
+            out, name, why = getattr(args, "out", None), exc.filename, exc.strerror or str(exc)
+            if out is not None:
+                at = f" ({name})" if name is not None and os.fspath(name) != out else ""
+                _err(f"cannot write {out}: {why}{at}")
+            else:
+                _err(f"{name}: {why}" if name is not None else why)
+            return EXIT_PROBLEM
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,14 +1,19 @@
 """Interop: export a recording to Parquet, Minari or NumPy ``.npz``; import a Minari dataset.
 
 - ``parquet`` (pyarrow, the ``parquet`` extra): one row per step with columns ``episode``,
-  ``step``, ``obs``, ``action``, ``reward``, ``next_obs``, ``terminated``, ``truncated``. A scalar
-  is a plain column; an array of shape ``S`` a ``fixed_size_list`` of its ``prod(S)`` values
-  (C order, the shape in the schema metadata); Dict/Tuple observations a struct of such
-  columns (tuple members named ``"0"``, ``"1"``...); other values (text) a string column, or
-  JSON text. ``terminated``/``truncated`` are true on an episode's last step only. Episodes of
-  zero steps have no row.
+  ``step``, ``seed`` (its episode's; null for none), ``obs``, ``action``, ``reward``,
+  ``next_obs``, ``terminated``, ``truncated``. A scalar is a plain column; an array of shape
+  ``S`` a ``fixed_size_list`` of its ``prod(S)`` values (C order, the shape in the schema
+  metadata); Dict/Tuple observations a struct of such columns (tuple members named ``"0"``,
+  ``"1"``...); other values (text) a string column, or JSON text. ``terminated``/``truncated``
+  are true on an episode's last step only. Episodes of zero steps have no row. Reset options,
+  infos and rendered frames are left out.
 - ``npz`` (NumPy only): the recording's arrays concatenated over episodes plus the episode
-  boundaries, loadable with ``np.load`` without pickle (see :func:`export_npz`).
+  boundaries, loadable with ``np.load`` without pickle (see :func:`export_npz`). Reset
+  options and infos are left out.
+
+Where an export leaves out what some episodes hold, a :class:`~gym_recording.LossyExportWarning`
+says what, and of how many episodes.
 - ``minari`` (the ``minari`` extra): a Minari dataset that ``minari.load_dataset`` reads with
   the same episodes (see :mod:`gym_recording.tools.minari`, which also has
   :func:`import_minari`, a local Minari dataset converted into a recording).
@@ -191,6 +196,7 @@ def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
     columns = {
         "episode": pa.array(np.full(n, ep.index, dtype=np.int64)),
         "step": pa.array(np.arange(n, dtype=np.int64)),
+        "seed": pa.array([ep.seed] * n, pa.int64()),  # (null: reset without a seed)
         "obs": _arrow_field(pa, slice_field(ep.observations, 0, n), "obs", shapes),
         "action": _arrow_field(pa, ep.actions, "action", shapes),
         "reward": pa.array(np.asarray(ep.rewards, dtype=np.float64)),
@@ -234,10 +240,10 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                 writer.write_table(pa.concat_tables(pending).cast(schema))
             pending, pending_rows, pending_bytes = [], 0, 0
 
-        rendered = 0
+        left_out = _LeftOut("parquet")
         try:
             for ep in episodes(rec, "parquet"):
-                rendered += ep.render_frames is not None
+                left_out.add(ep)
                 table = _episode_table(pa, ep, shapes)
                 if ep.length == 0:
                     if empty is None:
@@ -267,6 +273,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                         {
                             "episode": pa.array([], pa.int64()),
                             "step": pa.array([], pa.int64()),
+                            "seed": pa.array([], pa.int64()),
                             "reward": pa.array([], pa.float64()),
                             "terminated": pa.array([], pa.bool_()),
                             "truncated": pa.array([], pa.bool_()),
@@ -278,7 +285,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
         finally:
             if writer is not None:
                 writer.close()
-        _frames_left_out(rendered, "parquet")
+        left_out.warn()
     return out
 
 
@@ -302,14 +309,41 @@ def _npz_leaves(f: Any, name: str) -> Iterator[tuple[str, np.ndarray]]:
             yield leaf_name, np.array([_json_text(v) for v in leaf], dtype=str)
 
 
-def _frames_left_out(episodes: int, what: str) -> None:
-    """Say that ``episodes`` episodes' rendered frames are not in the export (``what``)."""
-    if episodes:
-        msg = (
-            f"{what} leaves out the rendered frames of {episodes} episode"
-            f"{'s' if episodes > 1 else ''}; `export --to mp4` writes them as videos"
-        )
-        warnings.warn(msg, LossyExportWarning, stacklevel=4)
+class _LeftOut:
+    """What an export leaves out of its episodes, counted; :meth:`warn` says so."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.counts = {"rendered frames": 0, "infos": 0, "reset options": 0}
+
+    def add(self, ep: Episode, *, frames: bool = True) -> None:
+        """Count what ``ep`` has that the export leaves out (its frames too, with ``frames``)."""
+        c = self.counts
+        c["rendered frames"] += frames and ep.render_frames is not None
+        c["infos"] += ep.infos is not None and any(i not in (None, {}) for i in ep.infos)
+        c["reset options"] += ep.options is not None
+
+    def warn(self) -> None:
+        """A :class:`~gym_recording.LossyExportWarning` naming each part left out."""
+        frames = self.counts["rendered frames"]
+        rest = [(k, n) for k, n in self.counts.items() if n and k != "rendered frames"]
+        said = []
+        if frames:
+            said.append(
+                f"the rendered frames of {_count(frames)} (`export --to mp4` writes them as videos)"
+            )
+        if rest:
+            said.append(
+                " and ".join(f"the {k} of {_count(n)}" for k, n in rest)
+                + " (`export --to minari` keeps them)"
+            )
+        if said:
+            msg = f"{self.what} leaves out {'; and '.join(said)}"
+            warnings.warn(msg, LossyExportWarning, stacklevel=4)
+
+
+def _count(episodes: int) -> str:
+    return f"{episodes} episode{'s' if episodes != 1 else ''}"
 
 
 def export_npz(directory: str | os.PathLike[str], out: str) -> str:
@@ -348,8 +382,10 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
         layout: list[str] | None = None
         lengths, terminated, truncated, seeds = [], [], [], []
         frames: list[np.ndarray | None] = []
+        left_out = _LeftOut("npz")
         for ep in episodes(rec, "npz"):
             frames.append(ep.render_frames)
+            left_out.add(ep, frames=False)
             leaves = list(_npz_leaves(ep.observations, "observations"))
             leaves += list(_npz_leaves(ep.actions, "actions"))
             names = [n for n, _ in leaves]
@@ -400,10 +436,10 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
         shown = [f for f in frames if f is not None]
         if shown and len(shown) == len(frames) and len({f.shape[1:] for f in shown}) == 1:
             arrays["render_frames"] = np.concatenate(shown)
-        else:
-            _frames_left_out(
-                len(shown), "npz (frames of some episodes only, or of sizes that differ)"
-            )
+        elif shown:
+            left_out.what += " (frames of some episodes only, or of sizes that differ)"
+            left_out.counts["rendered frames"] = len(shown)
+        left_out.warn()
         with atomic_output(out) as tmp, open(tmp, "wb") as f:
             np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
     return out

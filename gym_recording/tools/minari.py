@@ -45,6 +45,7 @@ from gym_recording._errors import (
 )
 from gym_recording._optional import require
 from gym_recording._progress import progress
+from gym_recording.format.arrays import brief
 from gym_recording.format.fields import field_step
 from gym_recording.format.spaces import UnknownSpace
 from gym_recording.read.episode import Episode
@@ -330,6 +331,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         if not len(rec):
             msg = f"{rec.directory} holds no episode to export"
             raise ExportError(msg)
+        _check_one_env(rec)
         obs_space = rec.observation_space
         act_space = rec.action_space
         if _unknown_in(obs_space) or _unknown_in(act_space):
@@ -394,11 +396,29 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
             if isinstance(exc, (AssertionError, ValueError, TypeError, KeyError)) and not (
                 isinstance(exc, RecordingError)
             ):
-                msg = f"Minari could not store the recording as {dataset_id}: {exc}"
+                msg = (
+                    f"Minari could not store the recording as {dataset_id}: "
+                    f"{exc or type(exc).__name__}"
+                )
                 raise ExportError(msg) from exc
             raise
     lost.warn(dataset_id)
     return path
+
+
+def _check_one_env(rec: Recording) -> None:
+    """Refuse a recording whose writers recorded other envs or spaces (a dataset has one)."""
+    first = rec.writers[0]
+    for w in rec.writers[1:]:
+        for key in ("env_id", "observation_space", "action_space"):
+            if getattr(w, key) != getattr(first, key):
+                msg = (
+                    f"{rec.directory} holds the episodes of writers whose {key} differs "
+                    f"({first.writer}: {brief(getattr(first, key))}, {w.writer}: "
+                    f"{brief(getattr(w, key))}); a Minari dataset holds one env: record "
+                    "each env into a directory of its own"
+                )
+                raise ExportError(msg)
 
 
 def _unknown_in(space: Any) -> bool:

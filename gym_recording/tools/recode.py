@@ -35,14 +35,14 @@ def recode(
     compression: str | None,
     compression_level: int | None = None,
 ) -> str:
-    """Copy the recording ``directory`` to ``out`` with every array compressed, or raw.
+    """Copy the recording ``directory`` to ``out`` with its arrays compressed, or raw.
 
     Args:
         directory: The recording to read.
         out: Where to write the copy: a directory that does not exist yet or holds no
             trace files.
-        compression: ``"zstd"`` to compress every array, ``None`` to store every array
-            raw (a recording any version 1 or 2.0 reader reads).
+        compression: ``"zstd"`` to compress each array that shrinks, ``None`` to store
+            every array raw (a recording any version 1 or 2.0 reader reads).
         compression_level: zstd's level, 1 to 22 (default 3).
 
     Returns:

@@ -23,6 +23,7 @@ hands them a copy, so the caller's dict is left as it was.
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import os
 import tempfile
@@ -163,6 +164,29 @@ def _autoreset_mode(env: VectorEnv) -> AutoresetMode:
         )
         return AutoresetMode.NEXT_STEP
     return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+
+
+#: What ``make_vec`` adds to a spec's kwargs for the vector env (not the env's own).
+_VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+
+
+def _one_env_spec(spec: Any) -> Any:
+    """The spec that makes one sub-env of a vector env, or ``None``.
+
+    For a ``make_vec`` env made by its id's vector entry point, which has no sub-envs to
+    ask: its spec without the vector arguments.
+    """
+    kwargs = getattr(spec, "kwargs", None)
+    if not isinstance(kwargs, dict) or kwargs.get("vectorization_mode") != "vector_entry_point":
+        return None
+    if getattr(spec, "entry_point", None) is None:  # (a vector env only: no single env)
+        return None
+    one = copy.deepcopy(spec)
+    one.kwargs = {k: v for k, v in kwargs.items() if k not in _VECTOR_KWARGS}
+    steps = one.kwargs.pop("max_episode_steps", None)  # (a vector env's kwarg; a spec's field)
+    if steps is not None:
+        one.max_episode_steps = steps
+    return one
 
 
 def _per_env_seeds(seed: Any, n: int) -> list[int | None]:
@@ -406,14 +430,15 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         """
         # (the vector env itself: vector wrappers such as RecordEpisodeStatistics do not
         # forward get_attr)
-        get_attr = getattr(getattr(self.env, "unwrapped", self.env), "get_attr", None)
+        unwrapped = getattr(self.env, "unwrapped", self.env)
+        get_attr = getattr(unwrapped, "get_attr", None)
         try:
             specs = list(get_attr("spec")) if callable(get_attr) else []
             if len(specs) == n:
                 return specs
         except Exception:  # a sub-env without a spec attribute, or an unpicklable spec
             pass
-        return [None] * n
+        return [_one_env_spec(getattr(unwrapped, "spec", None))] * n
 
     # ---------------------------------------------------------------- env API
 

@@ -409,6 +409,12 @@ def make_server(
         True
         >>> server.server_close()
     """
+    if "://" in str(directory):
+        msg = (
+            f"{directory}: `gym-recording view` serves a local directory, not a URL; copy the "
+            "recording here first (gym_recording.storage_s3.download_recording for s3://)"
+        )
+        raise TraceFormatError(msg, directory)
     root = Path(directory).resolve()
     if not root.is_dir():
         msg = f"{directory}: not a directory; `gym-recording view` needs a recording directory"

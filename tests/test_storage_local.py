@@ -130,6 +130,33 @@ def test_write_files_writes_exactly_the_chunks(
     assert not _temps(tmp_path)
 
 
+def _open_mode() -> int:
+    """The bits open() gives a new file now: 0666 without the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def test_files_follow_the_umask_of_when_they_are_written(tmp_path: Path, impl: str) -> None:
+    """A umask set after import (a program that wants private files) is followed by every
+    write: single files, group writes, and exports (which rename a temporary file)."""
+    from gym_recording.tools.export import export
+
+    old = os.umask(0o077)
+    try:
+        rec = TraceRecording(tmp_path / "r")
+        rec.add_reset(np.zeros(2))
+        rec.close()
+        export(tmp_path / "r", to="npz", out=tmp_path / "x.npz")
+        LocalStorage(tmp_path / "r").write_atomic("m.json", [b"{}"])
+        names = [*os.listdir(tmp_path / "r")]
+        modes = {stat.S_IMODE(os.stat(tmp_path / "r" / n).st_mode) for n in names}
+        modes.add(stat.S_IMODE(os.stat(tmp_path / "x.npz").st_mode))
+        assert modes == {0o600}, names
+    finally:
+        os.umask(old)
+
+
 @pytest.mark.parametrize("sync_directory", [True, False])
 def test_write_atomic_replaces_an_existing_file_and_sets_normal_permissions(
     tmp_path: Path, sync_directory: bool
@@ -142,7 +169,7 @@ def test_write_atomic_replaces_an_existing_file_and_sets_normal_permissions(
     st.write_atomic("m.json", [b"new", b"!"], sync_directory=sync_directory)
     assert (tmp_path / "m.json").read_bytes() == b"new!"
     mode = stat.S_IMODE(os.stat(tmp_path / "m.json").st_mode)
-    assert mode == _local._FILE_MODE == 0o666 & ~_local._UMASK
+    assert mode == _open_mode()
     assert not _temps(tmp_path)
     st.sync()
 
@@ -160,7 +187,7 @@ def test_write_files_replaces_an_existing_file_and_sets_normal_permissions(
     assert published == ["m.json", "m.json"]
     assert (tmp_path / "m.json").read_bytes() == b"new!"
     mode = stat.S_IMODE(os.stat(tmp_path / "m.json").st_mode)
-    assert mode == _local._FILE_MODE == 0o666 & ~_local._UMASK
+    assert mode == _open_mode()
     assert not _temps(tmp_path)
     st.sync()
 
@@ -330,7 +357,7 @@ def test_write_files_publishes_every_file_in_order(tmp_path: Path, impl: str, wh
     assert published == ["b.bin", "b.json", "m.manifest.json"]
     for name, chunks, _ in files:
         assert (tmp_path / name).read_bytes() == _joined(chunks)
-        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == _local._FILE_MODE
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == _open_mode()
     assert not _temps(tmp_path)
     _write_group(st, _group(1), published, where)  # one file alone
     assert published == ["b.bin", "b.json", "m.manifest.json", "b.bin"]

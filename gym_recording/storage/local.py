@@ -25,14 +25,36 @@ from gym_recording._errors import OutputExistsError, RecordingError, TraceFormat
 from gym_recording.format.names import TEMP_PREFIX, is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, PendingWrite, ThreadedWrite
 
-__all__ = ["DIRECTORY_MODE", "LocalStorage", "atomic_output"]
+__all__ = ["LocalStorage", "atomic_output", "directory_mode"]
 
-# The permission bits a normal ``open()`` would give a new file (mkstemp uses 0600).
-_UMASK = os.umask(0)
+_UMASK = os.umask(0)  # (at import: where the process's own cannot be read without setting it)
 os.umask(_UMASK)
-_FILE_MODE = 0o666 & ~_UMASK
-#: The permission bits ``os.mkdir`` would give a new directory (mkdtemp uses 0700).
-DIRECTORY_MODE = 0o777 & ~_UMASK
+#: The mode a new file is opened with: the kernel takes the umask off, as for ``open()``.
+_OPEN_MODE = 0o666
+
+
+def _umask() -> int:
+    """The process's umask now (Linux reports it; elsewhere, as it was at import)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UMASK
+
+
+def _file_mode() -> int:
+    """The permission bits a normal ``open()`` would give a new file (mkstemp gives 0600)."""
+    return 0o666 & ~_umask()
+
+
+def directory_mode() -> int:
+    """The permission bits ``os.mkdir`` would give a new directory (mkdtemp gives 0700)."""
+    return 0o777 & ~_umask()
+
+
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 #: The most files the C group write takes at once (a batch has three).
 _C_GROUP_MAX = 64
@@ -47,13 +69,14 @@ class _Writer(AtomicWriter):
     def __init__(self, path: str, *, sync_directory: bool) -> None:
         super().__init__(path, mode="wb", overwrite=True)
         self.sync_directory = sync_directory
+        self.file_mode = _file_mode()
 
     def get_fileobject(self, suffix: str = "", prefix: str = TEMP_PREFIX, **kwargs: Any) -> Any:
         return super().get_fileobject(suffix=suffix, prefix=prefix, **kwargs)
 
     def sync(self, f: Any) -> None:
         f.flush()
-        os.fchmod(f.fileno(), _FILE_MODE)
+        os.fchmod(f.fileno(), self.file_mode)
         super().sync(f)
 
     def commit(self, f: Any) -> None:
@@ -94,7 +117,7 @@ def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Ite
     try:
         yield tmp
         refuse(" (it appeared while it was written)")
-        os.chmod(tmp, _FILE_MODE)  # (mkstemp made it 0600: the mode open() would give)
+        os.chmod(tmp, _file_mode())  # (mkstemp made it 0600: the mode open() would give)
         os.replace(tmp, out)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -340,7 +363,7 @@ class LocalStorage:
         while True:
             name = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
             try:
-                return os.open(name, flags, _FILE_MODE, dir_fd=dir_fd), name
+                return os.open(name, flags, _OPEN_MODE, dir_fd=dir_fd), name
             except FileExistsError:
                 continue
 
@@ -446,7 +469,7 @@ class _CWrite:
         start = self._storage._start_write_c
         assert start is not None  # (only made when the extension is built)
         self._done: list[str] = []  # (what the task published, kept across an interrupt)
-        self._task: Any = start(self._storage.directory, group, _FILE_MODE)
+        self._task: Any = start(self._storage.directory, group, _OPEN_MODE)
 
     def wait(self, published: list[str]) -> None:
         """Wait for the write; then as :meth:`LocalStorage.write_files`."""

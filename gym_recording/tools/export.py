@@ -45,7 +45,7 @@ from gym_recording.format.fields import leaves, slice_field
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
-from gym_recording.storage.local import DIRECTORY_MODE, atomic_output
+from gym_recording.storage.local import atomic_output, directory_mode
 from gym_recording.tools._source import episodes, open_recording
 from gym_recording.tools.minari import export_minari, import_minari
 
@@ -496,7 +496,7 @@ def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
         if os.path.lexists(out):
             msg = f"{out} appeared while exporting; remove it or choose another path"
             raise OutputExistsError(msg)
-        os.chmod(tmp, DIRECTORY_MODE)
+        os.chmod(tmp, directory_mode())
         os.rename(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -32,7 +32,7 @@ from gym_recording.format.names import (
     is_temp_name,
     write_rank,
 )
-from gym_recording.storage.local import DIRECTORY_MODE, LocalStorage
+from gym_recording.storage.local import LocalStorage, directory_mode
 from gym_recording.storage.remote import FsspecStorage
 
 __all__ = ["download_recording", "upload_recording"]
@@ -133,7 +133,7 @@ def download_recording(
             if name not in manifests and is_plain_name(name) and not is_temp_name(name):
                 logger.info("Download %s/%s to %s", s3url.rstrip("/"), name, directory)
                 target.write_atomic(name, [source.map(name)])
-        os.chmod(tmp, DIRECTORY_MODE)  # (mkdtemp made it 0700: the mode mkdir would give)
+        os.chmod(tmp, directory_mode())  # (mkdtemp made it 0700: the mode mkdir would give)
         try:
             os.rename(tmp, directory)
         except OSError:  # another process finished the same download first

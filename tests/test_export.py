@@ -296,6 +296,25 @@ def test_minari_every_observation_space(tmp_path: Path, minari_path: Any, space:
         )
 
 
+def test_minari_round_trip_tells_infos_of_no_keys_from_none(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Minari holds infos of no keys ({}, CartPole's) as no infos; the export says infos were
+    recorded, so that they come back as {} (and a recording without infos, without)."""
+    for record_infos in (True, False):
+        d = tmp_path / f"r{record_infos}"
+        with TraceRecordingWrapper(
+            gymnasium.make("CartPole-v1"), d, record_infos=record_infos
+        ) as w:
+            w.reset(seed=1)
+            for _ in range(3):
+                w.step(0)
+        export(d, to="minari", out=f"tests/infos-{record_infos}-v0")
+        back = import_minari(f"tests/infos-{record_infos}-v0", tmp_path / f"back{record_infos}")
+        (want,), (got,) = gym_recording.load(d), gym_recording.load(back)
+        assert got.infos == want.infos == ([{}] * 4 if record_infos else None)
+
+
 def test_minari_images_are_lossless(tmp_path: Path, minari_path: Any) -> None:
     space = gymnasium.spaces.Box(0, 255, (32, 32, 3), np.uint8)  # Minari's "image" size
     env = SpaceEnv(space, min_len=3, max_len=3)

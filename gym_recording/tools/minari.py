@@ -503,6 +503,8 @@ def _write(
                     "env_id": rec.env_id,
                     "metadata": rec.metadata,
                     "writers": [m.writer for m in rec.writers],
+                    # (Minari stores infos of no keys as none: this tells {} from None)
+                    "record_infos": any(m.record_infos for m in rec.writers),
                 }
             }
         )
@@ -571,7 +573,9 @@ def import_minari(dataset_id: str, out: str | os.PathLike[str]) -> str:
     )
     indices = [int(i) for i in dataset.episode_indices]
     metas = list(dataset.storage.get_episode_metadata(indices))
-    infos = bool(indices) and bool(next(iter(dataset.iterate_episodes(indices[:1]))).infos)
+    infos = (isinstance(source, dict) and source.get("record_infos") is True) or (
+        bool(indices) and bool(next(iter(dataset.iterate_episodes(indices[:1]))).infos)
+    )
     rec = TraceRecording(
         out,
         env_id=getattr(spec, "id", None),
@@ -594,11 +598,12 @@ def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
     seed = meta.get("seed")
     obs, actions = ep.observations, ep.actions
     infos = ep.infos or None
+    empty = {} if rec.record_infos else None  # (each info, where Minari holds none)
     rec.add_reset(
         field_step(obs, 0),
         seed=None if seed is None else int(seed),
         options=meta.get("options"),
-        info=_info_at(infos, 0) if infos else None,
+        info=_info_at(infos, 0) if infos else empty,
         started_at=_time(meta.get("gym_recording_started_at")),
     )
     for t in range(len(ep.rewards)):
@@ -608,7 +613,7 @@ def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
             float(ep.rewards[t]),
             terminated=bool(ep.terminations[t]),
             truncated=bool(ep.truncations[t]),
-            info=_info_at(infos, t + 1) if infos else None,
+            info=_info_at(infos, t + 1) if infos else empty,
         )
     rec.end_episode(ended_at=_time(meta.get("gym_recording_ended_at")))
 

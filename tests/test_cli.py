@@ -427,9 +427,10 @@ def test_export_where_it_cannot_write_is_an_error_line(
     cli: Run, recorded: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "a-file").write_text("x")
-    for to in ("npz", "parquet"):
+    for to in ("npz", "parquet", "mp4"):
         out = str(tmp_path / "a-file" / f"out.{to}")
-        assert_error(cli("export", str(recorded), "--to", to, out, expect=1), f"cannot write {out}")
+        proc = cli("export", str(recorded), "--to", to, out, expect=1)
+        assert_error(proc, f"for {out}: a file of that name is in the way")
     assert_error(cli("export", str(recorded), "--to", "npz", "", expect=2), "empty string")
 
 
@@ -469,4 +470,4 @@ def test_a_directory_of_two_envs_says_so(cli: Run, tmp_path: Path) -> None:
     assert "the writers record different spaces" in info
     pytest.importorskip("minari")
     proc = cli("export", mixed, "--to", "minari", "mixed/envs-v0", expect=1)
-    assert_error(proc, "whose env_id differs", "'CartPole-v1'", "'Acrobot-v1'")
+    assert_error(proc, "whose env_id differs", '"CartPole-v1"', '"Acrobot-v1"')

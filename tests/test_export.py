@@ -187,6 +187,24 @@ def test_parquet_and_npz_carry_seeds_and_name_what_they_leave_out(tmp_path: Path
         export(tmp_path / "plain", to="parquet", out=tmp_path / "p.parquet")
 
 
+def test_exports_take_odd_infos_seeds_and_options(tmp_path: Path) -> None:
+    """An info that is an array, not a dict; a seed past int64 (Gymnasium takes any int of 0
+    or more: it is left out, and said); options ``{}`` (nothing left out)."""
+    pytest.importorskip("pyarrow")
+    with gym_recording.TraceRecording(tmp_path / "r", record_infos=True) as w:
+        w.add_reset(np.zeros(2), seed=2**70, options={}, info={})
+        w.add_step(0, np.ones(2), 1.0, info=np.array([1.0, 2.0]))
+    for to in ("npz", "parquet"):
+        with pytest.warns(LossyExportWarning) as caught:
+            export(tmp_path / "r", to=to, out=tmp_path / f"x.{to}")
+        (said,) = [str(c.message) for c in caught]
+        assert said == (
+            f"{to} leaves out the infos of 1 episode and the seeds of 1 episode "
+            "(`export --to minari` keeps them)"
+        )
+    assert np.load(tmp_path / "x.npz")["seeds"].tolist() == [-1]
+
+
 def test_parquet_of_an_empty_recording(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     gym_recording.TraceRecording(tmp_path / "r").close()
@@ -313,6 +331,34 @@ def test_minari_round_trip_tells_infos_of_no_keys_from_none(
         back = import_minari(f"tests/infos-{record_infos}-v0", tmp_path / f"back{record_infos}")
         (want,), (got,) = gym_recording.load(d), gym_recording.load(back)
         assert got.infos == want.infos == ([{}] * 4 if record_infos else None)
+
+
+class _ProcessSpace(gymnasium.spaces.Space[Any]):
+    """A space the format cannot describe, whose repr differs between processes (as
+    MiniGrid's mission space, which shows a function's address)."""
+
+    def __repr__(self) -> str:
+        return f"ProcessSpace(at {id(self):#x})"
+
+
+def test_minari_export_of_two_runs_whose_unknown_spaces_print_differently(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Writers of one env are one env, though an Unknown space's repr differs between them."""
+    for run in range(2):
+        space = _ProcessSpace((2,), np.float32)
+        rec = gym_recording.TraceRecording(
+            tmp_path / "r", env_id="Mine-v0", observation_space=space, action_space=space
+        )
+        with rec:
+            rec.add_reset(np.zeros(2, np.float32))
+            rec.add_step(np.ones(2, np.float32), np.ones(2, np.float32), float(run))
+    writers = gym_recording.load(tmp_path / "r").writers
+    assert writers[0].observation_space != writers[1].observation_space  # (the reprs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LossyExportWarning)
+        export(tmp_path / "r", to="minari", out="tests/two-runs-v0")
+    assert minari_path.load_dataset("tests/two-runs-v0").total_episodes == 2
 
 
 def test_minari_images_are_lossless(tmp_path: Path, minari_path: Any) -> None:

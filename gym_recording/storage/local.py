@@ -25,7 +25,7 @@ from gym_recording._errors import OutputExistsError, RecordingError, TraceFormat
 from gym_recording.format.names import TEMP_PREFIX, is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, PendingWrite, ThreadedWrite
 
-__all__ = ["LocalStorage", "atomic_output", "directory_mode"]
+__all__ = ["LocalStorage", "atomic_output", "directory_mode", "make_parent"]
 
 _UMASK = os.umask(0)  # (at import: where the process's own cannot be read without setting it)
 os.umask(_UMASK)
@@ -92,6 +92,20 @@ class _Writer(AtomicWriter):
                 raise
 
 
+def make_parent(parent: str, out: str) -> None:
+    """Make the directory ``parent`` of ``out`` (and its own parents) if missing.
+
+    Raises:
+        RecordingError: it cannot be made (a file stands in its way, or no permission).
+    """
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        why = "a file of that name is in the way" if isinstance(exc, FileExistsError) else ""
+        msg = f"cannot make the directory {parent} for {out}: {why or exc.strerror or exc}"
+        raise RecordingError(msg) from exc
+
+
 @contextlib.contextmanager
 def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Iterator[str]:
     """A temporary path beside ``out``, renamed to ``out`` once the block succeeds.
@@ -111,7 +125,7 @@ def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Ite
 
     refuse("")
     parent = os.path.dirname(os.path.abspath(out))
-    os.makedirs(parent, exist_ok=True)
+    make_parent(parent, out)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=parent)
     os.close(fd)
     try:

@@ -131,7 +131,6 @@ def _cmd_record(args: argparse.Namespace) -> int:
     except (ValueError, RecordingError) as exc:  # a level out of range; an env that cannot render
         _err(str(exc))
         return EXIT_USAGE
-    steps = 0
     interrupted = False
     try:
         with env:  # (closed, so written, however the loop ends)
@@ -141,13 +140,14 @@ def _cmd_record(args: argparse.Namespace) -> int:
                 done = False
                 while not done:
                     _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                    steps += 1
                     done = terminated or truncated
     except KeyboardInterrupt:
         interrupted = True
     directory, writer = env.directory, env.recording.writer_id
     with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
-        returns = [ep.total_reward for ep in rec if ep.writer == writer]
+        mine = [ep for ep in rec if ep.writer == writer]
+        returns = [ep.total_reward for ep in mine]
+        steps = sum(ep.length for ep in mine)  # (as recorded: a step interrupted may be too)
     q = _path_word(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
@@ -477,13 +477,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         except BrokenPipeError:  # `gym-recording info DIR | head`
             return EXIT_OK
-        except OSError as exc:  # an output it cannot write (a read-only place, a file as parent)
-            out, name, why = getattr(args, "out", None), exc.filename, exc.strerror or str(exc)
-            if out is not None:
-                at = f" ({name})" if name is not None and os.fspath(name) != out else ""
-                _err(f"cannot write {out}: {why}{at}")
-            else:
-                _err(f"{name}: {why}" if name is not None else why)
+        except OSError as exc:  # a file it cannot read or write (a read-only place, say)
+            name, why = exc.filename, exc.strerror or str(exc)
+            _err(f"{name}: {why}" if name is not None else why)
             return EXIT_PROBLEM
 
 

@@ -45,7 +45,7 @@ from gym_recording.format.fields import leaves, slice_field
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
-from gym_recording.storage.local import atomic_output, directory_mode
+from gym_recording.storage.local import atomic_output, directory_mode, make_parent
 from gym_recording.tools._source import episodes, open_recording
 from gym_recording.tools.minari import export_minari, import_minari
 
@@ -196,7 +196,8 @@ def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
     columns = {
         "episode": pa.array(np.full(n, ep.index, dtype=np.int64)),
         "step": pa.array(np.arange(n, dtype=np.int64)),
-        "seed": pa.array([ep.seed] * n, pa.int64()),  # (null: reset without a seed)
+        # (null: reset without a seed, or with one past int64, which _LeftOut counts)
+        "seed": pa.array([ep.seed if _fits_int64(ep.seed) else None] * n, pa.int64()),
         "obs": _arrow_field(pa, slice_field(ep.observations, 0, n), "obs", shapes),
         "action": _arrow_field(pa, ep.actions, "action", shapes),
         "reward": pa.array(np.asarray(ep.rewards, dtype=np.float64)),
@@ -205,6 +206,10 @@ def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
         "truncated": pa.array(truncated),
     }
     return pa.table(columns)
+
+
+def _fits_int64(seed: int | None) -> bool:
+    return seed is None or -(2**63) <= seed < 2**63
 
 
 def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
@@ -314,14 +319,17 @@ class _LeftOut:
 
     def __init__(self, what: str) -> None:
         self.what = what
-        self.counts = {"rendered frames": 0, "infos": 0, "reset options": 0}
+        self.counts = {"rendered frames": 0, "infos": 0, "reset options": 0, "seeds": 0}
 
     def add(self, ep: Episode, *, frames: bool = True) -> None:
         """Count what ``ep`` has that the export leaves out (its frames too, with ``frames``)."""
         c = self.counts
         c["rendered frames"] += frames and ep.render_frames is not None
-        c["infos"] += ep.infos is not None and any(i not in (None, {}) for i in ep.infos)
-        c["reset options"] += ep.options is not None
+        c["infos"] += ep.infos is not None and any(
+            i is not None and not (type(i) is dict and not i) for i in ep.infos
+        )
+        c["reset options"] += ep.options is not None and ep.options != {}
+        c["seeds"] += not _fits_int64(ep.seed)  # (past int64: the column's type)
 
     def warn(self) -> None:
         """A :class:`~gym_recording.LossyExportWarning` naming each part left out."""
@@ -357,7 +365,8 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
     - ``episode_lengths``, ``episode_starts`` (offset of each episode's first step in
       ``actions``/``rewards``), ``observation_starts`` (offset of its first observation):
       ``[E]`` int64.
-    - ``terminated``, ``truncated`` ``[E]`` bool; ``seeds`` ``[E]`` int64 (``-1``: none).
+    - ``terminated``, ``truncated`` ``[E]`` bool; ``seeds`` ``[E]`` int64 (``-1``: none, or
+      one past int64, which a :class:`~gym_recording.LossyExportWarning` counts).
     - ``metadata``: a JSON string (env id, spaces, the recording's metadata).
     - ``render_frames``: with ``record_render``, every episode's rendered frames,
       ``[sum(N_e + 1), H, W, 3]`` uint8, indexed as the observations are; where only some
@@ -417,7 +426,7 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             lengths.append(ep.length)
             terminated.append(ep.terminated)
             truncated.append(ep.truncated)
-            seeds.append(-1 if ep.seed is None else ep.seed)
+            seeds.append(ep.seed if ep.seed is not None and _fits_int64(ep.seed) else -1)
         arrays: dict[str, np.ndarray] = {}
         for name, chunks in parts.items():
             arrays[name] = np.concatenate(chunks) if chunks else empty[name]
@@ -467,7 +476,7 @@ def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
     """
     out = os.path.abspath(out)
     parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
+    make_parent(parent, out)
     tmp = tempfile.mkdtemp(prefix=".gymrec-tmp-export-", dir=parent)
     try:
         with open_recording(directory) as rec:

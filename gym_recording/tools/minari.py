@@ -45,7 +45,6 @@ from gym_recording._errors import (
 )
 from gym_recording._optional import require
 from gym_recording._progress import progress
-from gym_recording.format.arrays import brief
 from gym_recording.format.fields import field_step
 from gym_recording.format.spaces import UnknownSpace
 from gym_recording.read.episode import Episode
@@ -407,18 +406,26 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
 
 
 def _check_one_env(rec: Recording) -> None:
-    """Refuse a recording whose writers recorded other envs or spaces (a dataset has one)."""
+    """Refuse a recording whose writers recorded other envs or spaces (a dataset has one).
+
+    A space the recording could not describe (``Unknown``, which holds its ``repr``: a
+    function's address, say, that differs between processes) is not compared.
+    """
     first = rec.writers[0]
     for w in rec.writers[1:]:
         for key in ("env_id", "observation_space", "action_space"):
-            if getattr(w, key) != getattr(first, key):
+            a, b = getattr(first, key), getattr(w, key)
+            if a != b and not (key != "env_id" and ('"Unknown"' in _text(a) + _text(b))):
                 msg = (
                     f"{rec.directory} holds the episodes of writers whose {key} differs "
-                    f"({first.writer}: {brief(getattr(first, key))}, {w.writer}: "
-                    f"{brief(getattr(w, key))}); a Minari dataset holds one env: record "
-                    "each env into a directory of its own"
+                    f"({first.writer}: {_text(a)[:120]}, {w.writer}: {_text(b)[:120]}); a "
+                    "Minari dataset holds one env: record each env into a directory of its own"
                 )
                 raise ExportError(msg)
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
 
 
 def _unknown_in(space: Any) -> bool:
@@ -598,7 +605,7 @@ def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
     seed = meta.get("seed")
     obs, actions = ep.observations, ep.actions
     infos = ep.infos or None
-    empty = {} if rec.record_infos else None  # (each info, where Minari holds none)
+    empty: dict[str, Any] | None = {} if rec.record_infos else None  # (where Minari has none)
     rec.add_reset(
         field_step(obs, 0),
         seed=None if seed is None else int(seed),

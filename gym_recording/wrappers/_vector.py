@@ -23,7 +23,7 @@ hands them a copy, so the caller's dict is left as it was.
 from __future__ import annotations
 
 import atexit
-import copy
+import dataclasses
 import logging
 import os
 import tempfile
@@ -181,12 +181,14 @@ def _one_env_spec(spec: Any) -> Any:
         return None
     if getattr(spec, "entry_point", None) is None:  # (a vector env only: no single env)
         return None
-    one = copy.deepcopy(spec)
-    one.kwargs = {k: v for k, v in kwargs.items() if k not in _VECTOR_KWARGS}
-    steps = one.kwargs.pop("max_episode_steps", None)  # (a vector env's kwarg; a spec's field)
-    if steps is not None:
-        one.max_episode_steps = steps
-    return one
+    own = {k: v for k, v in kwargs.items() if k not in _VECTOR_KWARGS}
+    steps = own.pop("max_episode_steps", None)  # (a vector env's kwarg; a spec's field)
+    try:  # (an EnvSpec is a dataclass: a copy that shares the values, as gymnasium's do)
+        return dataclasses.replace(
+            spec, kwargs=own, max_episode_steps=spec.max_episode_steps if steps is None else steps
+        )
+    except Exception:  # not gymnasium's EnvSpec
+        return None
 
 
 def _per_env_seeds(seed: Any, n: int) -> list[int | None]:

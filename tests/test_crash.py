@@ -179,6 +179,10 @@ def test_rename_onto_a_directory_fails_cleanly(tmp_path):
     with gym_recording.load(tmp_path) as r:
         assert len(r) == committed
         assert [ep.seed for ep in r] == list(range(committed))
+    (tmp_path / blob).rmdir()  # (the way is clear: close() again writes what is left)
+    rec.close()
+    with gym_recording.load(tmp_path) as r:
+        assert [ep.seed for ep in r] == [*range(3), 9]
 
 
 # ---------------------------------------------------------------------------- failing envs

@@ -515,3 +515,45 @@ def test_a_forked_child_does_not_flush_the_parents_recording_at_exit(tmp_path: P
     assert "AFTER CHILD []" in run.stdout, run.stdout  # the child wrote nothing
     with gym_recording.load(d) as r:
         assert [len(e.rewards) for e in r] == [1]
+
+
+WORKER_RECORDS = """
+import multiprocessing as mp, sys
+import numpy as np
+from gym_recording import TraceRecording
+
+
+def work(directory):
+    rec = TraceRecording(directory)  # (never closed: the worker's exit writes it)
+    for e in range(3):
+        rec.add_reset(np.zeros(2), seed=e)
+        rec.add_step(0, np.ones(2), 1.0, terminated=True)
+
+
+if __name__ == "__main__":
+    p = mp.get_context(sys.argv[2]).Process(target=work, args=(sys.argv[1],))
+    p.start()
+    p.join()
+    sys.exit(p.exitcode)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_a_multiprocessing_worker_writes_its_recording_as_it_exits(
+    tmp_path: Path, method: str
+) -> None:
+    """A worker started by fork or forkserver ends without running atexit: its recordings
+    are written by multiprocessing's own exit, as a spawned one's are at interpreter exit."""
+    import multiprocessing
+
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} start method here")
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_RECORDS)
+    d = tmp_path / "traces"
+    run = subprocess.run(
+        [sys.executable, str(script), str(d), method], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    with gym_recording.load(d) as r:
+        assert [ep.seed for ep in r] == [0, 1, 2]

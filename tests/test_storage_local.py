@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -596,3 +598,38 @@ def test_a_process_forked_during_a_write_cannot_wait_for_it_and_does_not_hang(
     assert published == ["f", "g"]
     assert (tmp_path / "g").read_bytes() == data
     assert not _temps(tmp_path)
+
+
+_TOO_LARGE = """
+import resource, signal, sys
+from gym_recording import RecordingError
+from gym_recording.storage.local import LocalStorage
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (5_000, resource.RLIM_INFINITY))
+files = [("b.bin", [b"x" * 100], False), ("b.json", [b"{}"], True)]
+files.append(("m.json", [b"y" * 9_000], False))
+try:
+    LocalStorage(sys.argv[1]).write_files(files, [])
+except RecordingError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["c", "python"])
+def test_a_write_that_fails_names_the_file_it_failed_on(tmp_path: Path, pure: bool) -> None:
+    """A group's third file outgrows RLIMIT_FSIZE while it is written, before any rename:
+    the error names that file, not the group's first."""
+    if not HAVE_C and not pure:
+        pytest.skip("the C extension is not built")
+    env = {**os.environ, "GYM_RECORDING_PURE_PYTHON": "1" if pure else ""}
+    run = subprocess.run(
+        [sys.executable, "-c", _TOO_LARGE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    assert "m.json' (File too large)" in run.stdout, run.stdout
+    assert sorted(os.listdir(tmp_path)) == []

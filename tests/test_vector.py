@@ -465,3 +465,56 @@ def test_a_closed_vector_wrapper_refuses_reset_and_step(tmp_path: Path) -> None:
     with gym_recording.load(tmp_path) as rec:
         # (make_vec's CartPole is its own vector env: no seed per sub-env, see above)
         assert sorted((ep.length, ep.seed) for ep in rec) == [(1, None), (1, None)]
+
+
+class _Counting(gymnasium.Env[np.ndarray, int]):
+    """Observations [episode, step]: an episode's steps can be told apart from another's."""
+
+    observation_space = spaces.Box(0, 1e9, (2,), np.float64)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, length: int) -> None:
+        self.length, self.episode, self.t = length, -1, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        self.episode, self.t = self.episode + 1, 0
+        return np.array([self.episode, 0.0]), {}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        return np.array([self.episode, self.t]), 1.0, self.t == self.length, False, {}
+
+
+def test_a_failed_write_in_one_sub_env_leaves_every_episode_whole(tmp_path: Path) -> None:
+    """One sub-env's batch cannot be written (a directory stands at its blob's name) while
+    the columns are handed over: that sub-env's episode ends at its last step kept, the
+    others take their rows, and no episode anywhere joins steps of two (the error is raised
+    once every sub-env has its rows). Once the way is clear, recording goes on."""
+    from gym_recording.format.names import batch_names  # (the name the next blob will take)
+
+    n = 3
+    envs = SyncVectorEnv([lambda k=k: _Counting(7 + 3 * k) for k in range(n)])
+    venv = TraceRecordingVectorWrapper(envs, tmp_path, batch_bytes=2_000)
+    venv.reset(seed=0)
+    for _ in range(1500):
+        venv.step(np.zeros(n, np.int64))
+    rec = venv.recordings[0]
+    last = rec.batches[-1]
+    blob = tmp_path / batch_names(rec.file_prefix, last["first"] + last["len"])[1]
+    blob.mkdir()
+    with pytest.raises(gym_recording.RecordingError, match="Is a directory"):
+        for _ in range(3000):
+            venv.step(np.zeros(n, np.int64))
+    blob.rmdir()
+    for _ in range(1500):
+        venv.step(np.zeros(n, np.int64))
+    venv.close()
+    assert gym_recording.verify(tmp_path).ok
+    for k, eps in enumerate(episodes_by_subenv(tmp_path, n)):
+        assert len(eps) > 300 // (7 + 3 * k)
+        for ep in eps:
+            obs = ep.observations
+            assert (obs[:, 0] == obs[0, 0]).all(), f"sub-env {k}: steps of two episodes"
+            np.testing.assert_array_equal(obs[:, 1], np.arange(ep.length + 1))
+        numbers = [int(ep.observations[0, 0]) for ep in eps]
+        assert numbers == sorted(set(numbers))

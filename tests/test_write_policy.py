@@ -340,7 +340,8 @@ def test_close_without_waiting_raises_the_last_write_error_at_the_next_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A last batch whose background write fails (and fails again on its retry) raises at the
-    close() that waits for it; the batches before it stay readable."""
+    close() that waits for it; the batches before it stay readable, and the batch stays
+    buffered: each close() tries again, and writes it once the disk is back."""
     disk = {"broken": False}
     _fail_writes(monkeypatch, lambda n: disk["broken"] and n.endswith(".bin"))
     rec = _record(tmp_path)
@@ -352,8 +353,13 @@ def test_close_without_waiting_raises_the_last_write_error_at_the_next_close(
     with pytest.raises(RecordingError, match="simulated"):
         rec.close()
     assert rec.closed
-    rec.close()  # (closed: nothing more to raise)
+    with pytest.raises(RecordingError, match="simulated"):
+        rec.close()
     assert _seeds(tmp_path) == list(range(12))  # (not episode 12)
+    disk["broken"] = False
+    rec.close()
+    assert _seeds(tmp_path) == list(range(13))
+    rec.close()  # (all written: nothing more to do)
 
 
 def test_a_write_whose_thread_cannot_start_is_done_in_the_recording_thread(

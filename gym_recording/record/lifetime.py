@@ -14,6 +14,7 @@ import _signal  # type: ignore[import-not-found]  # (no stub: signal's C functio
 import atexit
 import logging
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -37,6 +38,24 @@ def register(key: int, where: str, close: Callable[[], None], forget: Callable[[
     """Close a recording (``key``, writing to ``where``) at exit, or ``forget`` it in a child."""
     with _lock:
         _open[key] = (where, close, forget)
+    _close_at_worker_exit()
+
+
+_finalized_in = 0  # (the process whose multiprocessing exit closes its recordings)
+
+
+def _close_at_worker_exit() -> None:
+    """Have a ``multiprocessing`` worker close its recordings when it exits.
+
+    A worker started by fork or forkserver ends with ``os._exit``, after multiprocessing's
+    own finalizers but without ``atexit``: a finalizer of its own closes the recordings
+    then (in other processes it runs at exit too, before :func:`_close_at_exit`).
+    """
+    global _finalized_in
+    util = sys.modules.get("multiprocessing.util")  # (a worker has it; others need not)
+    if util is not None and _finalized_in != os.getpid():
+        _finalized_in = os.getpid()
+        util.Finalize(None, _close_at_exit, exitpriority=0)
 
 
 def unregister(key: int) -> None:

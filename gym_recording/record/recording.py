@@ -33,7 +33,7 @@ from gym_recording.record.buffer import Field, OpenSpan, Rewards
 from gym_recording.record.head import manifest_head
 from gym_recording.record.infos import Values
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
-from gym_recording.storage import Storage, open_storage
+from gym_recording.storage import open_storage
 
 __all__ = ["TraceRecording"]
 
@@ -46,7 +46,6 @@ MAX_BATCH_EPISODES = 50_000
 ROWS_AT_ONCE = True
 
 _writer_counter = itertools.count()
-
 
 _pack_reward = struct.Struct("<d").pack  # (a reward's bytes, as Rewards holds them)
 
@@ -66,11 +65,11 @@ class TraceRecording:
     is killed.
 
     A value that cannot be stored exactly (a vector reward, an info nested past 100
-    levels...) is refused by the call that brings it with a :class:`RecordingError`; the
-    episode it belongs to is then cut at its last stored step, and the recording goes on
-    with the next :meth:`add_reset`. A recording belongs to its process and its files to
-    its writer: it cannot be copied or pickled, and a forked child cannot record into its
-    parent's (make a new one in the child).
+    levels...), or a step that comes when a batch could not be written (its files are
+    retried at the next flush or close), is refused with a :class:`RecordingError`: its
+    episode is cut at its last stored step, and recording goes on with the next
+    :meth:`add_reset`. A recording belongs to its process: it cannot be copied or pickled,
+    and a forked child cannot record into its parent's (make a new one in the child).
 
     Args:
         directory: Where to write; created if missing. ``None`` makes a fresh directory under
@@ -87,11 +86,10 @@ class TraceRecording:
         storage_options: For a URL ``directory``, options for its filesystem, e.g.
             ``{"endpoint_url": ...}``; without them the standard configuration applies
             (``AWS_ENDPOINT_URL``, fsspec's config). Ignored for local paths.
-        compression: ``"zstd"`` compresses every array, losslessly, on a writer thread
-            while the environment steps (FORMAT.md §6.2). ``None`` (the default) writes them
-            raw: zero-copy to read, and readable by every version 1 and 2.0 reader; a
-            compressed recording needs gym-recording 2.1 or later to read. Batches then aim
-            at ``batch_bytes`` on disk and hold at most 64 MiB of arrays before compression.
+        compression: ``"zstd"`` compresses each array that shrinks, losslessly, on a writer
+            thread (FORMAT.md §6.2), for readers of gym-recording 2.1 or later; batches then
+            aim at ``batch_bytes`` on disk. ``None`` (the default) writes arrays raw:
+            zero-copy, and readable by every version 1 and 2.0 reader.
         compression_level: zstd's level, 1 (fastest) to 22 (smallest); default 3.
         render_fps: The frame rate of the environment's rendered frames (its
             ``metadata["render_fps"]``), stored in the manifest for players and videos of the
@@ -141,9 +139,7 @@ class TraceRecording:
         if directory is None:
             directory = tempfile.mkdtemp(prefix="gym-recording-")
         self.directory = os.fspath(directory)
-        self._storage: Storage = open_storage(
-            self.directory, create=True, storage_options=storage_options
-        )
+        self._storage = open_storage(self.directory, create=True, storage_options=storage_options)
         self.writer_id = f"{next(_writer_counter)}.{os.getpid()}.{secrets.token_hex(5)}"
         self.batch_bytes = batch_bytes
         self.record_infos = record_infos
@@ -340,7 +336,11 @@ class TraceRecording:
             raise RecordingError(msg)
         rewards = self._rew.buf
         if len(rewards) >> 3 >= self._room:
-            self._make_room()
+            try:
+                self._make_room()
+            except Exception:  # (a batch's write failed: the episode ends before the step)
+                self._end(None)
+                raise
         steps = len(rewards) >> 3
         what = "terminated and truncated (bools)"
         try:  # (every check before anything is kept: a refused step leaves no trace)
@@ -740,10 +740,10 @@ class TraceRecording:
     def close(self, *, keep_empty: bool = True, wait: bool = True) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.
 
-        It runs by itself at interpreter exit (of the process that made the recording: a
-        forked child leaves it to its parent, and closing it there writes nothing);
-        call it to free memory once done. Episodes not written when the process dies
-        (killed, or crashed before exit) are lost.
+        It runs by itself at interpreter exit, and as a ``multiprocessing`` worker exits (a
+        forked child leaves its parent's recordings to the parent). Episodes not written when
+        the process dies (killed, or crashed before exit) are lost. A write that fails raises
+        a :class:`RecordingError` and keeps the rest: the next ``close()`` (or exit) writes it.
 
         Args:
             keep_empty: Whether a recording of no episode still writes its manifest (its
@@ -768,8 +768,8 @@ class TraceRecording:
             self._closing = False
             self._writer.finish(empty_manifest=keep_empty or self.episode_count > 0)
             logger.info("Wrote traces to %s", self.directory)
-        except BaseException as exc:  # (interrupted: the next close(), or exit, writes it)
-            self._closing = self._closing or not isinstance(exc, Exception)
+        except BaseException:  # (interrupted, or a write failed: the next close(), or exit,
+            self._closing = True  # writes what is left)
             raise
         finally:
             self.closed = True

@@ -366,9 +366,21 @@ class LocalStorage:
             return ThreadedWrite(self, files)
         return _CWrite(self, files)
 
-    def _error(self, files: Sequence[FileToWrite], done: int, exc: OSError) -> RecordingError:
-        """The error of a group write that failed after publishing ``done`` files."""
-        return _write_error(self._path(files[min(done, len(files) - 1)][0]), self.directory, exc)
+    def _error(
+        self, files: Sequence[FileToWrite], done: int, exc: OSError, tmps: Sequence[str] = ()
+    ) -> RecordingError:
+        """The error of a group write that failed after publishing ``done`` files.
+
+        It names the file the failing call was about (``exc.filename``: its name, or its
+        temporary name, one of ``tmps``), else the first file not published.
+        """
+        names = [name for name, _, _ in files]
+        at = min(done, len(files) - 1)
+        if exc.filename in names:
+            at = names.index(exc.filename)
+        elif exc.filename in tmps:
+            at = list(tmps).index(exc.filename)
+        return _write_error(self._path(names[at]), self.directory, exc)
 
     def _new_temp(self, dir_fd: int) -> tuple[int, str]:
         """A new temporary file in the directory: its descriptor and name."""
@@ -500,11 +512,11 @@ class _CWrite:
                 if exc.filename not in self._tmps:  # a real failure
                     self._task = None
                     published.extend(done)
-                    raise self._storage._error(self._files, len(done), exc) from exc
+                    raise self._storage._error(self._files, len(done), exc, self._tmps) from exc
                 self._start()  # a temporary name was taken (nothing was renamed): again
             except OSError as exc:
                 self._task = None
                 published.extend(done)
-                raise self._storage._error(self._files, len(done), exc) from exc
+                raise self._storage._error(self._files, len(done), exc, self._tmps) from exc
         self._task = None
         published.extend(done)

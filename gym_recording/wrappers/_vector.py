@@ -23,7 +23,7 @@ hands them a copy, so the caller's dict is left as it was.
 from __future__ import annotations
 
 import atexit
-import dataclasses
+import contextlib
 import logging
 import os
 import tempfile
@@ -36,13 +36,19 @@ from typing import Any
 import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
-from gymnasium.vector.utils import iterate
 
 from gym_recording._errors import RecordingError
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
+from gym_recording.wrappers._subenvs import (
+    autoreset_mode,
+    one_env_spec,
+    per_env_seeds,
+    sub_infos,
+    unbatch,
+)
 from gym_recording.wrappers._trace_recording import closed_error
 
 __all__ = ["TraceRecordingVectorWrapper"]
@@ -151,115 +157,10 @@ class _Columns:
         self.t = t + 1
 
 
-def _autoreset_mode(env: VectorEnv) -> AutoresetMode:
-    """The autoreset mode the vector env declares, or NEXT_STEP (Gymnasium's default)."""
-    mode = getattr(env, "metadata", {}).get("autoreset_mode")
-    if mode is None:
-        mode = getattr(env.unwrapped, "autoreset_mode", None)
-    if mode is None:
-        logger.warning(
-            "%s does not declare metadata['autoreset_mode']; assuming NEXT_STEP, Gymnasium's "
-            "default. Set it so that the episodes are recorded correctly.",
-            env,
-        )
-        return AutoresetMode.NEXT_STEP
-    return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
-
-
-#: What ``make_vec`` adds to a spec's kwargs for the vector env (not the env's own).
-_VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
-
-
-def _one_env_spec(spec: Any) -> Any:
-    """The spec that makes one sub-env of a vector env, or ``None``.
-
-    For a ``make_vec`` env made by its id's vector entry point, which has no sub-envs to
-    ask: its spec without the vector arguments.
-    """
-    kwargs = getattr(spec, "kwargs", None)
-    if not isinstance(kwargs, dict) or kwargs.get("vectorization_mode") != "vector_entry_point":
-        return None
-    if getattr(spec, "entry_point", None) is None:  # (a vector env only: no single env)
-        return None
-    own = {k: v for k, v in kwargs.items() if k not in _VECTOR_KWARGS}
-    steps = own.pop("max_episode_steps", None)  # (a vector env's kwarg; a spec's field)
-    try:  # (an EnvSpec is a dataclass: a copy that shares the values, as gymnasium's do)
-        return dataclasses.replace(
-            spec, kwargs=own, max_episode_steps=spec.max_episode_steps if steps is None else steps
-        )
-    except Exception:  # not gymnasium's EnvSpec
-        return None
-
-
-def _per_env_seeds(seed: Any, n: int) -> list[int | None]:
-    """The seed each sub-env received, as Gymnasium's vector envs hand them out."""
-    if seed is None:
-        return [None] * n
-    if isinstance(seed, (int, np.integer)):
-        return [int(seed) + i for i in range(n)]
-    seeds = list(seed)
-    return [None if s is None else int(s) for s in seeds]
-
-
-def _index(space: gymnasium.Space[Any], batch: Any, i: int) -> Any:
-    """Item ``i`` of a batch of ``space`` values, by indexing the leaves."""
-    if isinstance(space, gymnasium.spaces.Dict) and isinstance(batch, Mapping):
-        return {k: _index(sub, batch[k], i) for k, sub in space.spaces.items()}
-    if (
-        isinstance(space, gymnasium.spaces.Tuple)
-        and isinstance(batch, tuple)
-        and len(batch) == len(space.spaces)
-    ):
-        return tuple(_index(sub, b, i) for sub, b in zip(space.spaces, batch, strict=True))
-    return batch[i]
-
-
-def _unbatch(
-    single: gymnasium.Space[Any], batched: gymnasium.Space[Any], batch: Any, n: int
-) -> list[Any]:
-    """Split a batched value into the ``n`` sub-env values."""
-    try:
-        items = list(iterate(batched, batch))
-        if len(items) == n:
-            return items
-    except Exception:  # a custom space without `iterate`, or an unexpected layout
-        pass
-    return [_index(single, batch, i) for i in range(n)]
-
-
 def _no_episode(action: Any, result: Any) -> None:
     """A sub-env's step recorder was handed a step outside an episode (the wrapper never does)."""
     msg = "a sub-env's step was recorded outside an episode"
     raise RecordingError(msg)
-
-
-def _sub_infos(infos: Mapping[str, Any] | None, n: int) -> list[dict[str, Any]]:
-    """Each sub-env's info out of a vector info dict (``key`` values with ``_key`` masks)."""
-    outs: list[dict[str, Any]] = [{} for _ in range(n)]
-    if not infos:
-        return outs
-    for key, value in infos.items():
-        if key.startswith("_") and key[1:] in infos:
-            continue  # a mask
-        if isinstance(value, np.ndarray):  # (the commonest: one value per sub-env)
-            items: list[Any] = list(value) if value.shape[:1] == (n,) else [value] * n
-        elif isinstance(value, Mapping):
-            items = _sub_infos(value, n)
-        elif isinstance(value, (list, tuple)) and len(value) == n:
-            items = list(value)
-        else:
-            items = [value] * n
-        mask = infos.get("_" + key)
-        if mask is not None:
-            has = mask.tolist() if type(mask) is np.ndarray else [mask[i] for i in range(n)]
-            if not all(has):
-                for out, item, there in zip(outs, items, has, strict=True):
-                    if there:
-                        out[key] = item
-                continue
-        for out, item in zip(outs, items, strict=True):
-            out[key] = item
-    return outs
 
 
 class TraceRecordingVectorWrapper(VectorWrapper):
@@ -351,7 +252,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             raise TypeError(msg)
         n = int(env.num_envs)
         #: The autoreset mode followed (read from the vector env's metadata).
-        self.autoreset_mode = _autoreset_mode(env)
+        self.autoreset_mode = autoreset_mode(env)
         self._render_choice = render_choice(record_render, env, "a vector env")
         if self._render_choice is not None and self.autoreset_mode == AutoresetMode.SAME_STEP:
             msg = (
@@ -440,7 +341,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 return specs
         except Exception:  # a sub-env without a spec attribute, or an unpicklable spec
             pass
-        return [_one_env_spec(getattr(unwrapped, "spec", None))] * n
+        return [one_env_spec(getattr(unwrapped, "spec", None))] * n
 
     # ---------------------------------------------------------------- env API
 
@@ -478,16 +379,16 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 sub_options = {k: v for k, v in options.items() if k != "reset_mask"}
         obs, infos = self.env.reset(seed=seed, options=options)
         own = isinstance(self.env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))  # (sub-envs)
-        seeds = _per_env_seeds(seed if own else None, n)
+        seeds = per_env_seeds(seed if own else None, n)
         targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
-        all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
+        all_obs = unbatch(self.single_observation_space, self.observation_space, obs, n)
         frames, failure = None, None
         if self._render_choice is not None:
             try:
                 frames = self._frames()
             except Exception as exc:  # (the episodes start without frames; then it is raised)
                 failure = exc
-        subs = _sub_infos(infos, n) if self.record_infos else None
+        subs = sub_infos(infos, n) if self.record_infos else None
         for i in targets:
             self._pending_reset[i] = False
             info = subs[i] if subs is not None else None
@@ -561,8 +462,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             return result
         self._flush()
         n = self.num_envs
-        all_acts = _unbatch(self.single_action_space, self.action_space, actions, n)
-        all_obs = _unbatch(self.single_observation_space, self.observation_space, obs, n)
+        all_acts = unbatch(self.single_action_space, self.action_space, actions, n)
+        all_obs = unbatch(self.single_observation_space, self.observation_space, obs, n)
         mode = self.autoreset_mode
         keep_infos = self.record_infos
         frames, failure = None, None
@@ -578,15 +479,15 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         self.recordings[i].end_episode()
                         self._active[i] = self._rendering[i] = False
         errors: list[RecordingError] = []  # (every sub-env's step is handled first)
-        subs: list[Any] = _sub_infos(infos, n) if keep_infos else [None] * n
+        subs: list[Any] = sub_infos(infos, n) if keep_infos else [None] * n
         finals, resets = subs, subs  # (SAME_STEP: the ended episodes' last infos, and resets')
         if (
             keep_infos
             and mode == AutoresetMode.SAME_STEP
             and np.logical_or(terminations, truncations).any()
         ):
-            finals = _sub_infos(infos.get("final_info"), n)
-            resets = _sub_infos({k: v for k, v in infos.items() if k not in _FINAL_KEYS}, n)
+            finals = sub_infos(infos.get("final_info"), n)
+            resets = sub_infos({k: v for k, v in infos.items() if k not in _FINAL_KEYS}, n)
         for i in range(n):
             rec = self.recordings[i]
             if self._pending_reset[i]:
@@ -696,66 +597,86 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             self._flush_columns(cols)
 
     def _flush_columns(self, cols: _Columns) -> None:
-        t, mode = cols.t, self.autoreset_mode
+        """Each sub-env's rows; one that raises ends its episode, and the others go on."""
+        t, errors = cols.t, []
         cols.t = 0
-        at_once = mode == AutoresetMode.NEXT_STEP and self.episode_trigger is None
         ended = cols.term[:t] | cols.trunc[:t]
-        for i, rec in enumerate(self.recordings):
-            if at_once and (self._active[i] or self._pending_reset[i]):
-                self.episode_ids[i] += rec.add_rows(
-                    cols.act[:t, i],
-                    cols.obs[:t, i],
-                    cols.rew[:t, i],
-                    cols.term[:t, i],
-                    cols.trunc[:t, i],
-                    cols.times[:t],
-                    reset_first=self._pending_reset[i],
-                )
-                self._active[i] = rec.in_episode
-                self._pending_reset[i] = not rec.in_episode
+        try:
+            for i, rec in enumerate(self.recordings):
+                try:
+                    self._flush_rows(i, rec, cols, t, ended)
+                except RecordingError as exc:  # (a value refused, or a batch's write failed)
+                    errors.append(exc)
+                    with contextlib.suppress(RecordingError):  # (the recording cut it, or:)
+                        rec.end_episode()
+                    self._active[i] = self._pending_reset[i] = False  # (until its next reset)
+        finally:
+            cols.final.clear()
+        if errors:
+            raise errors[0]
+
+    def _flush_rows(
+        self, i: int, rec: TraceRecording, cols: _Columns, t: int, ended: np.ndarray
+    ) -> None:
+        mode = self.autoreset_mode
+        if (
+            mode == AutoresetMode.NEXT_STEP
+            and self.episode_trigger is None
+            and (self._active[i] or self._pending_reset[i])
+        ):
+            self.episode_ids[i] += rec.add_rows(
+                cols.act[:t, i],
+                cols.obs[:t, i],
+                cols.rew[:t, i],
+                cols.term[:t, i],
+                cols.trunc[:t, i],
+                cols.times[:t],
+                reset_first=self._pending_reset[i],
+            )
+            self._active[i] = rec.in_episode
+            self._pending_reset[i] = not rec.in_episode
+            return
+        stops = np.flatnonzero(ended[:, i]).tolist()  # (the rows that end an episode)
+        r = k = 0
+        while r < t:
+            if self._pending_reset[i]:  # NEXT_STEP: row r reset sub-env i
+                self._pending_reset[i] = False
+                self._start(i, cols.obs[r, i], None, None, None, float(cols.times[r]))
+                r += 1
                 continue
-            stops = np.flatnonzero(ended[:, i]).tolist()  # (the rows that end an episode)
-            r = k = 0
-            while r < t:
-                if self._pending_reset[i]:  # NEXT_STEP: row r reset sub-env i
-                    self._pending_reset[i] = False
-                    self._start(i, cols.obs[r, i], None, None, None, float(cols.times[r]))
-                    r += 1
-                    continue
-                while k < len(stops) and stops[k] < r:
-                    k += 1
-                d = stops[k] if k < len(stops) else t
-                if d > r and self._active[i]:
-                    rec.add_rows(
-                        cols.act[r:d, i],
-                        cols.obs[r:d, i],
-                        cols.rew[r:d, i],
-                        cols.term[r:d, i],
-                        cols.trunc[r:d, i],
-                        cols.times[r:d],
-                        reset_first=False,
-                    )
-                if d == t:
-                    break
+            while k < len(stops) and stops[k] < r:
                 k += 1
-                terminated, truncated = bool(cols.term[d, i]), bool(cols.trunc[d, i])
-                when = float(cols.times[d])
-                if mode == AutoresetMode.SAME_STEP:
-                    final = cols.final.pop((d, i))
-                    if self._active[i]:
-                        rec.add_step(cols.act[d, i], final, cols.rew[d, i], terminated, truncated)
-                    self._start(i, cols.obs[d, i], None, None, None, when)
-                else:
-                    if self._active[i]:
-                        rec.add_step(
-                            cols.act[d, i], cols.obs[d, i], cols.rew[d, i], terminated, truncated
-                        )
-                    rec.end_episode(ended_at=when)
-                    self._active[i] = False
-                    if mode == AutoresetMode.NEXT_STEP:
-                        self._pending_reset[i] = True
-                r = d + 1
-        cols.final.clear()
+            d = stops[k] if k < len(stops) else t
+            if d > r and self._active[i]:
+                rec.add_rows(
+                    cols.act[r:d, i],
+                    cols.obs[r:d, i],
+                    cols.rew[r:d, i],
+                    cols.term[r:d, i],
+                    cols.trunc[r:d, i],
+                    cols.times[r:d],
+                    reset_first=False,
+                )
+            if d == t:
+                break
+            k += 1
+            terminated, truncated = bool(cols.term[d, i]), bool(cols.trunc[d, i])
+            when = float(cols.times[d])
+            if mode == AutoresetMode.SAME_STEP:
+                final = cols.final.pop((d, i))
+                if self._active[i]:
+                    rec.add_step(cols.act[d, i], final, cols.rew[d, i], terminated, truncated)
+                self._start(i, cols.obs[d, i], None, None, None, when)
+            else:
+                if self._active[i]:
+                    rec.add_step(
+                        cols.act[d, i], cols.obs[d, i], cols.rew[d, i], terminated, truncated
+                    )
+                rec.end_episode(ended_at=when)
+                self._active[i] = False
+                if mode == AutoresetMode.NEXT_STEP:
+                    self._pending_reset[i] = True
+            r = d + 1
 
     def close(self, **kwargs: Any) -> None:
         """Write every sub-env's buffered episodes, then close the vector env. Safe to repeat.

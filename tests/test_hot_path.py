@@ -465,7 +465,7 @@ class _NumericInfos(gymnasium.Wrapper[Any, Any, Any, Any]):
 
 def test_numeric_infos_count_against_the_batch_as_info_columns(hot_path, tmp_path):
     """Step infos of numbers count what they take as info columns (FORMAT.md §4), not as
-    JSON: 100 steps of four numpy scalars (about 5 KB a step as JSON, 768 B as columns) fit
+    JSON: 100 steps of four numpy scalars (about 5 KB a step as JSON, 32 B as columns) fit
     one batch of 100 KB, and read back equal, to the dtype."""
     env = TraceRecordingWrapper(
         _NumericInfos(gymnasium.make("CartPole-v1", max_episode_steps=100)),
@@ -564,3 +564,24 @@ def test_a_step_after_a_failed_reset_is_not_recorded(hot_path, tmp_path):
     assert episodes[0].observations.shape == (3, 4) and episodes[1].observations.shape == (2, 4)
     first_obs, _ = gymnasium.make("CartPole-v1").reset(seed=1)
     np.testing.assert_array_equal(episodes[1].observations[0], first_obs)
+
+
+def test_batches_with_infos_of_no_keys_aim_at_batch_bytes_as_without(hot_path, tmp_path):
+    """CartPole's step infos are {}: as info columns they take a few bytes a step, so batches
+    with them hold about as many steps as without (they held a ninth as many, counting each
+    {} as the 512 bytes of a dict a reader rebuilds)."""
+    steps: dict[bool, list[int]] = {}
+    for infos in (False, True):
+        d = tmp_path / str(infos)
+        env = TraceRecordingWrapper(
+            gymnasium.make("CartPole-v1"), d, record_infos=infos, batch_bytes=50_000
+        )
+        env.reset(seed=0)
+        for t in range(6_000):
+            _, _, terminated, truncated, _ = env.step(t % 2)
+            if terminated or truncated:
+                env.reset()
+        env.close()
+        with gym_recording.load(d) as rec:
+            steps[infos] = [b.steps for b in rec.writers[0].batches]
+    assert len(steps[True]) <= 1.3 * len(steps[False]), steps

@@ -51,8 +51,6 @@ COSTLY_JSON_BYTES = 8 * 1024 * 1024
 #: The most a writer keeps of JSON-encoded values in one batch (infos, options: their
 #: estimated parsed size), and the most one value may take.
 MAX_VALUE_COST = 256 * 1024 * 1024
-#: What a writer counts one value of an info column at, at least (FORMAT.md §4).
-COLUMN_VALUE_COST = 64
 #: The most info values one batch's ``info_columns`` may rebuild (rows times columns): what
 #: a writer within :data:`MAX_VALUE_COST` can write, counting a value at least 64 bytes.
 MAX_INFO_CELLS = 4_194_304

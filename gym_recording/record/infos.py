@@ -16,7 +16,7 @@ import numpy as np
 from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import InfoRows, Span
-from gym_recording.format.limits import COLUMN_VALUE_COST, MAX_NDIM, MAX_VALUE_COST
+from gym_recording.format.limits import MAX_NDIM, MAX_VALUE_COST
 from gym_recording.format.values import (
     flat_dict_cost,
     json_int,
@@ -56,9 +56,9 @@ class _Rows(InfoRows):
         return values
 
 
-#: What a step info kept as a row counts against ``batch_bytes`` besides its values (its
-#: ``{}`` once its values went to ``info_columns``, rebuilt by a reader).
-_EMPTY_INFO_COST = 512
+#: The bytes a step info kept as a row takes in a batch besides its values: its ``{}`` in
+#: the JSON once its values went to ``info_columns``.
+_EMPTY_INFO_BYTES = 4
 
 
 class Values:
@@ -66,9 +66,9 @@ class Values:
 
     Each value is counted twice (FORMAT.md §9): as stored, against ``batch_bytes``, and as
     JSON, against what readers accept; past either bound, :attr:`full`. A step info kept as
-    a row (see :meth:`keep_step_info`) is stored as the ``info_columns`` it becomes:
-    ``_EMPTY_INFO_COST`` and :data:`~gym_recording.format.limits.COLUMN_VALUE_COST` a
-    value, until its rows turn into dicts (then as their JSON); anything else, as its JSON.
+    a row (see :meth:`keep_step_info`) is stored as the ``info_columns`` it becomes (the
+    bytes of its values, and its ``{}``), until its rows turn into dicts (then as their
+    JSON); anything else, as its JSON.
 
     The C step recorder appends rows itself, as many as :meth:`room_for` allowed; they are
     counted when anything next is (rows of one span at a time: the last kept).
@@ -234,11 +234,21 @@ def _new_rows(info: dict[Any, Any]) -> _Rows | None:
         [],
         types=types,
         cost=cost,
-        as_info=_EMPTY_INFO_COST
-        + COLUMN_VALUE_COST * len(types)
-        + sum(values[i].nbytes for i in at),
+        as_info=_row_bytes(values),
         ints=tuple(i for i, t in enumerate(types) if t is int),
         arrays=tuple((i, values[i].dtype, values[i].shape) for i in at),
+    )
+
+
+def _row_bytes(values: list[Any]) -> int:
+    """What a row of ``values`` takes in a batch as info columns.
+
+    Each value's bytes (a Python bool one, an int or a float eight), and the ``{}`` left
+    in the infos.
+    """
+    return _EMPTY_INFO_BYTES + sum(
+        v.nbytes if isinstance(v, (np.ndarray, np.generic)) else 1 if type(v) is bool else 8
+        for v in values
     )
 
 

@@ -27,6 +27,7 @@ from gym_recording._errors import (
     RecordingError,
     ReplayMismatchWarning,
     TraceFormatError,
+    WriteError,
 )
 from gym_recording._version import __version__
 from gym_recording.format.spaces import UnknownSpace
@@ -53,6 +54,7 @@ __all__ = [
     "RecordingError",
     "ReplayMismatchWarning",
     "TraceFormatError",
+    "WriteError",
     "TraceRecording",
     "TraceRecordingReader",
     "TraceRecordingVectorWrapper",

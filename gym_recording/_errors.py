@@ -17,6 +17,7 @@ __all__ = [
     "RecordingError",
     "ReplayMismatchWarning",
     "TraceFormatError",
+    "WriteError",
 ]
 
 
@@ -58,6 +59,20 @@ class TraceFormatError(RecordingError, ValueError):
         if path is not None and path not in message:
             message = f"{path}: {message}"
         super().__init__(message)
+
+
+class WriteError(RecordingError):
+    """A batch's files could not be written (a full disk, an upload refused).
+
+    What they hold stays buffered, and is written at the next flush or ``close()`` (or at
+    exit). The call that raises it has recorded what it brought (its step, reset or rows):
+    an episode goes on, and a wrapper's env has stepped or reset.
+
+    Example:
+        >>> import gym_recording
+        >>> issubclass(gym_recording.WriteError, gym_recording.RecordingError)
+        True
+    """
 
 
 class RecordingClosedError(RecordingError):

@@ -14,7 +14,9 @@ import random
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -100,7 +102,7 @@ def _check_failed_write(
     whole; no temporary file is left (unless the failure took away the right to delete it);
     what was committed reads back exactly."""
     assert trial.report is not None, trial.output
-    assert trial.report["error"] == "RecordingError", trial.report
+    assert trial.report["error"] == "WriteError", trial.report
     message = trial.report["message"]
     assert reason in message
     assert "openaigym.trace." in message and ("manifest.json" in message or ".ep" in message)
@@ -339,3 +341,59 @@ def test_ctrl_c_as_the_c_write_returns_loses_no_batch(tmp_path, monkeypatch):
     assert gym_recording.verify(tmp_path).ok
     with gym_recording.load(tmp_path) as r:
         assert [ep.seed for ep in r] == list(range(e + 1))
+
+
+class _Counting(gymnasium.Env[np.ndarray, int]):
+    """Observations [episode, step]; an episode ends at its 9th step."""
+
+    observation_space = gymnasium.spaces.Box(0, 1e9, (2,), np.float64)
+    action_space = gymnasium.spaces.Discrete(2)
+    episode, t = -1, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        self.episode, self.t = self.episode + 1, 0
+        return np.array([self.episode, 0.0]), {}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        return np.array([self.episode, self.t], np.float64), 1.0, self.t == 9, False, {}
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_failed_write_records_the_step_and_loses_nothing(tmp_path, compression):
+    """A batch that cannot be written (a directory at its blob's name) raises a WriteError
+    from the step or reset that met it, once that step or reset is recorded; the env has
+    stepped or reset, and its episode goes on. Once the way is clear, the next flush writes
+    the batch: every episode is whole, none is missing."""
+    env = TraceRecordingWrapper(_Counting(), tmp_path, batch_bytes=2_000, compression=compression)
+    failures, blob = 0, None
+
+    def call(method: Any, *args: Any) -> None:
+        nonlocal failures
+        try:
+            method(*args)
+        except gym_recording.WriteError as exc:
+            assert "Is a directory" in str(exc)
+            failures += 1
+
+    call(env.reset)
+    for t in range(3_000):
+        if t == 1_000:
+            rec = env.recording
+            last = rec.batches[-1]
+            blob = tmp_path / batch_names(rec.file_prefix, last["first"] + last["len"])[1]
+            blob.mkdir()
+        if t == 2_000:
+            blob.rmdir()
+        call(env.step, 0)
+        if env.unwrapped.t == 9:  # (the episode ended, whether or not the step raised)
+            call(env.reset)
+    env.close()
+    assert failures > 0
+    with gym_recording.load(tmp_path) as rec:
+        eps = list(rec)
+    assert [int(ep.observations[0, 0]) for ep in eps] == list(range(len(eps)))
+    for ep in eps:
+        np.testing.assert_array_equal(ep.observations[:, 0], ep.observations[0, 0])
+        np.testing.assert_array_equal(ep.observations[:, 1], np.arange(ep.length + 1))
+    assert sum(ep.length for ep in eps) == 3_000

@@ -34,6 +34,7 @@ from gym_recording.format.batch import Span, frame_problem
 from gym_recording.format.codec import Compressor
 from gym_recording.format.limits import MAX_NDIM, MAX_VALUE_COST
 from gym_recording.format.values import check_int, snapshot, value_cost
+from gym_recording.format.wire import part_keys
 from gym_recording.record import frames
 from gym_recording.record.frames import StreamedFrames
 
@@ -625,6 +626,35 @@ class OpenSpan(Span):
     """
 
     flagged_at: int = -1
+
+    def last_keys(self, steps: int, ended_at: float) -> dict[str, Any]:
+        """The keys of the episode (or its last part) ending at ``steps`` buffered steps."""
+        keys = dict(self.keys)
+        if self.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
+            keys.pop("terminated", None)
+            keys.pop("truncated", None)
+        keys["ended_at"] = ended_at
+        if self.part:  # options, and keys such as the seed, are the first part's
+            keys = part_keys(keys, first=False, last=True)
+        return keys
+
+    def part_so_far(self, obs_stop: int, act_stop: int, frame_stop: int) -> Span:
+        """The episode's rows so far (up to the stops), as a part that it continues from."""
+        first = self.part == 0
+        return Span(
+            self.obs_start,
+            obs_stop,
+            self.act_start,
+            act_stop,
+            part_keys(self.keys, first=first, last=False),
+            self.options if first else None,
+            list(self.infos) if self.infos is not None else None,
+            self.part,
+            True,
+            self.frame_start,
+            frame_stop,
+            self.info_rows,
+        )
 
 
 def row_spans(

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 from gym_recording._errors import RecordingError
 
-__all__ = ["forks", "refuse_copy", "register", "uninterrupted", "unregister"]
+__all__ = ["before_exit", "forks", "refuse_copy", "register", "uninterrupted", "unregister"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +136,23 @@ def _holder(block: weakref.ref[uninterrupted], handler: Any) -> Callable[[int, A
     return hold
 
 
+def before_exit(hand_over: Callable[[], None]) -> None:
+    """Call ``hand_over`` at exit before the recordings close (what it holds goes to them)."""
+    _hand_overs.append(hand_over)
+
+
+_hand_overs: list[Callable[[], None]] = []
+_exited_in = 0  # (the process that closed its recordings at exit: once, by either hook)
+
+
 def _close_at_exit() -> None:
     """At interpreter exit, close every recording that was not closed."""
+    global _exited_in
+    if _exited_in == os.getpid():
+        return
+    _exited_in = os.getpid()
+    for hand_over in _hand_overs:
+        hand_over()
     with _lock:
         recordings = list(_open.values())
     for where, close, _ in recordings:

@@ -23,10 +23,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gym_recording._errors import RecordingClosedError, RecordingError
+from gym_recording._errors import RecordingClosedError, RecordingError, WriteError
 from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
-from gym_recording.format.wire import part_keys
 from gym_recording.record import buffer, lifetime
 from gym_recording.record import steps as _steps
 from gym_recording.record.buffer import Field, OpenSpan, Rewards
@@ -244,15 +243,20 @@ class TraceRecording:
         Raises:
             RecordingError: a value cannot be stored (the message says which); no episode
                 is started.
+            WriteError: a batch could not be written; the reset is recorded.
         """
         if self.closed or self._forks != lifetime.forks:
             self._check_usable("add_reset")
         if seed is not None:
             buffer.check_seed(seed)
-        if self._open is not None:
-            self.end_episode()
-        if len(self._pending) >= MAX_BATCH_EPISODES:
-            self._submit_batch()
+        failed = None
+        try:
+            if self._open is not None:
+                self.end_episode()
+            if len(self._pending) >= MAX_BATCH_EPISODES:
+                self._submit_batch()
+        except WriteError as exc:  # (the batch stays buffered: the reset is kept, then this)
+            failed = exc
         frame = None if render_frame is None else buffer.rgb_frame(render_frame, None, None)
         if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
@@ -298,6 +302,8 @@ class TraceRecording:
         finally:
             if self._writer.compressor is not None:
                 self._settle(steps)
+        if failed is not None:
+            raise failed
 
     def add_step(
         self,
@@ -325,6 +331,7 @@ class TraceRecording:
         Raises:
             RecordingError: no episode is open (call :meth:`add_reset` first), or a value
                 cannot be stored; then the episode is cut at its last stored step.
+            WriteError: a batch could not be written; the step is recorded.
         """
         ep = self._open
         if ep is None:
@@ -334,11 +341,13 @@ class TraceRecording:
                 "an episode starts with reset()'s observation; call add_reset(observation) first"
             )
             raise RecordingError(msg)
-        rewards = self._rew.buf
+        rewards, failed = self._rew.buf, None
         if len(rewards) >> 3 >= self._room:
             try:
                 self._make_room()
-            except Exception:  # (a batch's write failed: the episode ends before the step)
+            except WriteError as exc:  # (the batch stays buffered: the step is kept, then this)
+                failed = exc
+            except Exception:  # (the episode ends before the step)
                 self._end(None)
                 raise
         steps = len(rewards) >> 3
@@ -382,6 +391,8 @@ class TraceRecording:
         finally:  # (an interrupt above: the rows put are the env's arrays, taken now)
             if self._writer.compressor is not None:
                 self._settle(steps + 1)
+        if failed is not None:
+            raise failed
 
     def add_rows(
         self,
@@ -409,6 +420,7 @@ class TraceRecording:
 
         Raises:
             RecordingError: as :meth:`add_reset` and :meth:`add_step`, for the row bringing it.
+            WriteError: a batch could not be written; every row is recorded.
         """
         t, ep, steps = len(rewards), self._open, len(self._rew.buf) >> 3
         done = np.logical_or(terminated, truncated)
@@ -448,20 +460,27 @@ class TraceRecording:
                     return len(starts)
                 self._act.truncate(steps)
                 self._obs.truncate(steps + self._resets)
-        started, reset, sizing = 0, reset_first, not self._sized  # one by one
+        started, reset, sizing, failed = 0, reset_first, not self._sized, None  # one by one
         for j in range(t):
-            if sizing and self._sized:  # (batches sized by the first step: the rest at once)
+            if sizing and self._sized and failed is None:  # (sized by the first step: at once)
                 rest = (actions, observations, rewards, terminated, truncated, times)
                 return started + self.add_rows(*(x[j:] for x in rest), reset_first=reset)
-            if reset:
-                self.add_reset(observations[j], started_at=float(times[j]))
-                started, reset = started + 1, False
-                continue
-            term, trunc = bool(terminated[j]), bool(truncated[j])
-            self.add_step(actions[j], observations[j], rewards[j], term, trunc)
-            if term or trunc:
-                self.end_episode(ended_at=float(times[j]))
-                reset = True
+            try:
+                if reset:
+                    started, reset = started + 1, False
+                    self.add_reset(observations[j], started_at=float(times[j]))
+                    continue
+                term, trunc = bool(terminated[j]), bool(truncated[j])
+                reset = term or trunc
+                self.add_step(actions[j], observations[j], rewards[j], term, trunc)
+                if reset:
+                    self.end_episode(ended_at=float(times[j]))
+            except WriteError as exc:  # (the row is kept: the rows after it go on, then this)
+                failed = failed or exc
+                if reset and self._open is not None:  # (its episode ends at this row)
+                    self._end(float(times[j]))
+        if failed is not None:
+            raise failed
         return started
 
     def _keep_info(self, info: Any) -> None:
@@ -530,6 +549,9 @@ class TraceRecording:
 
         Args:
             ended_at: When the episode ended, in unix seconds (default: now).
+
+        Raises:
+            WriteError: a batch could not be written; the episode is ended.
         """
         if self._end(ended_at) >= self._writer.target_steps:
             self._submit_batch()
@@ -546,13 +568,7 @@ class TraceRecording:
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
         """End the open episode ``ep`` at ``steps`` buffered steps and ``obs_stop`` observations."""
-        keys = dict(ep.keys)
-        if ep.flagged_at != steps:  # its last step set no flag: cut by a reset or a close
-            keys.pop("terminated", None)
-            keys.pop("truncated", None)
-        keys["ended_at"] = _now() if ended_at is None else float(ended_at)
-        if ep.part:  # options, and keys such as the seed, are the first part's
-            keys = part_keys(keys, first=False, last=True)
+        keys = ep.last_keys(steps, _now() if ended_at is None else float(ended_at))
         ep.obs_stop, ep.act_stop = obs_stop, steps
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
@@ -654,23 +670,8 @@ class TraceRecording:
 
     def _cut_part(self, ep: OpenSpan, steps: int) -> None:
         """End the open episode's rows so far (``steps`` steps) as a part it continues from."""
-        first = ep.part == 0
-        self._pending.append(
-            Span(
-                ep.obs_start,
-                steps + self._resets,
-                ep.act_start,
-                steps,
-                part_keys(ep.keys, first=first, last=False),
-                ep.options if first else None,
-                list(ep.infos) if ep.infos is not None else None,
-                ep.part,
-                True,
-                ep.frame_start,
-                self._frames.n if ep.frame_start >= 0 else -1,  # type: ignore[union-attr]
-                ep.info_rows,
-            )
-        )
+        frames = self._frames.n if ep.frame_start >= 0 else -1  # type: ignore[union-attr]
+        self._pending.append(ep.part_so_far(steps + self._resets, steps, frames))
         # The next part starts at the last observation (and frame), which both parts hold.
         ep.obs_start = steps + self._resets - 1
         ep.act_start = steps
@@ -730,7 +731,7 @@ class TraceRecording:
         episode, if any, stays in the buffer.
 
         Raises:
-            RecordingError: a write failed (twice); nothing of that batch was published, and
+            WriteError: a write failed (twice); nothing of that batch was published, and
                 it is retried at the next flush or close.
         """
         self._check_usable("save_complete")
@@ -779,8 +780,6 @@ class TraceRecording:
                 if self._frames is not None:
                     self._frames.close()
                 lifetime.unregister(id(self))
-
-    # ---------------------------------------------------------------- lifetime
 
     def _forget(self) -> None:
         """In a forked child: no open episode, so that the checks refuse the next step."""

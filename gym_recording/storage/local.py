@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from atomicwrites import AtomicWriter
 
 from gym_recording._accel import speedups
-from gym_recording._errors import OutputExistsError, RecordingError, TraceFormatError
+from gym_recording._errors import OutputExistsError, RecordingError, TraceFormatError, WriteError
 from gym_recording.format.names import TEMP_PREFIX, is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, PendingWrite, ThreadedWrite
 
@@ -179,7 +179,7 @@ def _writev_all(fd: int, chunks: Sequence[BytesLike]) -> int:
     return total
 
 
-def _write_error(path: str, directory: str, exc: OSError) -> RecordingError:
+def _write_error(path: str, directory: str, exc: OSError) -> WriteError:
     """The error for a write of ``path`` that failed with ``exc``.
 
     A failed fsync of the directory after the rename is an OSError whose ``filename`` is the
@@ -199,7 +199,7 @@ def _write_error(path: str, directory: str, exc: OSError) -> RecordingError:
         )
     else:
         msg = f"could not write {path!r} ({reason}); nothing of it was published"
-    return RecordingError(msg)
+    return WriteError(msg)
 
 
 def _open_nofollow(path: str) -> BinaryIO:
@@ -405,7 +405,7 @@ class LocalStorage:
             _sync_directory(self.directory)
         except OSError as exc:
             msg = f"could not sync the directory {self.directory!r} ({exc.strerror or exc})"
-            raise RecordingError(msg) from exc
+            raise WriteError(msg) from exc
 
     def _open(self, name: str, what: str) -> tuple[str, BinaryIO, os.stat_result]:
         path = self._path(name)

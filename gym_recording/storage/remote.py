@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gym_recording._errors import RecordingError, TraceFormatError
+from gym_recording._errors import RecordingError, TraceFormatError, WriteError
 from gym_recording._optional import require
 from gym_recording.format.names import is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, ThreadedWrite
@@ -114,7 +114,7 @@ class FsspecStorage:
             self.fs.pipe_file(path, data)
         except Exception as exc:  # botocore/aiohttp errors are not all OSError
             msg = f"could not write {self._where(name)!r} ({exc}); nothing of it was published"
-            raise RecordingError(msg) from exc
+            raise WriteError(msg) from exc
         return len(data)
 
     def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Literal, NoReturn, SupportsFloat, TypeVar
 
 import gymnasium
 
-from gym_recording._errors import RecordingClosedError, RecordingError
+from gym_recording._errors import RecordingClosedError, RecordingError, WriteError
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
@@ -217,13 +217,19 @@ class TraceRecordingWrapper(
 
         Raises:
             RecordingClosedError: the wrapper is closed (the env is not reset).
+            WriteError: a batch could not be written (it stays buffered, and is written at
+                the next flush or close); the env has reset, and its episode is recorded.
         """
         rec = self.recording
         if self._closed:
             raise closed_error("reset")
         # Not recording until the env's reset succeeds (it may raise, or be interrupted).
         self._active = self._rendering = False
-        rec.end_episode()
+        failed = None
+        try:
+            rec.end_episode()
+        except WriteError as exc:  # (the episode is ended: the env resets, then this)
+            failed = exc
         self.episode_id += 1
         if self._gymnasium_env:
             result = self.env.reset(seed=seed, options=options, **kwargs)
@@ -244,14 +250,19 @@ class TraceRecordingWrapper(
         rendering = active and choice is not None and bool(choice(self.episode_id))
         if active:
             frame = check_frames(self.env.render()) if rendering else None
-            rec.add_reset(
-                obs,
-                seed=seed,
-                options=options,
-                info=info if self.record_infos else None,
-                render_frame=frame,
-            )
+            try:
+                rec.add_reset(
+                    obs,
+                    seed=seed,
+                    options=options,
+                    info=info if self.record_infos else None,
+                    render_frame=frame,
+                )
+            except WriteError as exc:  # (the reset is recorded)
+                failed = failed or exc
         self._active, self._rendering = active, rendering
+        if failed is not None:
+            raise failed
         return result
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -267,12 +278,16 @@ class TraceRecordingWrapper(
                 that is not a number, an info no reader could read back, ...). The env has
                 stepped; its episode is recorded up to the step before, and the rest of the
                 episode is not recorded: the next ``reset`` records again.
+            WriteError: a batch could not be written (it stays buffered, and is written at
+                the next flush or close); the step is recorded, and its episode goes on.
         """
         try:
             result = self.env.step(action)
             if self._rendering:
                 try:
                     self._record_result(action, result, check_frames(self.env.render()))
+                except WriteError:  # (the step is recorded)
+                    raise
                 except Exception:
                     # (a frame the recording refused, or render() failed: the episode ends
                     # at its last recorded step, as the recording cuts it)

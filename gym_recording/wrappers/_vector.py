@@ -22,7 +22,6 @@ hands them a copy, so the caller's dict is left as it was.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import os
@@ -37,7 +36,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
-from gym_recording._errors import RecordingError
+from gym_recording._errors import RecordingError, WriteError
+from gym_recording.record import lifetime
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
@@ -68,8 +68,7 @@ _ARRAY_SPACES = (
 COLUMN_STEPS = 1024
 COLUMN_BYTES = 16 * 1024 * 1024
 
-#: Wrappers holding steps in columns, flushed at interpreter exit (this hook is registered
-#: after the recordings' own, so it runs first: the recordings then write what it handed them).
+#: Wrappers holding steps in columns, handed over at exit before the recordings close.
 _holding: weakref.WeakSet[TraceRecordingVectorWrapper] = weakref.WeakSet()
 
 
@@ -81,7 +80,7 @@ def _flush_at_exit() -> None:
             logger.exception("could not hand %r its last steps at exit", wrapper)
 
 
-atexit.register(_flush_at_exit)
+lifetime.before_exit(_flush_at_exit)
 
 #: Sub-env writers closed at once by :meth:`TraceRecordingVectorWrapper.close`.
 CLOSE_THREADS = 16
@@ -355,6 +354,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
 
         Raises:
             RecordingClosedError: the wrapper is closed (the env is not reset).
+            RecordingError: as :meth:`step`, once every sub-env is reset and recorded.
         """
         if self._closed:
             raise closed_error("reset")
@@ -367,7 +367,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             raise
 
     def _reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-        self._flush()
+        errors: list[RecordingError] = []  # (every sub-env is handled first; then raised)
+        self._kept(errors, self._flush)
         n = self.num_envs
         mask = None
         sub_options: Any = options
@@ -392,9 +393,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         for i in targets:
             self._pending_reset[i] = False
             info = subs[i] if subs is not None else None
-            self._start(i, all_obs[i], seeds[i], sub_options, info, frames=frames)
+            start = (i, all_obs[i], seeds[i], sub_options, info)
+            self._kept(errors, self._start, *start, frames=frames)
         if failure is not None:
             raise failure
+        self._raise(errors)
         return obs, infos
 
     def _frames(self) -> Any:
@@ -414,6 +417,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
 
         An interrupted step (Ctrl-C) ends every sub-env's episode at its last recorded step,
         as :meth:`TraceRecordingWrapper.step` does; each records again from its next episode.
+
+        Raises:
+            RecordingError: once every sub-env's step is recorded: the first refusal (that
+                sub-env's episode ends at its last recorded step, and it records again from
+                its next reset), else the first :class:`~gym_recording.WriteError` (a batch
+                stays buffered, for the next flush or close; every step is recorded).
         """
         try:
             return self._step(actions)
@@ -460,7 +469,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if cols.t == cols.size:
                 self._flush()
             return result
-        self._flush()
+        errors: list[RecordingError] = []  # (every sub-env's step is handled first)
+        self._kept(errors, self._flush)
         n = self.num_envs
         all_acts = unbatch(self.single_action_space, self.action_space, actions, n)
         all_obs = unbatch(self.single_observation_space, self.observation_space, obs, n)
@@ -476,9 +486,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 failure = exc
                 for i in range(n):
                     if self._rendering[i]:
-                        self.recordings[i].end_episode()
+                        self._kept(errors, self.recordings[i].end_episode)
                         self._active[i] = self._rendering[i] = False
-        errors: list[RecordingError] = []  # (every sub-env's step is handled first)
         subs: list[Any] = sub_infos(infos, n) if keep_infos else [None] * n
         finals, resets = subs, subs  # (SAME_STEP: the ended episodes' last infos, and resets')
         if (
@@ -493,17 +502,16 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if self._pending_reset[i]:
                 # NEXT_STEP: this step reset sub-env i (its action was ignored).
                 self._pending_reset[i] = False
-                self._start(i, all_obs[i], None, None, subs[i], frames=frames)
+                self._kept(errors, self._start, i, all_obs[i], None, None, subs[i], frames=frames)
                 continue
             terminated, truncated = bool(terminations[i]), bool(truncations[i])
             done = terminated or truncated
             if done and mode == AutoresetMode.SAME_STEP:
                 final_obs = self._final_obs(infos, i)
                 if self._active[i]:
-                    rec.add_step(
-                        all_acts[i], final_obs, rewards[i], terminated, truncated, finals[i]
-                    )
-                self._start(i, all_obs[i], None, None, resets[i])
+                    last = (all_acts[i], final_obs, rewards[i], terminated, truncated, finals[i])
+                    self._kept(errors, rec.add_step, *last)
+                self._kept(errors, self._start, i, all_obs[i], None, None, resets[i])
                 continue
             if self._active[i]:
                 frame = frames[i] if self._rendering[i] and frames is not None else None
@@ -521,19 +529,43 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                             subs[i],
                             frame,
                         )
+                except WriteError as exc:  # (the step is recorded)
+                    errors.append(exc)
                 except RecordingError as exc:
                     self._active[i] = self._rendering[i] = False  # (its episode was cut)
                     errors.append(exc)
             if done:
-                rec.end_episode()
+                self._kept(errors, rec.end_episode)
                 self._active[i] = self._rendering[i] = False
                 if mode == AutoresetMode.NEXT_STEP:
                     self._pending_reset[i] = True
         if failure is not None:
             raise failure
-        if errors:
-            raise errors[0]
+        self._raise(errors)
         return result
+
+    def _kept(
+        self, errors: list[RecordingError], call: Callable[..., Any], *args: Any, **kw: Any
+    ) -> bool:
+        """``call(*args, **kw)`` on a sub-env's recording; whether it recorded what it brought.
+
+        A :class:`~gym_recording.WriteError` (it did record it) or a refusal (it did not: the
+        sub-env's episode ends at its last recorded step, and it records again from its
+        next reset) goes to ``errors``, raised once every sub-env is handled.
+        """
+        try:
+            call(*args, **kw)
+        except WriteError as exc:
+            errors.append(exc)
+        except RecordingError as exc:
+            errors.append(exc)
+            return False
+        return True
+
+    def _raise(self, errors: list[RecordingError]) -> None:
+        """Raise the first of ``errors`` (a refusal before a write error), if any."""
+        if errors:
+            raise next((e for e in errors if not isinstance(e, WriteError)), errors[0])
 
     def _final_obs(self, infos: Mapping[str, Any], i: int) -> Any:
         final = infos.get("final_obs")
@@ -557,9 +589,16 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         started_at: float | None = None,
         frames: Any = None,
     ) -> None:
-        """Begin sub-env ``i``'s next episode with its reset observation (and frame)."""
-        rec = self.recordings[i]
-        rec.end_episode(ended_at=started_at)
+        """Begin sub-env ``i``'s next episode with its reset observation (and frame).
+
+        Raises:
+            WriteError: once the episode is begun.
+        """
+        rec, failed = self.recordings[i], None
+        try:
+            rec.end_episode(ended_at=started_at)
+        except WriteError as exc:  # (the last episode is ended)
+            failed = exc
         self.episode_ids[i] += 1
         trigger, choice = self.episode_trigger, self._render_choice
         active = trigger is None or bool(trigger(self.episode_ids[i]))
@@ -572,15 +611,20 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self._active[i] = self._rendering[i] = False
         if active:
             frame = frames[i] if rendering and frames is not None else None
-            rec.add_reset(
-                obs,
-                seed=seed,
-                options=options,
-                info=info,
-                started_at=started_at,
-                render_frame=frame,
-            )
+            try:
+                rec.add_reset(
+                    obs,
+                    seed=seed,
+                    options=options,
+                    info=info,
+                    started_at=started_at,
+                    render_frame=frame,
+                )
+            except WriteError as exc:  # (the reset is recorded)
+                failed = failed or exc
         self._active[i], self._rendering[i] = active, rendering
+        if failed is not None:
+            raise failed
 
     def _flush(self) -> None:
         """Hand the steps held in columns to each sub-env's recording, in order.
@@ -597,26 +641,31 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             self._flush_columns(cols)
 
     def _flush_columns(self, cols: _Columns) -> None:
-        """Each sub-env's rows; one that raises ends its episode, and the others go on."""
-        t, errors = cols.t, []
+        """Each sub-env's rows; then the first error, if any (see :meth:`_kept`)."""
+        t, errors = cols.t, list[RecordingError]()
         cols.t = 0
         ended = cols.term[:t] | cols.trunc[:t]
         try:
             for i, rec in enumerate(self.recordings):
                 try:
-                    self._flush_rows(i, rec, cols, t, ended)
-                except RecordingError as exc:  # (a value refused, or a batch's write failed)
+                    self._flush_rows(i, rec, cols, t, ended, errors)
+                except RecordingError as exc:  # (a value refused: its episode was cut)
                     errors.append(exc)
-                    with contextlib.suppress(RecordingError):  # (the recording cut it, or:)
+                    with contextlib.suppress(RecordingError):
                         rec.end_episode()
                     self._active[i] = self._pending_reset[i] = False  # (until its next reset)
         finally:
             cols.final.clear()
-        if errors:
-            raise errors[0]
+        self._raise(errors)
 
     def _flush_rows(
-        self, i: int, rec: TraceRecording, cols: _Columns, t: int, ended: np.ndarray
+        self,
+        i: int,
+        rec: TraceRecording,
+        cols: _Columns,
+        t: int,
+        ended: np.ndarray,
+        errors: list[RecordingError],
     ) -> None:
         mode = self.autoreset_mode
         if (
@@ -624,15 +673,20 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             and self.episode_trigger is None
             and (self._active[i] or self._pending_reset[i])
         ):
-            self.episode_ids[i] += rec.add_rows(
-                cols.act[:t, i],
-                cols.obs[:t, i],
-                cols.rew[:t, i],
-                cols.term[:t, i],
-                cols.trunc[:t, i],
-                cols.times[:t],
-                reset_first=self._pending_reset[i],
-            )
+            first = self._pending_reset[i]
+            try:
+                rec.add_rows(
+                    cols.act[:t, i],
+                    cols.obs[:t, i],
+                    cols.rew[:t, i],
+                    cols.term[:t, i],
+                    cols.trunc[:t, i],
+                    cols.times[:t],
+                    reset_first=first,
+                )
+            except WriteError as exc:  # (every row is recorded)
+                errors.append(exc)
+            self.episode_ids[i] += first + int(np.count_nonzero(ended[: t - 1, i]))
             self._active[i] = rec.in_episode
             self._pending_reset[i] = not rec.in_episode
             return
@@ -641,22 +695,26 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         while r < t:
             if self._pending_reset[i]:  # NEXT_STEP: row r reset sub-env i
                 self._pending_reset[i] = False
-                self._start(i, cols.obs[r, i], None, None, None, float(cols.times[r]))
+                when = float(cols.times[r])
+                self._kept(errors, self._start, i, cols.obs[r, i], None, None, None, when)
                 r += 1
                 continue
             while k < len(stops) and stops[k] < r:
                 k += 1
             d = stops[k] if k < len(stops) else t
             if d > r and self._active[i]:
-                rec.add_rows(
-                    cols.act[r:d, i],
-                    cols.obs[r:d, i],
-                    cols.rew[r:d, i],
-                    cols.term[r:d, i],
-                    cols.trunc[r:d, i],
-                    cols.times[r:d],
-                    reset_first=False,
-                )
+                try:
+                    rec.add_rows(
+                        cols.act[r:d, i],
+                        cols.obs[r:d, i],
+                        cols.rew[r:d, i],
+                        cols.term[r:d, i],
+                        cols.trunc[r:d, i],
+                        cols.times[r:d],
+                        reset_first=False,
+                    )
+                except WriteError as exc:  # (every row is recorded)
+                    errors.append(exc)
             if d == t:
                 break
             k += 1
@@ -665,14 +723,14 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if mode == AutoresetMode.SAME_STEP:
                 final = cols.final.pop((d, i))
                 if self._active[i]:
-                    rec.add_step(cols.act[d, i], final, cols.rew[d, i], terminated, truncated)
-                self._start(i, cols.obs[d, i], None, None, None, when)
+                    step = (cols.act[d, i], final, cols.rew[d, i], terminated, truncated)
+                    self._kept(errors, rec.add_step, *step)
+                self._kept(errors, self._start, i, cols.obs[d, i], None, None, None, when)
             else:
                 if self._active[i]:
-                    rec.add_step(
-                        cols.act[d, i], cols.obs[d, i], cols.rew[d, i], terminated, truncated
-                    )
-                rec.end_episode(ended_at=when)
+                    step = (cols.act[d, i], cols.obs[d, i], cols.rew[d, i], terminated, truncated)
+                    self._kept(errors, rec.add_step, *step)
+                self._kept(errors, rec.end_episode, ended_at=when)
                 self._active[i] = False
                 if mode == AutoresetMode.NEXT_STEP:
                     self._pending_reset[i] = True
@@ -683,15 +741,18 @@ class TraceRecordingVectorWrapper(VectorWrapper):
 
         Episodes still buffered are lost if the process is killed before this runs (it also
         runs at interpreter exit). Then ``reset`` and ``step`` raise
-        :class:`~gym_recording.RecordingClosedError`.
+        :class:`~gym_recording.RecordingClosedError`. A write that fails raises its
+        :class:`~gym_recording.WriteError` once every writer is closed; what it held stays
+        buffered, and the next ``close()`` (or exit) writes it.
         """
-        if self._closed:  # (after an interrupted close: each recording writes the rest)
+        if self._closed:  # (after a close that failed or was interrupted: the rest)
             errors = [e for e in map(_close, self.recordings) if e]
             if errors:
                 raise errors[0]
             return
+        flushed: list[RecordingError] = []  # (every sub-env's rows are handed over first)
         try:
-            self._flush()
+            self._kept(flushed, self._flush)
         finally:
             _holding.discard(self)
             self._closed = True
@@ -703,7 +764,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             # its directory (their fsyncs share the disk's journal commits).
             started = [_close(rec, wait=False) for rec in self.recordings]
             with ThreadPoolExecutor(min(CLOSE_THREADS, len(self.recordings) or 1)) as pool:
-                errors = [e for e in [*started, *pool.map(_close, self.recordings)] if e]
+                errors = [e for e in [*flushed, *started, *pool.map(_close, self.recordings)] if e]
             if errors:  # (every writer was closed; the first error is reported)
                 raise errors[0]
         finally:

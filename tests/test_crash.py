@@ -363,8 +363,9 @@ class _Counting(gymnasium.Env[np.ndarray, int]):
 def test_a_failed_write_records_the_step_and_loses_nothing(tmp_path, compression):
     """A batch that cannot be written (a directory at its blob's name) raises a WriteError
     from the step or reset that met it, once that step or reset is recorded; the env has
-    stepped or reset, and its episode goes on. Once the way is clear, the next flush writes
-    the batch: every episode is whole, none is missing."""
+    stepped or reset, and its episode goes on. The write is tried again once twice as many
+    steps are kept (not at every step). Once the way is clear, the next try writes the
+    batch: every episode is whole, none is missing."""
     env = TraceRecordingWrapper(_Counting(), tmp_path, batch_bytes=2_000, compression=compression)
     failures, blob = 0, None
 
@@ -389,7 +390,8 @@ def test_a_failed_write_records_the_step_and_loses_nothing(tmp_path, compression
         if env.unwrapped.t == 9:  # (the episode ended, whether or not the step raised)
             call(env.reset)
     env.close()
-    assert failures > 0
+    # (tried again once twice as many steps are kept: not at each step, rewriting the batch)
+    assert 0 < failures <= 12, failures
     with gym_recording.load(tmp_path) as rec:
         eps = list(rec)
     assert [int(ep.observations[0, 0]) for ep in eps] == list(range(len(eps)))

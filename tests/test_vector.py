@@ -431,20 +431,49 @@ def test_unusual_arrays_take_the_step_by_step_path(tmp_path: Path) -> None:
         assert acts.dtype == np.int64 and acts.tolist() == expected[i]
 
 
-def test_steps_held_in_columns_are_written_at_interpreter_exit(tmp_path: Path) -> None:
-    """A script that never closes the wrapper still leaves every step (exit handlers)."""
-    script = f"""
+_NEVER_CLOSED = """
+import multiprocessing, sys
 import gymnasium, numpy as np
 from gym_recording.wrappers import TraceRecordingVectorWrapper
-venv = TraceRecordingVectorWrapper(
-    gymnasium.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync"), {str(tmp_path)!r}
-)
-venv.reset(seed=1)
-for t in range(100):
-    venv.step(np.array([t % 2, 1, 0]))
+
+
+def record(directory):
+    venv = TraceRecordingVectorWrapper(
+        gymnasium.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync"), directory
+    )
+    venv.reset(seed=1)
+    for t in range(100):
+        venv.step(np.array([t % 2, 1, 0]))
+    return venv
+
+
+if __name__ == "__main__":
+    how, directory = sys.argv[1], sys.argv[2]
+    if how == "kept":  # (alive at interpreter exit)
+        venv = record(directory)
+    elif how == "dropped":  # (collected on return, never closed)
+        record(directory)
+    else:  # (a worker, which ends without atexit under fork and forkserver)
+        p = multiprocessing.get_context(how).Process(target=record, args=(directory,))
+        p.start()
+        p.join()
+        sys.exit(p.exitcode)
 """
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
-    got = episodes_by_subenv(tmp_path, 3)
+
+
+@pytest.mark.parametrize("how", ["kept", "dropped", "fork", "forkserver", "spawn"])
+def test_steps_held_in_columns_are_written_at_interpreter_exit(tmp_path: Path, how: str) -> None:
+    """A wrapper never closed still leaves every step: alive at exit, dropped before it, or
+    in a multiprocessing worker (its columns are handed over before its recordings close)."""
+    import multiprocessing
+
+    if how not in ("kept", "dropped") and how not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {how} start method here")
+    script = tmp_path / "never_closed.py"
+    script.write_text(_NEVER_CLOSED)
+    d = tmp_path / "rec"
+    subprocess.run([sys.executable, str(script), how, str(d)], check=True, timeout=120)
+    got = episodes_by_subenv(d, 3)
     for eps in got:
         # 100 vector steps: each a step of the sub-env, or (NEXT_STEP) the reset after an end
         resets_after_ends = sum(1 for ep in eps[:-1] if ep.terminated or ep.truncated)

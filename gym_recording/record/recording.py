@@ -168,6 +168,7 @@ class TraceRecording:
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
+        self._retry = 0  # (a write failed: the steps buffered when it is tried again)
         self._values = Values(batch_bytes)  # the buffered infos and options
         self._sized = False
         self._pending: list[Span] = []
@@ -346,7 +347,9 @@ class TraceRecording:
             try:
                 self._make_room()
             except WriteError as exc:  # (the batch stays buffered: the step is kept, then this)
-                failed = exc
+                failed, self._retry = exc, 2 * (len(rewards) >> 3) + 1  # (tried again then)
+                self._room = self._retry
+                self._sync_room()
             except Exception:  # (the episode ends before the step)
                 self._end(None)
                 raise
@@ -407,13 +410,11 @@ class TraceRecording:
     ) -> int:
         """Record rows that are each a reset or a step, as a vector env's sub-env takes them.
 
-        Row ``j`` of each array (``times`` in unix seconds) is a reset if it is the first and
-        ``reset_first`` is true, or if row ``j - 1`` was a step that set a flag (the
-        ``NEXT_STEP`` autoreset). A reset row starts an episode with its observation at
-        ``times[j]``, as :meth:`add_reset` does (its action, reward and flags are ignored); a
-        step row is recorded as :meth:`add_step` records it, and one that sets a flag ends
-        its episode at ``times[j]``. No infos or frames. Rows that fit the buffer's layout
-        and room are stored at once, the others row by row.
+        Row ``j`` (``times[j]`` in unix seconds) is a reset if it is the first and
+        ``reset_first`` is true, or if row ``j - 1`` set a flag (``NEXT_STEP``): it starts an
+        episode as :meth:`add_reset` does (its action, reward and flags ignored). Any other
+        row is a step, as :meth:`add_step` records it; one that sets a flag ends its episode.
+        No infos or frames. Rows that fit are stored at once, the others row by row.
 
         Returns:
             The number of episodes the rows started (the last may be open: :attr:`in_episode`).
@@ -553,7 +554,7 @@ class TraceRecording:
         Raises:
             WriteError: a batch could not be written; the episode is ended.
         """
-        if self._end(ended_at) >= self._writer.target_steps:
+        if self._end(ended_at) >= max(self._writer.target_steps, self._retry):
             self._submit_batch()
 
     def _end(self, ended_at: float | None) -> int:
@@ -692,7 +693,7 @@ class TraceRecording:
             with lifetime.uninterrupted():
                 self._hand_over()
         self._writer.launch(background=background)  # (interrupted: the next flush writes it)
-        self._room = self._writer.target_steps
+        self._room, self._retry = self._writer.target_steps, 0
         self._sync_room()
 
     def _hand_over(self) -> None:

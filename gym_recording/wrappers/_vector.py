@@ -770,6 +770,15 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         finally:
             self.env.close(**kwargs)
 
+    def __del__(self) -> None:
+        # Dropped without close(): its columns go to its recordings, which exit then writes.
+        # (No module global here: at interpreter shutdown they may be gone.)
+        try:
+            if not self._closed:
+                self._flush()
+        except Exception:  # (nothing to tell it to: the recordings say what failed)
+            pass
+
     def __enter__(self) -> TraceRecordingVectorWrapper:
         return self
 

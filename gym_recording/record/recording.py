@@ -64,11 +64,11 @@ class TraceRecording:
     is killed.
 
     A value that cannot be stored exactly (a vector reward, an info nested past 100
-    levels...), or a step that comes when a batch could not be written (its files are
-    retried at the next flush or close), is refused with a :class:`RecordingError`: its
-    episode is cut at its last stored step, and recording goes on with the next
-    :meth:`add_reset`. A recording belongs to its process: it cannot be copied or pickled,
-    and a forked child cannot record into its parent's (make a new one in the child).
+    levels...) is refused with a :class:`RecordingError`: its episode is cut at its last
+    stored step, and recording goes on with the next :meth:`add_reset`. A batch that cannot
+    be written stays buffered, tried again once twice as many steps are (and at close): the
+    call that met it records what it brought, then raises a :class:`WriteError`. It cannot
+    be copied or pickled, and a forked child cannot record into it (make one in the child).
 
     Args:
         directory: Where to write; created if missing. ``None`` makes a fresh directory under

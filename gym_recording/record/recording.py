@@ -168,7 +168,6 @@ class TraceRecording:
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
-        self._retry = 0  # (a write failed: the steps buffered when it is tried again)
         self._values = Values(batch_bytes)  # the buffered infos and options
         self._sized = False
         self._pending: list[Span] = []
@@ -250,17 +249,15 @@ class TraceRecording:
             self._check_usable("add_reset")
         if seed is not None:
             buffer.check_seed(seed)
-        failed = None
-        try:
-            if self._open is not None:
-                self.end_episode()
-            if len(self._pending) >= MAX_BATCH_EPISODES:
-                self._submit_batch()
-        except WriteError as exc:  # (the batch stays buffered: the reset is kept, then this)
-            failed = exc
+        if self._open is not None:
+            self._end_episode(None)
+        if len(self._pending) >= MAX_BATCH_EPISODES:
+            self._submit_batch()
         frame = None if render_frame is None else buffer.rgb_frame(render_frame, None, None)
         if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
+            if self._pending:  # (not written: its frames are in the buffer)
+                self._writer.raise_kept()
             self._frames.close()
             self._frames = None
         kept_options = self._values.keep(options, "the reset options")
@@ -303,8 +300,7 @@ class TraceRecording:
         finally:
             if self._writer.compressor is not None:
                 self._settle(steps)
-        if failed is not None:
-            raise failed
+        self._writer.raise_kept()
 
     def add_step(
         self,
@@ -342,14 +338,10 @@ class TraceRecording:
                 "an episode starts with reset()'s observation; call add_reset(observation) first"
             )
             raise RecordingError(msg)
-        rewards, failed = self._rew.buf, None
+        rewards = self._rew.buf
         if len(rewards) >> 3 >= self._room:
             try:
                 self._make_room()
-            except WriteError as exc:  # (the batch stays buffered: the step is kept, then this)
-                failed, self._retry = exc, 2 * (len(rewards) >> 3) + 1  # (tried again then)
-                self._room = self._retry
-                self._sync_room()
             except Exception:  # (the episode ends before the step)
                 self._end(None)
                 raise
@@ -394,8 +386,7 @@ class TraceRecording:
         finally:  # (an interrupt above: the rows put are the env's arrays, taken now)
             if self._writer.compressor is not None:
                 self._settle(steps + 1)
-        if failed is not None:
-            raise failed
+        self._writer.raise_kept()
 
     def add_rows(
         self,
@@ -534,7 +525,7 @@ class TraceRecording:
                 self._frames.truncate(ep.frame_start + steps - ep.act_start + 1)  # type: ignore[union-attr]
         if end:
             logger.warning("a value was refused: the episode in %s ends before it", self.directory)
-            self.end_episode()
+            self._end_episode(None)
 
     def _flags(self, terminated: Any, truncated: Any, steps: int | None = None) -> None:
         """The step about to be stored (the ``steps``-th buffered one) sets a flag."""
@@ -543,18 +534,17 @@ class TraceRecording:
         ep.flagged_at = (len(self._rew.buf) >> 3) + 1 if steps is None else steps
 
     def end_episode(self, *, ended_at: float | None = None) -> None:
-        """End the open episode, if any; it is written with the next batch.
+        """End the open episode, if any (at ``ended_at``, unix seconds; default: now).
 
-        ``terminated``/``truncated`` are those of its last step (both false if the last step
-        set neither: the episode was cut by a reset or a close).
-
-        Args:
-            ended_at: When the episode ended, in unix seconds (default: now).
-
-        Raises:
-            WriteError: a batch could not be written; the episode is ended.
+        It is written with the next batch. ``terminated``/``truncated`` are those of its last
+        step (both false if the last step set neither: the episode was cut by a reset or a
+        close). Raises a :class:`WriteError` (a batch could not be written) once it is ended.
         """
-        if self._end(ended_at) >= max(self._writer.target_steps, self._retry):
+        self._end_episode(ended_at)
+        self._writer.raise_kept()
+
+    def _end_episode(self, ended_at: float | None) -> None:
+        if self._end(ended_at) >= max(self._writer.target_steps, self._writer.retry_at):
             self._submit_batch()
 
     def _end(self, ended_at: float | None) -> int:
@@ -663,7 +653,8 @@ class TraceRecording:
             self._sync_room()
             return
         if not self._pending:
-            self._writer.wait()  # (first: a Ctrl-C there leaves the episode as it was, uncut)
+            if not self._wait():  # (first: a Ctrl-C there leaves the episode as it was, uncut)
+                return
             with lifetime.uninterrupted():  # (the part goes with its batch, alone)
                 self._cut_part(ep, steps)
                 self._hand_over()
@@ -689,12 +680,21 @@ class TraceRecording:
     def _submit_batch(self, *, background: bool = False) -> None:
         """Hand the completed episodes (and parts) to the writer, and have it write them."""
         if self._pending:
-            self._writer.wait()  # one batch in flight at a time keeps the write order
+            if not self._wait():  # one batch in flight at a time keeps the write order
+                return
             with lifetime.uninterrupted():
                 self._hand_over()
         self._writer.launch(background=background)  # (interrupted: the next flush writes it)
-        self._room, self._retry = self._writer.target_steps, 0
+        self._room = self._writer.target_steps
         self._sync_room()
+
+    def _wait(self) -> bool:
+        """Wait for the batch in flight; ``False`` (kept for the call to raise) if it failed."""
+        if self._writer.wait_or_keep(len(self._rew.buf) >> 3):
+            return True
+        self._room = self._writer.retry_at
+        self._sync_room()
+        return False
 
     def _hand_over(self) -> None:
         """Give the writer the pending episodes' rows; keep the open episode's, at the front."""
@@ -732,20 +732,19 @@ class TraceRecording:
         episode, if any, stays in the buffer.
 
         Raises:
-            WriteError: a write failed (twice); nothing of that batch was published, and
-                it is retried at the next flush or close.
+            WriteError: a write failed (twice): nothing of it is published; it is retried.
         """
         self._check_usable("save_complete")
         self._submit_batch()
+        self._writer.raise_kept()
         self._writer.save()
 
     def close(self, *, keep_empty: bool = True, wait: bool = True) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.
 
-        It runs by itself at interpreter exit, and as a ``multiprocessing`` worker exits (a
-        forked child leaves its parent's recordings to the parent). Episodes not written when
-        the process dies (killed, or crashed before exit) are lost. A write that fails raises
-        a :class:`RecordingError` and keeps the rest: the next ``close()`` (or exit) writes it.
+        It runs by itself at exit, and as a ``multiprocessing`` worker exits (not in a forked
+        child, for its parent's). What is not written when the process is killed is lost. A
+        write that fails raises a :class:`WriteError` and keeps the rest for the next close.
 
         Args:
             keep_empty: Whether a recording of no episode still writes its manifest (its
@@ -764,6 +763,7 @@ class TraceRecording:
         try:
             self._end(None)  # (written by the next line, however many steps it has)
             self._submit_batch(background=not wait)
+            self._writer.raise_kept()
             if not wait:
                 self._closing = True
                 return

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_recording._errors import RecordingError
+from gym_recording._errors import RecordingError, WriteError
 from gym_recording.format.batch import Span, finish_batch, lay_out_batch
 from gym_recording.format.codec import Compressor
 from gym_recording.format.manifest import encode_manifest
@@ -153,6 +153,10 @@ class BatchWriter:
         self.split_steps = MAX_BATCH_STEPS
         self._segment = -1
         self._job: _WriteJob | None = None
+        #: A write failed (twice): its error, for the caller to raise once it has recorded
+        #: what it brought (:meth:`raise_kept`); tried again once ``retry_at`` steps are kept.
+        self.failed: WriteError | None = None
+        self.retry_at = 0
         self._unsynced = False  # a manifest was renamed without the directory's fsync
         # What a write costs, measured in the foreground (None: not yet), when the current
         # batch began to fill, and background writes since the last measurement.
@@ -328,7 +332,7 @@ class BatchWriter:
         """Wait for the batch being written; if its write failed, retry it once, here.
 
         Raises:
-            RecordingError: the write failed again. Nothing of that batch is visible to
+            WriteError: the write failed again. Nothing of that batch is visible to
                 readers; it is retried at the next wait.
         """
         job = self._job
@@ -342,7 +346,25 @@ class BatchWriter:
         except RecordingError:
             job.run()  # the files written already are not written again
             job.wait()
-        self._job = None
+        self._job, self.retry_at = None, 0
+
+    def wait_or_keep(self, buffered: int) -> bool:
+        """:meth:`wait`; ``False`` if the write failed again, its error kept in :attr:`failed`.
+
+        It is tried again once twice the ``buffered`` steps are: :attr:`retry_at`.
+        """
+        try:
+            self.wait()
+        except WriteError as exc:
+            self.failed, self.retry_at = exc, 2 * buffered + 1
+            return False
+        return True
+
+    def raise_kept(self) -> None:
+        """Raise the error :meth:`wait_or_keep` kept, if any (once)."""
+        if self.failed is not None:
+            exc, self.failed = self.failed, None
+            raise exc
 
     def save(self) -> None:
         """Wait for the writes, and make the last manifest's rename durable."""

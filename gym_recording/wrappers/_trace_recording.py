@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -292,7 +293,8 @@ class TraceRecordingWrapper(
                     # (a frame the recording refused, or render() failed: the episode ends
                     # at its last recorded step, as the recording cuts it)
                     self._active = self._rendering = False
-                    self.recording.end_episode()
+                    with contextlib.suppress(WriteError):  # (not in place of this error)
+                        self.recording.end_episode()
                     raise
                 return result
             return self._record(action, result)
@@ -301,9 +303,9 @@ class TraceRecordingWrapper(
                 self._active = self._rendering = False
             raise
         except BaseException:
-            with uninterrupted():  # (a second Ctrl-C waits until the episode is ended)
+            with uninterrupted(), contextlib.suppress(WriteError):  # (a second Ctrl-C waits)
                 self._active = self._rendering = False
-                self.recording.end_episode()
+                self.recording.end_episode()  # (a failed write is raised at its next try)
             raise
 
     def _record_if_active(self, action: Any, result: Any) -> None:

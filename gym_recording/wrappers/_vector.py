@@ -447,7 +447,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                     cols.final.clear()
                 for i, rec in enumerate(self.recordings):
                     if self._active[i]:
-                        rec.end_episode()
+                        with contextlib.suppress(WriteError):  # (not in place of the Ctrl-C)
+                            rec.end_episode()
                     self._active[i] = self._rendering[i] = self._pending_reset[i] = False
 
     def _step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:

@@ -18,6 +18,7 @@ from seed_reader import read_seed_format
 
 import gym_recording
 from gym_recording import LossyExportWarning, NoFramesError, RecordingError, TraceRecording
+from gym_recording.format.names import batch_names
 from gym_recording.tools.export import export
 from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
@@ -168,6 +169,38 @@ def test_a_frame_that_cannot_be_stored_is_refused_and_the_episode_kept(tmp_path:
         assert [ep.length for ep in rec] == [1, 1]
         assert [int(f[0, 0, 0]) for f in rec[0].render_frames] == [0, 1]
         assert rec[0].render_fps == 7.0
+
+
+def test_a_new_frame_size_waits_for_a_failed_write_and_nothing_is_lost(tmp_path: Path) -> None:
+    """Frames of a new size need the batches of the old size written first. While one
+    cannot be (a directory at its blob's name), the reset that brings them is refused,
+    naming the failed write: no episode is started, the steps after it are not recorded,
+    and nothing is lost. Once the way is clear, the next reset writes them and records."""
+    size = [(5, 6, 3)]
+    env = TraceRecordingWrapper(
+        _Frames(lambda t: np.full(size[0], t, np.uint8)), tmp_path, record_render=True
+    )
+    blob = tmp_path / batch_names(env.recording.file_prefix, 0)[1]
+    blob.mkdir()
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        env.step(0)
+    with pytest.raises(gym_recording.WriteError):
+        env.recording.save_complete()  # (the first episode's batch: it stays buffered)
+    size[0] = (4, 4, 3)
+    with pytest.raises(RecordingError, match=r"frame of shape \(4, 4, 3\).*Is a directory") as err:
+        env.reset(seed=2)
+    assert not isinstance(err.value, gym_recording.WriteError)  # (no reset is recorded)
+    env.step(0)  # (not recorded)
+    blob.rmdir()
+    env.reset(seed=3)
+    env.step(0)
+    env.close()
+    with gym_recording.load(tmp_path) as rec:
+        assert [(ep.seed, ep.length) for ep in rec] == [(0, 1), (1, 1), (3, 1)]
+        assert [ep.render_frames.shape[1:] for ep in rec] == [(5, 6, 3)] * 2 + [(4, 4, 3)]
+        assert [int(f[0, 0, 0]) for f in rec[1].render_frames] == [0, 1]
+    assert gym_recording.verify(tmp_path).ok
 
 
 @pytest.mark.parametrize(

@@ -241,8 +241,8 @@ class TraceRecording:
                 3]``): the episode then records a frame at every step.
 
         Raises:
-            RecordingError: a value cannot be stored (the message says which); no episode
-                is started.
+            RecordingError: a value cannot be stored (the message says which), or a frame
+                of a new size comes while a batch could not be written; no episode starts.
             WriteError: a batch could not be written; the reset is recorded.
         """
         if self.closed or self._forks != lifetime.forks:
@@ -256,8 +256,9 @@ class TraceRecording:
         frame = None if render_frame is None else buffer.rgb_frame(render_frame, None, None)
         if frame is not None and self._frames is not None and frame.shape != self._frames.shape:
             self._submit_batch()  # (frames of another size: a new buffer, once it is empty)
-            if self._pending:  # (not written: its frames are in the buffer)
-                self._writer.raise_kept()
+            if self._pending:  # (not written: its frames, of the old size, are in the buffer)
+                what = f"a rendered frame of shape {frame.shape} after {self._frames.shape}"
+                raise self._writer.refusal(what)
             self._frames.close()
             self._frames = None
         kept_options = self._values.keep(options, "the reset options")
@@ -553,8 +554,7 @@ class TraceRecording:
         if ep is None:
             return -1
         steps = len(self._rew.buf) >> 3
-        self._finish(ep, steps, steps + self._resets, ended_at)
-        self._sync_room()
+        self._finish(ep, steps, steps + self._resets, ended_at)  # (the recorders told)
         return steps
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:

@@ -366,6 +366,14 @@ class BatchWriter:
             exc, self.failed = self.failed, None
             raise exc
 
+    def refusal(self, what: str) -> RecordingError:
+        """``what`` refused, as it needs the kept failed write written first (kept no longer)."""
+        exc, self.failed = self.failed, None
+        msg = f"{what} is refused until a batch before it is written ({exc}): nothing is recorded"
+        error = RecordingError(f"{msg}. It is tried again at the next flush or close")
+        error.__cause__ = exc
+        return error
+
     def save(self) -> None:
         """Wait for the writes, and make the last manifest's rename durable."""
         self.wait()

@@ -234,6 +234,44 @@ def test_steps_with_object_columns(tmp_path: Path) -> None:
     assert df["obs"].iloc[0].shape == (12, 16, 3)
 
 
+def test_steps_choose_episodes_by_mask(cartpole: Path) -> None:
+    """A mask of one bool per episode (``summary()[...] > x``) chooses those episodes."""
+    with gym_recording.load(cartpole) as rec:
+        mask = rec.summary()["length"] > 15
+        want = [i for i, keep in enumerate(mask) if keep]
+        assert 0 < len(want) < len(rec)
+        assert sorted(set(rec.steps(mask)["episode"])) == want
+        assert sorted(set(rec.steps(mask.to_numpy())["episode"])) == want
+        with pytest.raises(ValueError, match=f"one bool per episode: expected {len(rec)}, got 3"):
+            rec.steps([True, False, True])
+
+
+def test_steps_of_a_zero_step_episode_keep_the_others_columns(tmp_path: Path) -> None:
+    """An episode of no steps adds no column and changes no dtype: int64 actions past 2**53
+    stay exact (its actions, stored before any action was seen, are float64 of no rows)."""
+    big = 2**53 + 1
+    with gym_recording.TraceRecording(tmp_path) as w:
+        w.add_reset(np.zeros(2, np.float32))
+        w.end_episode()
+        w.save_complete()
+        w.add_reset(np.zeros(2, np.float32))
+        w.add_step(np.array([big, 1], np.int64), np.ones(2, np.float32), 1.0, terminated=True)
+    df = gym_recording.load(tmp_path).steps()
+    assert [c for c in df.columns if c.startswith("action")] == ["action_0", "action_1"]
+    assert df["action_0"].dtype == np.int64 and df["action_0"].tolist() == [big]
+
+
+def test_summary_of_seeds_past_int64(tmp_path: Path) -> None:
+    """Seeds may be any non-negative int (``SeedSequence().entropy`` is 128 bits)."""
+    big = 2**64 + 5
+    with gym_recording.TraceRecording(tmp_path) as w:
+        for seed in (big, 7, None):
+            w.add_reset(np.zeros(2), seed=seed)
+            w.add_step(0, np.ones(2), 1.0)
+    df = gym_recording.load(tmp_path).summary()
+    assert df["seed"].tolist() == [big, 7, None]
+
+
 def test_empty_steps_table(tmp_path: Path) -> None:
     gym_recording.TraceRecording(tmp_path).close()
     df = gym_recording.load(tmp_path).steps()

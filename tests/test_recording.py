@@ -389,6 +389,35 @@ def test_unfinished_split_episode_is_hidden_until_written(trace_dir):
         assert_episode_exact(r[1], long)
 
 
+def test_refresh_while_iterating_keeps_the_writers_iteration_began_with(trace_dir):
+    """A writer that publishes its first manifest during an iteration sorts before the one
+    being read; refresh() then shows it to new reads, and the iteration goes on reading the
+    writers it began with, each episode under its own writer."""
+    first, second = (
+        TraceRecording(trace_dir, batch_bytes=1),
+        TraceRecording(trace_dir, batch_bytes=1),
+    )
+    for rec, base in ((second, 100), (first, 0)):
+        for e in range(3):
+            rec.add_reset(np.full(2, base + e, np.float32))
+            rec.add_step(0, np.full(2, base + e, np.float32), 1.0, terminated=True)
+            if base:  # (the second writes now; the first once the iteration has begun)
+                rec.end_episode()
+        if base:
+            rec.save_complete()
+            r = gym_recording.load(trace_dir)
+            it = iter(r)
+            seen = [next(it)]
+    first.close()
+    r.refresh()
+    seen += list(it)
+    assert [(ep.writer, int(ep.observations[0, 0])) for ep in seen] == [
+        (second.writer_id, 100 + e) for e in range(3)
+    ]
+    assert [int(ep.observations[0, 0]) for ep in r] == [0, 1, 2, 100, 101, 102]
+    second.close()
+
+
 def test_manifest_segments_keep_episode_order(trace_dir, monkeypatch):
     """A writer continuing in new manifests (segments .s1 ... .s12) keeps every episode in order."""
     from gym_recording.record import writer

@@ -202,7 +202,16 @@ def _select(rec: Recording, episodes: Any) -> Iterable[int]:
         return range(*episodes.indices(len(rec)))
     if isinstance(episodes, (int, np.integer)):
         return [int(episodes)]
-    return [int(i) for i in episodes]
+    chosen = list(episodes)
+    if chosen and all(isinstance(i, (bool, np.bool_)) for i in chosen):  # a mask
+        if len(chosen) != len(rec):
+            msg = (
+                f"a mask of episodes has one bool per episode: expected {len(rec)}, got "
+                f"{len(chosen)} (pass indices to choose a few)"
+            )
+            raise ValueError(msg)
+        return [i for i, keep in enumerate(chosen) if keep]
+    return [int(i) for i in chosen]
 
 
 def recording_steps(
@@ -232,6 +241,7 @@ def recording_steps(
                 "truncated": np.zeros(0, bool),
             }
         )
+    parts = [p for p in parts if len(p["step"])] or parts  # (no rows: no columns to add)
     keys = list(parts[0])
     if all(list(p) == keys for p in parts):
         merged: dict[str, Any] = {}
@@ -244,6 +254,11 @@ def recording_steps(
         return pd.DataFrame(merged)
     # Episodes stored differently (a writer fell back to per-step values): let pandas align.
     return pd.concat([pd.DataFrame(p) for p in parts], ignore_index=True)
+
+
+def _int64s(values: list[int | None]) -> bool:
+    """Whether each value is ``None`` or an int64 (a seed may be any non-negative int)."""
+    return all(v is None or -(2**63) <= v < 2**63 for v in values)
 
 
 def recording_summary(rec: Recording) -> Any:
@@ -280,7 +295,7 @@ def recording_summary(rec: Recording) -> Any:
             "total_reward": pd.Series(rows["total_reward"], dtype="float64"),
             "terminated": pd.Series(rows["terminated"], dtype=bool),
             "truncated": pd.Series(rows["truncated"], dtype=bool),
-            "seed": pd.Series(rows["seed"], dtype="Int64"),
+            "seed": pd.Series(rows["seed"], dtype="Int64" if _int64s(rows["seed"]) else object),
         },
     )
     df.index = pd.Index(rows["index"], dtype="int64", name="index")

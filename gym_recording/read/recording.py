@@ -12,7 +12,7 @@ import itertools
 import os
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -34,9 +34,12 @@ from gym_recording.read import notebook
 from gym_recording.read.episode import Episode
 from gym_recording.storage import Storage, open_storage
 
-__all__ = ["Recording", "load", "read_batch", "read_manifests"]
+__all__ = ["Recording", "load", "read_ahead", "read_batch", "read_manifests"]
 
 _BATCH_CACHE = 4
+#: A remote storage fetches files ahead of the reader (see ``Storage.prefetch``): at most
+#: its ``parallel_reads`` files, and about this many bytes of batches, at once.
+READ_AHEAD_BYTES = 64 * 1024 * 1024
 
 
 def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
@@ -46,7 +49,11 @@ def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
         TraceFormatError: a manifest is damaged (naming it).
     """
     manifests = []
-    for name in find_manifests(storage.list_names()):
+    names = find_manifests(storage.list_names())
+    for k, name in enumerate(names):
+        if k % storage.parallel_reads == 0 and storage.parallel_reads > 1:
+            ahead = names[k : k + storage.parallel_reads]
+            storage.prefetch([(n, MAX_MANIFEST_BYTES) for n in ahead])
         data = storage.read_bytes(name, MAX_MANIFEST_BYTES)
         manifests.append(decode_manifest(data, name, os.path.join(directory, name)))
     manifests.sort(key=lambda m: m.sort_key)
@@ -66,6 +73,28 @@ def read_batch(storage: Storage, directory: str, manifest: Manifest, i: int) -> 
     blob = BatchBlob(manifest.blob_name(i), storage.map, path, budget)
     after = i > 0 and manifest.batches[i - 1].continues
     return decode_batch(data, entry, blob, legacy=manifest.legacy, after_continues=after)
+
+
+def read_ahead(storage: Storage, batches: Iterable[tuple[Manifest, int]]) -> int:
+    """Have ``storage`` fetch the files of the first of ``batches`` at once.
+
+    ``batches`` are ``(manifest, i)``, in the order they will be read: as many as the storage
+    fetches at once, and about :data:`READ_AHEAD_BYTES`. Returns how many batches that is
+    (0 for a local disk, which fetches none ahead).
+    """
+    if storage.parallel_reads <= 1:
+        return 0
+    reads: list[tuple[str, int | None]] = []
+    n, budget = 0, READ_AHEAD_BYTES
+    for m, i in batches:
+        if len(reads) >= storage.parallel_reads or budget < 0:
+            break
+        reads.append((m.batches[i].fn, MAX_BATCH_JSON_BYTES))
+        if not m.legacy:  # (as read_batch reads it: its blob, mapped whole)
+            reads.append((m.blob_name(i), None))
+        n, budget = n + 1, budget - (m.batches[i].bytes or 0)
+    storage.prefetch(reads)
+    return n
 
 
 @dataclass(frozen=True)
@@ -140,7 +169,8 @@ class Recording(Sequence[Episode]):
         self._storage: Storage = open_storage(
             self.directory, create=False, storage_options=storage_options, mmap=mmap
         )
-        self._cache: OrderedDict[tuple[int, int], DecodedBatch] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, int], DecodedBatch] = OrderedDict()
+        self._ahead: set[tuple[str, int]] = set()  # batches a remote storage fetched ahead
         self.closed = False
         self._writers: list[_Writer] = []
         self._cum: list[int] = [0]  # episodes before each writer
@@ -162,6 +192,7 @@ class Recording(Sequence[Episode]):
         self._writers = [_Writer.of(m) for m in read_manifests(self._storage, self.directory)]
         self._cum = list(itertools.accumulate((w.cum[-1] for w in self._writers), initial=0))
         self._cache.clear()
+        self._ahead = set()
 
     def refresh(self) -> None:
         """Re-read the manifests, to see batches written since the recording was opened."""
@@ -231,17 +262,17 @@ class Recording(Sequence[Episode]):
         writer = self._writers[w]
         k = idx - self._cum[w]
         b = bisect.bisect_right(writer.cum, k) - 1  # the last batch starting at or before k
-        return self._episode(idx, w, b, writer.first_obj[b] + k - writer.cum[b])
+        return self._episode(idx, writer.manifest, b, writer.first_obj[b] + k - writer.cum[b])
 
     def __iter__(self) -> Iterator[Episode]:
         idx = 0
-        for w, writer in enumerate(list(self._writers)):
+        for writer in list(self._writers):  # (those of when it began, even after a refresh)
             m = writer.manifest
             for b, (n, first) in enumerate(zip(writer.starts, writer.first_obj, strict=True)):
                 if not n:
                     continue
                 self._check_open()
-                batch = self._batch(w, b)  # once per batch, not per episode
+                batch = self._batch(m, b)  # once per batch, not per episode
                 stop = first + n
                 joined = batch.continues[stop - 1]  # (only a batch's last object continues)
                 k = n - joined
@@ -262,33 +293,48 @@ class Recording(Sequence[Episode]):
                 )
                 idx += k
                 if joined:
-                    yield self._episode(idx, w, b, stop - 1)
+                    yield self._episode(idx, m, b, stop - 1)
                     idx += 1
 
-    def _batch(self, w: int, b: int) -> DecodedBatch:
-        """Batch ``b`` of writer ``w``, decoded whole and cached."""
-        key = (w, b)
+    def _batch(self, m: Manifest, b: int) -> DecodedBatch:
+        """Batch ``b`` of manifest ``m``, decoded whole and cached."""
+        key = (m.name, b)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             return hit
-        batch = read_batch(self._storage, self.directory, self._writers[w].manifest, b)
+        if key not in self._ahead and self._storage.parallel_reads > 1:
+            self._read_ahead(m, b)
+        batch = read_batch(self._storage, self.directory, m, b)
         self._cache[key] = batch
         while len(self._cache) > _BATCH_CACHE:
             self._cache.popitem(last=False)
         return batch
 
-    def _episode(self, idx: int, w: int, b: int, j: int) -> Episode:
-        """Episode ``idx``: object ``j`` of batch ``b`` of writer ``w``, joined with its parts."""
-        m = self._writers[w].manifest
-        batch = self._batch(w, b)
+    def _read_ahead(self, m: Manifest, b: int) -> None:
+        """Have a remote storage fetch batch ``b`` of manifest ``m``, and the next ones."""
+        keys: list[tuple[str, int]] = []
+        ms = [w.manifest for w in self._writers]
+        after = next((v + 1 for v, x in enumerate(ms) if x.name == m.name), len(ms))
+
+        def order() -> Iterator[tuple[Manifest, int]]:
+            for x, first in itertools.chain([(m, b)], ((x, 0) for x in ms[after:])):
+                for c in range(first, len(x.batches)):
+                    keys.append((x.name, c))
+                    yield x, c
+
+        self._ahead = set(keys[: read_ahead(self._storage, order())])
+
+    def _episode(self, idx: int, m: Manifest, b: int, j: int) -> Episode:
+        """Episode ``idx``: object ``j`` of batch ``b`` of manifest ``m``, joined with its parts."""
+        batch = self._batch(m, b)
         parts = [(batch, j)]
         while parts[-1][0].continues[parts[-1][1]]:
             b += 1
             if b >= len(m.batches):  # (the manifest's check rules this out)
                 msg = "an episode continues past the last batch listed"
                 raise TraceFormatError(msg, os.path.join(self.directory, m.name))
-            parts.append((self._batch(w, b), 0))
+            parts.append((self._batch(m, b), 0))
         if len(parts) > 1 or batch.part[j]:
             batch, j = join_parts(parts, os.path.join(self.directory, m.name)), 0
         return Episode(
@@ -316,6 +362,7 @@ class Recording(Sequence[Episode]):
     def close(self) -> None:
         """Drop the cached batches. Arrays already handed out stay valid."""
         self._cache.clear()
+        self._storage.prefetch(())  # (files fetched ahead, not read)
         self.closed = True
 
     def __enter__(self) -> Recording:
@@ -344,9 +391,9 @@ class Recording(Sequence[Episode]):
         """One row per episode as a pandas DataFrame (needs the ``notebook`` extra).
 
         Indexed by episode ``index``, with columns ``writer``, ``length``, ``total_reward``,
-        ``terminated``, ``truncated``, ``seed`` (nullable int) and, when the writer recorded
-        wall-clock times, ``started_at``/``ended_at`` (UTC timestamps) and ``duration``
-        (seconds). Reads every batch once.
+        ``terminated``, ``truncated``, ``seed`` (nullable int; Python ints where one is past
+        int64) and, when the writer recorded wall-clock times, ``started_at``/``ended_at``
+        (UTC timestamps) and ``duration`` (seconds). Reads every batch once.
 
         Returns:
             A ``pandas.DataFrame``.
@@ -371,7 +418,8 @@ class Recording(Sequence[Episode]):
         episode: choose a few with ``episodes`` on a large recording.
 
         Args:
-            episodes: An episode index, a slice, or indices; ``None`` for all.
+            episodes: An episode index, a slice, indices, or a mask (one bool per episode,
+                such as ``rec.summary()["length"] > 100``); ``None`` for all.
             next_obs: Also add the observation each step led to.
             max_columns: The most components an array may have to be split into columns.
 

@@ -85,6 +85,20 @@ class Storage(Protocol):
         """The plain names of the files present (no subdirectories)."""
         ...
 
+    #: How many files are worth fetching at once (see :meth:`prefetch`): many for an object
+    #: store, whose requests overlap; 1 for a local disk.
+    parallel_reads: int
+
+    def prefetch(self, reads: Sequence[tuple[str, int | None]]) -> None:
+        """Fetch the files about to be read, at once.
+
+        ``reads`` holds ``(name, max_size)`` for a :meth:`read_bytes` of that ``max_size`` to
+        come, ``(name, None)`` for a :meth:`map`. Each of those calls then takes its file
+        from memory, once; the files of an earlier prefetch not read yet are let go. A hint:
+        nothing is checked or raised here, the calls still do so.
+        """
+        ...
+
     def remove(self, name: str) -> None:
         """Delete a file."""
         ...

@@ -463,6 +463,12 @@ class LocalStorage:
                 msg = f"cannot read file: {exc.strerror or exc}"
                 raise TraceFormatError(msg, path) from exc
 
+    #: Files worth reading at once: one (a local disk's reads are not fetched ahead).
+    parallel_reads = 1
+
+    def prefetch(self, reads: Sequence[tuple[str, int | None]]) -> None:
+        """Nothing: a local file is read (or mapped) when it is needed."""
+
     def list_names(self) -> list[str]:
         """Plain names of the entries of the directory."""
         try:

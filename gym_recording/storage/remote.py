@@ -53,6 +53,7 @@ class FsspecStorage:
     ) -> None:
         fsspec = require("fsspec", "remote", f"reading or writing {url!r}")
         self.url = url
+        self._fetched: dict[tuple[str, int | None], bytes] = {}  # (see prefetch)
         try:
             self.fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
         except ImportError as exc:  # the protocol's package (s3fs, gcsfs ...) is missing
@@ -132,7 +133,7 @@ class FsspecStorage:
 
     def read_bytes(self, name: str, max_size: int) -> bytes:
         """Read object ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""
-        data = self._cat(name, "file is listed by the recording", end=max_size + 1)
+        data = self._cat(name, "file is listed by the recording", max_size)
         if len(data) > max_size:
             msg = f"file is more than the limit of {max_size} bytes"
             raise TraceFormatError(msg, self._where(name))
@@ -142,7 +143,31 @@ class FsspecStorage:
         """The bytes of object ``name``, downloaded whole (read-only)."""
         return memoryview(self._cat(name, "array file is referenced by the recording"))
 
-    def _cat(self, name: str, listed: str, **kwargs: Any) -> bytes:
+    #: Files fetched at once by :meth:`prefetch` (fsspec overlaps their requests).
+    parallel_reads = 32
+
+    def prefetch(self, reads: Sequence[tuple[str, int | None]]) -> None:
+        """Fetch ``reads`` at once (see ``Storage.prefetch``).
+
+        fsspec's ``cat_ranges`` overlaps the requests; each file is fetched up to its
+        ``max_size`` and a byte more, as :meth:`read_bytes` fetches it.
+        """
+        self._fetched = {}
+        if not reads:
+            return
+        try:
+            paths = [self._path(name) for name, _ in reads]
+            ends = [None if size is None else size + 1 for _, size in reads]
+            got = self.fs.cat_ranges(paths, [0] * len(paths), ends, on_error="return")
+        except Exception:  # (each read fetches its own file again, and says what is wrong)
+            return
+        self._fetched = {r: d for r, d in zip(reads, got, strict=True) if isinstance(d, bytes)}
+
+    def _cat(self, name: str, listed: str, size: int | None = None) -> bytes:
+        data = self._fetched.pop((name, size), None)
+        if data is not None:
+            return data
+        kwargs = {} if size is None else {"end": size + 1}
         try:
             return bytes(self.fs.cat_file(self._path(name), start=0, **kwargs))
         except FileNotFoundError as exc:

@@ -27,7 +27,7 @@ from gym_recording.format.limits import MAX_MANIFEST_BYTES
 from gym_recording.format.manifest import Manifest, decode_manifest
 from gym_recording.format.names import classify, find_manifests, holds_no_recording, is_temp_name
 from gym_recording.format.spaces import space_from_json
-from gym_recording.read.recording import load, read_batch
+from gym_recording.read.recording import load, read_ahead, read_batch
 from gym_recording.storage import LocalStorage, Storage, open_storage
 
 __all__ = ["CLEAN_MIN_AGE", "VerifyReport", "remove_temp_files", "verify", "verify_cli"]
@@ -152,8 +152,11 @@ def _check_manifest(
             space_from_json(getattr(m, key), where=key)
         except TraceFormatError as exc:
             report.add(path, _message(exc))
+    ahead = 0  # (batches a remote storage fetched ahead)
     for i, entry in enumerate(m.batches):
         listed.update((entry.fn, m.blob_name(i)))
+        if i >= ahead:
+            ahead = i + max(1, read_ahead(storage, ((m, j) for j in range(i, len(m.batches)))))
         try:
             batch = read_batch(storage, directory, m, i)
         except TraceFormatError as exc:

@@ -176,6 +176,24 @@ def test_several_writer_processes_one_prefix(s3: S3Server, tmp_path: Path) -> No
                 assert (g.terminated, g.truncated, g.seed) == (w.terminated, w.truncated, w.seed)
 
 
+def test_s3_recording_left_open_is_written_at_exit(s3: S3Server) -> None:
+    """A recording never closed is written at interpreter exit, to S3 too: before the
+    thread pools s3fs needs are shut down (atexit runs after them)."""
+    url = f"s3://{s3.new_bucket()}/open"
+    src = RECORD_SRC.replace("env.close()", "env.reset()  # (left open)")
+    proc = subprocess.run(
+        [sys.executable, "-c", src + f"\nrecord({url!r}, 5, batch_bytes=10**7)\n"],
+        env={**os.environ, **s3.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "could not" not in proc.stderr, proc.stderr
+    with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+        assert [ep.seed for ep in rec] == [500, 501, 502, None]
+        assert rec[3].length == 0
+
+
 def test_reader_consistent_while_writer_writes(s3: S3Server) -> None:
     """A reader polling the prefix during writing always finds every listed episode whole."""
     url = f"s3://{s3.new_bucket()}/live"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # (no stub: signal's C functions)
 import atexit
+import concurrent.futures.thread  # noqa: F401  (its exit hook first: see the end)
 import logging
 import os
 import sys
@@ -172,6 +173,10 @@ def _forget_in_child() -> None:
     _open.clear()
 
 
+# At exit, before ``concurrent.futures`` stops its thread pools (threading's exit hooks run
+# last registered first, and before ``atexit``'s): s3fs and other fsspec backends need them
+# to write. ``atexit`` is the fallback where threading's hooks do not run.
+threading._register_atexit(_close_at_exit)  # type: ignore[attr-defined]
 atexit.register(_close_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)

@@ -13,7 +13,7 @@ from gym_recording.tools.transfer import upload_recording
 
 __all__ = ["CACHE_DIR", "download_recording", "upload_recording"]
 
-#: Where downloads are cached: ``<tmp>/gym-recording-s3/<bucket>/<key prefix>``.
+#: Where downloads are cached: ``<tmp>/gym-recording-s3-<uid>/<bucket>/<key prefix>``.
 CACHE_DIR = transfer.CACHE_DIR
 
 

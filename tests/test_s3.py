@@ -264,6 +264,29 @@ def test_upload_download_round_trip(
         storage_s3.download_recording(f"s3://{bucket}/a/../b")
 
 
+def test_download_of_a_prefix_and_of_a_longer_one(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Downloading ``exp/seed1`` makes the cache directory of ``exp``: downloading ``exp``
+    after it still fetches ``exp``'s own recording (it returned the empty directory). Env
+    names of the command line's ``module:ENV_ID`` form, or with spaces, download too."""
+    from gym_recording import storage_s3
+
+    monkeypatch.setattr(storage_s3, "CACHE_DIR", str(tmp_path / "cache"))
+    bucket = s3.new_bucket()
+    for prefix, seed in (("exp/seed1", 1), ("exp", 2)):
+        record(f"s3://{bucket}/{prefix}", seed, episodes=2)
+    for prefix, seed in (("exp/seed1", 1), ("exp", 2)):
+        directory = storage_s3.download_recording(f"s3://{bucket}/{prefix}")
+        record(str(tmp_path / str(seed)), seed, episodes=2)
+        with gym_recording.load(directory) as got, gym_recording.load(tmp_path / str(seed)) as want:
+            assert_episodes_equal(got, want)
+    for name in ("ale_py:ALE/Pong-v5", "My Env"):
+        url = storage_s3.upload_recording(str(tmp_path / "1"), name, bucket)
+        with gym_recording.load(storage_s3.download_recording(url)) as got:
+            assert len(got) == 2
+
+
 def test_missing_s3_location_is_a_format_error(s3: S3Server) -> None:
     """load() of an empty prefix says that nothing is stored there."""
     url = f"s3://{s3.new_bucket()}/nothing-here"

@@ -40,9 +40,10 @@ __all__ = ["download_recording", "upload_recording"]
 logger = logging.getLogger(__name__)
 
 _TOKEN_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-_S3_URL = re.compile(r"^s3://([A-Za-z0-9][A-Za-z0-9.\-_]*)/([\w\-./]+?)/*$")
-#: Where downloads are cached: ``<tmp>/gym-recording-s3/<bucket>/<key prefix>``.
-CACHE_DIR = os.path.join(tempfile.gettempdir(), "gym-recording-s3")
+_S3_URL = re.compile(r"^s3://([A-Za-z0-9][A-Za-z0-9.\-_]*)/([^\x00-\x1f\\]+?)/*$")
+#: Where downloads are cached: ``<tmp>/gym-recording-s3-<uid>/<bucket>/<key prefix>`` (one
+#: per user: another user's copies are not taken for one's own).
+CACHE_DIR = os.path.join(tempfile.gettempdir(), f"gym-recording-s3-{getattr(os, 'getuid', str)()}")
 
 
 def _random_token(length: int = 3) -> str:
@@ -96,8 +97,9 @@ def download_recording(
 
     As in the original helper, a recording already downloaded is reused. The download goes to a
     temporary directory renamed into place once complete, so the cache never holds half a
-    recording. Manifests are fetched before the other files, so a recording still being written
-    is downloaded consistently.
+    recording (where the directory exists already, holding the download of a longer prefix,
+    the files are moved in, manifests last). Manifests are fetched before the other files, so
+    a recording still being written is downloaded consistently.
 
     Args:
         s3url: ``s3://bucket/prefix`` (as returned by :func:`upload_recording`).
@@ -117,7 +119,7 @@ def download_recording(
         raise ValueError(msg)
     bucket = m.group(1)
     directory = os.path.join(cache_dir or CACHE_DIR, bucket, *parts)
-    if os.path.isdir(directory):
+    if os.path.isdir(directory) and find_manifests(os.listdir(directory)):
         return directory
     source = FsspecStorage(
         f"s3://{bucket}/{'/'.join(parts)}", create=False, storage_options=storage_options
@@ -136,9 +138,12 @@ def download_recording(
         os.chmod(tmp, directory_mode())  # (mkdtemp made it 0700: the mode mkdir would give)
         try:
             os.rename(tmp, directory)
-        except OSError:  # another process finished the same download first
+        except OSError:  # it exists, with files
             if not os.path.isdir(directory):
                 raise
+            if not find_manifests(os.listdir(directory)):  # (not the same download, finished)
+                for name in sorted(os.listdir(tmp), key=lambda n: (write_rank(n), n)):
+                    os.replace(os.path.join(tmp, name), os.path.join(directory, name))
             shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -201,3 +201,14 @@ def test_values_arrow_cannot_hold_are_their_repr(tmp_path: Path) -> None:
         rec.add_step(0, 3, 1.0, terminated=True)
     (batch,) = read_traces(tmp_path).iter_batches(batch_size=None, batch_format="numpy")
     assert list(batch["observations"][0]) == ["1", str(2**70), "3"]
+
+
+def test_seeds_past_int64_are_null_per_episode(tmp_path: Path) -> None:
+    """A seed may be any non-negative int; the int64 column holds null where it cannot (as
+    the parquet export does), and load() gives the seed."""
+    with TraceRecording(tmp_path) as rec:
+        for seed in (2**64 + 5, 7):
+            rec.add_reset(np.zeros(2), seed=seed)
+            rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    (batch,) = read_traces(tmp_path).iter_batches(batch_size=None, batch_format="pandas")
+    assert batch["seed"].isna().tolist() == [True, False] and batch["seed"].iloc[1] == 7

@@ -5,6 +5,7 @@ The S3 tests talk HTTP to moto's server on 127.0.0.1 through s3fs; nothing is mo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -113,6 +114,44 @@ def test_verify_s3_recording(s3: S3Server) -> None:
     report = verify(url)  # no storage_options: it finds the server through AWS_ENDPOINT_URL
     assert report.ok, report.problems
     assert report.episodes == 3 and report.batches > 3
+
+
+def test_verify_takes_storage_options(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify() reaches a server named only in storage_options, as load() does."""
+    url = f"s3://{s3.new_bucket()}/verify-options"
+    record(url, seed=3, episodes=1, storage_options=s3.storage_options)
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    assert verify(url, storage_options=s3.storage_options).ok
+
+
+def test_command_line_on_s3(s3: S3Server, tmp_path: Path) -> None:
+    """record, info and export with an s3:// recording: no `view` offered (it serves local
+    directories), its size from its manifests, its URL in an export's metadata, and an
+    export to a URL refused (it wrote a local file named s3:/...)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    url = f"s3://{s3.new_bucket()}/cli"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gym_recording", *args],
+            env={**os.environ, **s3.env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+
+    recorded = cli("record", "CartPole-v1", "--episodes", "2", "--dir", url)
+    assert recorded.returncode == 0 and " view " not in recorded.stdout, recorded
+    info = cli("info", url)
+    size = next(line for line in info.stdout.splitlines() if line.startswith("bytes"))
+    assert size.split()[-2] != "0" and size.split()[-1] == "KB", info.stdout
+    refused = cli("export", url, "--to", "npz", f"{url}/out.npz")
+    assert refused.returncode != 0 and "is a URL" in refused.stderr, refused
+    assert not any(tmp_path.iterdir())
+    assert cli("export", url, "--to", "parquet", "out.parquet").returncode == 0
+    meta = pq.read_table(tmp_path / "out.parquet").schema.metadata
+    assert json.loads(meta[b"gym_recording"])["directory"] == url
 
 
 def test_vector_wrapper_to_s3(s3: S3Server, tmp_path: Path) -> None:

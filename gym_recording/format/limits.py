@@ -20,6 +20,7 @@ __all__ = [
     "MAX_NDIM",
     "MAX_NESTING",
     "MAX_VALUE_COST",
+    "fits_int64",
 ]
 
 #: The largest manifest a reader accepts.
@@ -54,3 +55,8 @@ MAX_VALUE_COST = 256 * 1024 * 1024
 #: The most info values one batch's ``info_columns`` may rebuild (rows times columns): what
 #: a writer within :data:`MAX_VALUE_COST` can write, counting a value at least 64 bytes.
 MAX_INFO_CELLS = 4_194_304
+
+
+def fits_int64(n: int) -> bool:
+    """Whether the int ``n`` is one of int64 (a seed may be any non-negative int)."""
+    return -(2**63) <= n < 2**63

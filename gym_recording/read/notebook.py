@@ -21,6 +21,7 @@ from gym_recording._errors import NoFramesError, RecordingError
 from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording.format.fields import field_step, leaves, slice_field
+from gym_recording.format.limits import fits_int64
 from gym_recording.format.spaces import space_from_json
 
 # (Episode and Recording are not imported: they import this module. Their methods pass
@@ -256,11 +257,6 @@ def recording_steps(
     return pd.concat([pd.DataFrame(p) for p in parts], ignore_index=True)
 
 
-def _int64s(values: list[int | None]) -> bool:
-    """Whether each value is ``None`` or an int64 (a seed may be any non-negative int)."""
-    return all(v is None or -(2**63) <= v < 2**63 for v in values)
-
-
 def recording_summary(rec: Recording) -> Any:
     """See :meth:`gym_recording.Recording.summary`."""
     pd = require("pandas", "notebook", "Recording.summary()")
@@ -288,6 +284,7 @@ def recording_summary(rec: Recording) -> Any:
         rows["seed"].append(ep.seed)
         rows["started_at"].append(ep.started_at)
         rows["ended_at"].append(ep.ended_at)
+    int64s = all(s is None or fits_int64(s) for s in rows["seed"])  # (else Python ints)
     df = pd.DataFrame(
         {
             "writer": pd.Series(rows["writer"], dtype=object),
@@ -295,7 +292,7 @@ def recording_summary(rec: Recording) -> Any:
             "total_reward": pd.Series(rows["total_reward"], dtype="float64"),
             "terminated": pd.Series(rows["terminated"], dtype=bool),
             "truncated": pd.Series(rows["truncated"], dtype=bool),
-            "seed": pd.Series(rows["seed"], dtype="Int64" if _int64s(rows["seed"]) else object),
+            "seed": pd.Series(rows["seed"], dtype="Int64" if int64s else object),
         },
     )
     df.index = pd.Index(rows["index"], dtype="int64", name="index")

@@ -7,8 +7,10 @@ from collections.abc import Iterator
 
 from gym_recording._errors import ExportError
 from gym_recording._progress import progress
+from gym_recording.format.limits import fits_int64
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording, load
+from gym_recording.storage import is_url
 
 
 def open_recording(directory: str | os.PathLike[str]) -> Recording:
@@ -19,6 +21,16 @@ def open_recording(directory: str | os.PathLike[str]) -> Recording:
         msg = f"{os.fspath(directory)} holds no recording (no openaigym.trace.*.manifest.json file)"
         raise ExportError(msg)
     return rec
+
+
+def source_location(rec: Recording) -> str:
+    """Where ``rec`` was read from, for an export's metadata: a URL, or an absolute path."""
+    return rec.directory if is_url(rec.directory) else os.path.abspath(rec.directory)
+
+
+def int64_seed(seed: int | None) -> int | None:
+    """``seed`` where an int64 column holds it; else (none, or one past int64) ``None``."""
+    return seed if seed is not None and fits_int64(seed) else None
 
 
 def episodes(rec: Recording, desc: str) -> Iterator[Episode]:

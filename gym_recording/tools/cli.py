@@ -23,6 +23,7 @@ from gym_recording._version import __version__
 from gym_recording.format.names import TRACE_PREFIX
 from gym_recording.read.recording import load
 from gym_recording.record import steps
+from gym_recording.storage import is_url
 from gym_recording.tools.verify import printable, verify_cli
 
 __all__ = ["main"]
@@ -161,7 +162,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
     print("Look at them:")
     print(f"  {cmd} info {q}")
     print(f"  {cmd} verify {q}")
-    print(f"  {cmd} view {q}          # in the browser")
+    if not is_url(directory):  # (the viewer serves local directories)
+        print(f"  {cmd} view {q}          # in the browser")
     print(f"  {_python()} -c {_shell_word(snippet)}")
     if args.record_render:
         videos = _path_word(directory.rstrip("/") + "-videos")
@@ -192,11 +194,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
             term += ep.terminated
             trunc += ep.truncated
             cut += not (ep.terminated or ep.truncated)
-        size = 0
-        for name in os.listdir(rec.directory) if os.path.isdir(rec.directory) else []:
-            if name.startswith(TRACE_PREFIX):
-                with contextlib.suppress(OSError):
-                    size += os.path.getsize(os.path.join(rec.directory, name))
+        sizes: list[int | None] = []
+        if is_url(rec.directory):  # (the batches' sizes as the manifests list them, if all do)
+            sizes = [b.bytes for w in rec.writers for b in w.batches]
+        elif os.path.isdir(rec.directory):
+            for name in os.listdir(rec.directory):
+                if name.startswith(TRACE_PREFIX):
+                    with contextlib.suppress(OSError):
+                        sizes.append(os.path.getsize(os.path.join(rec.directory, name)))
         rows: list[tuple[str, Any]] = [
             ("directory", rec.directory),
             (
@@ -209,7 +214,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             ("batches", sum(len(w.batches) for w in rec.writers)),
             ("episodes", len(rec)),
             ("steps", int(np.sum(lengths)) if lengths else 0),
-            ("bytes", _human_bytes(size)),
+            ("bytes", "-" if None in sizes else _human_bytes(sum(s or 0 for s in sizes))),
             ("observation space", rec.observation_space),
             ("action space", rec.action_space),
         ]

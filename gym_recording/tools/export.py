@@ -45,8 +45,9 @@ from gym_recording.format.fields import leaves, slice_field
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
+from gym_recording.storage import is_url
 from gym_recording.storage.local import atomic_output, directory_mode, make_parent
-from gym_recording.tools._source import episodes, open_recording
+from gym_recording.tools._source import episodes, int64_seed, open_recording, source_location
 from gym_recording.tools.minari import export_minari, import_minari
 
 __all__ = [
@@ -109,6 +110,9 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
     out = os.fspath(out)
     if to == "minari":
         return export_minari(directory, out)
+    if is_url(out):
+        msg = f"{out} is a URL: exports are written to a local path (copy the file there after)"
+        raise ExportError(msg)
     if os.path.lexists(out):  # (before the recording is read)
         msg = f"{out} exists already; remove it or choose another path"
         raise OutputExistsError(msg)
@@ -138,7 +142,7 @@ def _description(rec: Recording) -> dict[str, Any]:
     first = rec.writers[0]
     return {
         "source": "gym-recording",
-        "directory": os.path.abspath(rec.directory),
+        "directory": source_location(rec),
         "env_id": rec.env_id,
         "observation_space": first.observation_space,
         "action_space": first.action_space,
@@ -197,7 +201,7 @@ def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
         "episode": pa.array(np.full(n, ep.index, dtype=np.int64)),
         "step": pa.array(np.arange(n, dtype=np.int64)),
         # (null: reset without a seed, or with one past int64, which _LeftOut counts)
-        "seed": pa.array([ep.seed if _fits_int64(ep.seed) else None] * n, pa.int64()),
+        "seed": pa.array([int64_seed(ep.seed)] * n, pa.int64()),
         "obs": _arrow_field(pa, slice_field(ep.observations, 0, n), "obs", shapes),
         "action": _arrow_field(pa, ep.actions, "action", shapes),
         "reward": pa.array(np.asarray(ep.rewards, dtype=np.float64)),
@@ -206,10 +210,6 @@ def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
         "truncated": pa.array(truncated),
     }
     return pa.table(columns)
-
-
-def _fits_int64(seed: int | None) -> bool:
-    return seed is None or -(2**63) <= seed < 2**63
 
 
 def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
@@ -329,7 +329,7 @@ class _LeftOut:
             i is not None and not (type(i) is dict and not i) for i in ep.infos
         )
         c["reset options"] += ep.options is not None and ep.options != {}
-        c["seeds"] += not _fits_int64(ep.seed)  # (past int64: the column's type)
+        c["seeds"] += ep.seed is not None and int64_seed(ep.seed) is None  # (the column's type)
 
     def warn(self) -> None:
         """A :class:`~gym_recording.LossyExportWarning` naming each part left out."""
@@ -426,7 +426,7 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             lengths.append(ep.length)
             terminated.append(ep.terminated)
             truncated.append(ep.truncated)
-            seeds.append(ep.seed if ep.seed is not None and _fits_int64(ep.seed) else -1)
+            seeds.append(-1 if (seed := int64_seed(ep.seed)) is None else seed)
         arrays: dict[str, np.ndarray] = {}
         for name, chunks in parts.items():
             arrays[name] = np.concatenate(chunks) if chunks else empty[name]

@@ -50,7 +50,7 @@ from gym_recording.format.spaces import UnknownSpace
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.record.recording import TraceRecording
-from gym_recording.tools._source import episodes, open_recording
+from gym_recording.tools._source import episodes, open_recording, source_location
 
 __all__ = ["export_minari", "import_minari"]
 
@@ -349,7 +349,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
             "author_email": str(rec.metadata.get("author_email", "unknown")),
             "code_permalink": str(rec.metadata.get("code_permalink", "unknown")),
             "description": (
-                f"Exported by gym-recording from {os.path.abspath(rec.directory)} "
+                f"Exported by gym-recording from {source_location(rec)} "
                 f"({len(rec)} episodes of {rec.env_id or 'an unknown environment'})."
             ),
         }
@@ -506,7 +506,7 @@ def _write(
         dataset.storage.update_metadata(
             {
                 "gym_recording": {
-                    "directory": os.path.abspath(rec.directory),
+                    "directory": source_location(rec),
                     "env_id": rec.env_id,
                     "metadata": rec.metadata,
                     "writers": [m.writer for m in rec.writers],

@@ -19,6 +19,7 @@ from gym_recording._optional import require
 from gym_recording.format.fields import as_array, leaves
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording, load
+from gym_recording.tools._source import int64_seed
 
 __all__ = ["read_traces"]
 
@@ -101,7 +102,7 @@ def _episode_table(episodes: list[tuple[int, Episode]]) -> Any:
         "total_reward": pa.array([ep.total_reward for _, ep in episodes], pa.float64()),
         "terminated": pa.array([ep.terminated for _, ep in episodes], pa.bool_()),
         "truncated": pa.array([ep.truncated for _, ep in episodes], pa.bool_()),
-        "seed": pa.array([ep.seed for _, ep in episodes], pa.int64()),
+        "seed": pa.array([int64_seed(ep.seed) for _, ep in episodes], pa.int64()),
     }
     for name in ("observations", "actions"):
         per_leaf: dict[str, list[np.ndarray]] = {}
@@ -177,11 +178,11 @@ def read_traces(
         path: A recording directory or an fsspec URL (``"s3://bucket/run1"``) that every Ray
             worker can reach.
         per: ``"episode"``: a row per episode with the columns ``episode``, ``writer``,
-            ``length``, ``total_reward``, ``terminated``, ``truncated``, ``seed``,
-            ``observations`` (``length + 1`` steps), ``actions`` and ``rewards``.
-            ``"step"``: a row per step with ``episode``, ``step``, ``obs``, ``action``,
-            ``reward``, ``next_obs``, ``terminated``, ``truncated`` (true only on an
-            episode's last step).
+            ``length``, ``total_reward``, ``terminated``, ``truncated``, ``seed`` (null
+            without one, or for one past int64, which ``load`` gives), ``observations``
+            (``length + 1`` steps), ``actions`` and ``rewards``. ``"step"``: a row per step
+            with ``episode``, ``step``, ``obs``, ``action``, ``reward``, ``next_obs``,
+            ``terminated``, ``truncated`` (true only on an episode's last step).
         storage_options: Options for the filesystem of a URL, as for :func:`gym_recording.load`.
 
     Returns:

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gym_recording._errors import RecordingError, TraceFormatError
 from gym_recording.format.limits import MAX_MANIFEST_BYTES
@@ -174,10 +175,10 @@ def _check_manifest(
         )
 
 
-def _read_all(directory: str, report: VerifyReport) -> None:
+def _read_all(directory: str, report: VerifyReport, options: dict[str, Any] | None) -> None:
     """Read every episode as users do; report what the reader refuses that was not yet."""
     try:
-        with load(directory) as rec:
+        with load(directory, storage_options=options) as rec:
             for _ in rec:
                 report.episodes += 1
     except TraceFormatError as exc:
@@ -187,11 +188,14 @@ def _read_all(directory: str, report: VerifyReport) -> None:
         report.add(directory, f"the reader failed unexpectedly: {type(exc).__name__}: {exc}")
 
 
-def verify(directory: str | os.PathLike[str]) -> VerifyReport:
+def verify(
+    directory: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None
+) -> VerifyReport:
     """Check every manifest, batch, array reference and offset of a recording.
 
     Args:
-        directory: The recording directory.
+        directory: The recording directory (a path or an fsspec URL).
+        storage_options: Options for the filesystem of a URL ``directory`` (as :func:`load`).
 
     Returns:
         A :class:`VerifyReport`; ``report.ok`` is true for a sound recording. Leftover
@@ -211,7 +215,7 @@ def verify(directory: str | os.PathLike[str]) -> VerifyReport:
     directory = os.fspath(directory)
     report = VerifyReport(directory)
     try:
-        storage = open_storage(directory, create=False)
+        storage = open_storage(directory, create=False, storage_options=storage_options)
         names = storage.list_names()
     except (TraceFormatError, RecordingError) as exc:
         report.add(directory, _message(exc) if isinstance(exc, TraceFormatError) else str(exc))
@@ -250,7 +254,7 @@ def verify(directory: str | os.PathLike[str]) -> VerifyReport:
                 "no manifest lists this file (a flush interrupted before its manifest was "
                 "written, or a damaged manifest); readers ignore it",
             )
-    _read_all(directory, report)
+    _read_all(directory, report, storage_options)
     return report
 
 

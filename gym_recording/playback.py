@@ -10,6 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from gym_recording.format.fields import join_fields
 from gym_recording.format.manifest import Manifest
 from gym_recording.read.recording import load, read_batch, read_manifests
@@ -32,6 +34,7 @@ def scan_recorded_traces(
 
     Raises:
         TraceFormatError: a file of the recording does not follow the format.
+        TypeError: ``max_episodes`` is not an int.
 
     Example:
         >>> import tempfile, numpy as np
@@ -43,6 +46,11 @@ def scan_recorded_traces(
         >>> scan_recorded_traces(d, lambda o, a, r: print(o.shape, a.shape, r.shape))
         (2, 3) (1,) (1,)
     """
+    if max_episodes is not None and (
+        not isinstance(max_episodes, (int, np.integer)) or isinstance(max_episodes, bool)
+    ):
+        msg = f"max_episodes must be an int or None, got {max_episodes!r:.60}"
+        raise TypeError(msg)
     if max_episodes is not None and max_episodes <= 0:
         return
     with load(directory) as rec:
@@ -89,11 +97,17 @@ class TraceRecordingReader:
         return out
 
     def get_recorded_episodes(self, batch: dict[str, Any]) -> list[dict[str, Any]]:
-        """The decoded episode objects of one batch entry from :meth:`get_recorded_batches`."""
-        if not isinstance(batch, dict):
+        """The decoded episode objects of one batch entry from :meth:`get_recorded_batches`.
+
+        Raises:
+            TypeError: ``batch`` is not such an entry.
+            KeyError: no manifest lists its batch (now).
+            TraceFormatError: the batch's files do not follow the format.
+        """
+        fn = batch.get("fn") if isinstance(batch, dict) else None
+        if not isinstance(fn, str):
             msg = f"expected a batch entry dict from get_recorded_batches(), got {batch!r:.60}"
             raise TypeError(msg)
-        fn = batch.get("fn")
         if fn not in self._where:
             self.get_recorded_batches()
         if fn not in self._where:

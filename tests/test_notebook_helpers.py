@@ -520,6 +520,14 @@ def test_show_makes_an_inline_animation(images: Path) -> None:
     assert "https://" not in page and "fa-play" not in page  # works offline
     short = ep.show(max_frames=4)
     assert short.frames == 4
+    for bad in (0, -5, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="expected fps to be a positive number"):
+            ep.show(fps=bad)
+    for frames in (0, -1):
+        with pytest.raises(ValueError, match="max_frames to be at least 1"):
+            ep.show(max_frames=frames)
+    with pytest.raises(TypeError, match="max_frames to be an int"):
+        ep.show(max_frames=2.5)
 
 
 def test_show_saves_a_page(images: Path, tmp_path: Path) -> None:

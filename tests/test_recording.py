@@ -166,6 +166,9 @@ def test_use_after_close_raises(trace_dir):
     assert issubclass(TraceFormatError, RecordingError)
     with gym_recording.load(trace_dir) as r:
         assert len(r) == 1
+    for index in (0, 999, slice(None)):  # (closed, whether or not the index is in range)
+        with pytest.raises(RecordingClosedError, match="load\\(\\) it again"):
+            r[index]
 
 
 def test_empty_recording_writes_a_manifest(trace_dir):

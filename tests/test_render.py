@@ -384,6 +384,9 @@ def test_to_video_writes_every_frame_at_the_recorded_size(tmp_path: Path) -> Non
         assert [f.shape for f in _decode(Path(odd.to_video(tmp_path / "odd.mp4", fps=12.5)))] == [
             (17, 21, 3)
         ] * 4
+        # (frames of odd sides at a high rate: each one decodes, B-frames dropped them)
+        fast = odd.to_video(tmp_path / "fast.mp4", fps=8000)
+        assert len(_decode(Path(fast))) == 4
 
 
 def test_cli_exports_one_video_per_episode(tmp_path: Path) -> None:

@@ -617,3 +617,26 @@ def test_playback_stacks_each_parts_per_step_actions(trace_dir):
     assert len(parts) > 3
     later = [p["actions"] for p in parts if p["part"] and all(len(a) == 3 for a in p["actions"])]
     assert later and all(isinstance(a, np.ndarray) and a.shape[1:] == (3,) for a in later)
+
+
+def test_playback_refuses_what_is_not_a_batch_or_a_count(trace_dir):
+    """The original reader's calls say what they expected: a batch entry of
+    get_recorded_batches() (an unhashable ``fn`` was a bare TypeError from a dict lookup),
+    and an int ``max_episodes`` (2.5 read 3 episodes, "3" failed comparing str to int)."""
+    from gym_recording import TraceRecordingReader, scan_recorded_traces
+
+    with TraceRecording(trace_dir) as rec:
+        for _ in range(3):
+            rec.add_reset(np.zeros(2))
+    reader = TraceRecordingReader(trace_dir)
+    for bad in ({"fn": ["a"]}, {}, "x.json"):
+        with pytest.raises(TypeError, match="a batch entry dict from get_recorded_batches"):
+            reader.get_recorded_episodes(bad)
+    with pytest.raises(KeyError, match=r"lists a batch 'nothing\.json'"):
+        reader.get_recorded_episodes({"fn": "nothing.json"})
+    for bad in (2.5, "3", True):
+        with pytest.raises(TypeError, match="max_episodes must be an int"):
+            scan_recorded_traces(trace_dir, max_episodes=bad)
+    seen = []
+    scan_recorded_traces(trace_dir, lambda o, a, r: seen.append(o), max_episodes=np.int64(2))
+    assert len(seen) == 2

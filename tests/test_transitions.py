@@ -115,3 +115,29 @@ def test_episodes_of_arrays_and_of_per_step_values_are_refused(tmp_path: Path) -
         pytest.raises(gym_recording.ExportError, match="observations cannot be batched"),
     ):
         list(iter_transitions(rec, 4))
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "says"),
+    [
+        ({"a": 1.0}, {"b": 1.0}, r"a dict of keys \['a'\], a dict of keys \['b'\]"),
+        (np.ones(2), {"a": np.ones(2)}, r"a dict of keys \['a'\], steps"),
+        ({"a": np.ones(2)}, np.ones(2), r"a dict of keys \['a'\], steps"),
+        ((np.ones(2), 1.0), (np.ones(2),), "a tuple of 1, a tuple of 2"),
+    ],
+    ids=["dict-keys", "array-then-dict", "dict-then-array", "tuple-lengths"],
+)
+def test_episodes_of_different_layouts_are_refused(
+    tmp_path: Path, first: object, second: object, says: str
+) -> None:
+    """Episodes of two writers whose observations are laid out differently (another dict's
+    keys, a tuple's length, a dict against an array): an ExportError names both layouts."""
+    for obs in (first, second):
+        with TraceRecording(str(tmp_path)) as r:
+            r.add_reset(obs)
+            r.add_step(0, obs, 1.0, terminated=True)
+    with (
+        gym_recording.load(tmp_path) as rec,
+        pytest.raises(gym_recording.ExportError, match=f"different layouts \\({says}\\)"),
+    ):
+        list(iter_transitions(rec, 4))

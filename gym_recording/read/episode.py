@@ -316,6 +316,7 @@ class Episode(EpisodeKeys):
 
         Raises:
             NoFramesError: No image observations and ``replay`` is false.
+            ValueError: ``fps`` is not a positive number, or ``max_frames`` is below 1.
 
         Example:
             >>> rec[0].show(fps=15)  # doctest: +SKIP

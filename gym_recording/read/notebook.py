@@ -693,6 +693,14 @@ def animate(
     width: int | None = None,
 ) -> Animation:
     """Make an inline HTML/JS animation (with a step slider) of ``frames`` ``[T, H, W, C]``."""
+    number = not isinstance(fps, bool) and isinstance(fps, (int, float, np.integer, np.floating))
+    if not (number and 0 < fps < math.inf):
+        msg = f"expected fps to be a positive number, got {fps!r}"
+        raise ValueError(msg)
+    if isinstance(max_frames, bool) or not isinstance(max_frames, (int, np.integer)):
+        raise TypeError(f"expected max_frames to be an int, got {max_frames!r:.60}")
+    if max_frames < 1:
+        raise ValueError(f"expected max_frames to be at least 1, got {max_frames}")
     require("matplotlib", "notebook", "Episode.show()")
     from matplotlib import animation
     from matplotlib.figure import Figure

@@ -247,6 +247,7 @@ class Recording(Sequence[Episode]):
     def __getitem__(self, i: slice) -> list[Episode]: ...
 
     def __getitem__(self, i: int | slice) -> Episode | list[Episode]:
+        self._check_open()
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
@@ -257,7 +258,6 @@ class Recording(Sequence[Episode]):
         if not 0 <= idx < n:
             msg = f"episode index {i} out of range for a recording of {n} episodes"
             raise IndexError(msg)
-        self._check_open()
         w = bisect.bisect_right(self._cum, idx) - 1
         writer = self._writers[w]
         k = idx - self._cum[w]

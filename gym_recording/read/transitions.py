@@ -21,6 +21,13 @@ def _concat(fields: list[Any], what: str) -> Any:
         ExportError: their steps are not of one shape (one is per-step values, say).
     """
     head = fields[0]
+    kinds = {_layout(f) for f in fields}
+    if len(kinds) > 1:
+        msg = (
+            f"the episodes' {what} cannot be batched into transitions: they are of different "
+            f"layouts ({', '.join(sorted(kinds))}); pick episodes of one layout"
+        )
+        raise ExportError(msg)
     if isinstance(head, dict):
         return {k: _concat([f[k] for f in fields], f"{what}[{k!r}]") for k in head}
     if isinstance(head, tuple):
@@ -35,6 +42,15 @@ def _concat(fields: list[Any], what: str) -> Any:
         )
         raise ExportError(msg)
     return np.concatenate(arrays)
+
+
+def _layout(field: Any) -> str:
+    """What a field is, for :func:`_concat` to compare: a dict of keys, a tuple, or steps."""
+    if isinstance(field, dict):
+        return f"a dict of keys {list(field)}"
+    if isinstance(field, tuple):
+        return f"a tuple of {len(field)}"
+    return "steps"
 
 
 def _take(field: Any, rows: np.ndarray) -> Any:

@@ -36,7 +36,7 @@ def write_video(
 
     Every frame becomes one video frame of the frames' size, shown for ``1 / fps`` s:
     4:2:0 chroma where both sides are even (what every player plays), 4:4:4 otherwise (odd
-    sides cannot be 4:2:0).
+    sides cannot be 4:2:0), without B-frames.
 
     Returns:
         ``path``.
@@ -72,8 +72,10 @@ def write_video(
     ):
         stream = container.add_stream("libx264", rate=rate)
         stream.width, stream.height = w, h
-        stream.pix_fmt = "yuv420p" if h % 2 == 0 and w % 2 == 0 else "yuv444p"
-        stream.options = {"crf": "18", "preset": "veryfast"}
+        even = h % 2 == 0 and w % 2 == 0
+        stream.pix_fmt = "yuv420p" if even else "yuv444p"
+        # (4:4:4 with B-frames muxes frames a decoder drops past ~1,000 fps: none then)
+        stream.options = {"crf": "18", "preset": "veryfast", **({} if even else {"bf": "0"})}
         for t, frame in enumerate(frames):
             vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
             vf.pts = t

@@ -607,3 +607,60 @@ def test_stalled_clients_are_bounded_and_time_out(
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def test_a_client_sending_its_request_a_byte_at_a_time_is_hung_up_on(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timeout bounds a whole request, not each read: a client dribbling a byte more
+    often than the timeout (a thread held for ever, 32 of them shutting everyone out) is
+    hung up on before it is done."""
+    import select
+    import socket
+
+    from gym_recording.tools import viewer
+
+    monkeypatch.setattr(viewer._Handler, "timeout", 0.5)  # (the private class: its timeout)
+    server, _ = make_server(str(recording))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    s = socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5)
+    hung_up = False
+    try:
+        request = b"GET /api/files HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200
+        for byte in request:  # 200 x 0.1 s: 40 times the timeout
+            try:
+                s.sendall(bytes([byte]))
+                time.sleep(0.1)
+                if select.select([s], [], [], 0)[0]:  # (readable: an answer, or the end)
+                    hung_up = s.recv(1, socket.MSG_PEEK) == b""
+            except (ConnectionResetError, BrokenPipeError):
+                hung_up = True
+            if hung_up:
+                break
+        assert hung_up, "the server held a client sending a byte every 0.1 s for 20 s"
+    finally:
+        s.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_replaced_directory_is_said_to_be_replaced(tmp_path: Path) -> None:
+    """Recording again into a directory removed since `view` started: the listing says so
+    (the server reads the directory it opened, which is gone), not an empty recording."""
+    rec = tmp_path / "rec"
+    shutil.copytree(COMPAT_DIR / "cartpole", rec)
+    server, url = make_server(str(rec))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        assert fetch(url, "/api/files")[0] == 200
+        shutil.rmtree(rec)
+        shutil.copytree(COMPAT_DIR / "cartpole", rec)
+        status, _, body = fetch(url, "/api/files")
+        assert status == 410 and b"removed or replaced since the viewer started" in body
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -14,7 +14,7 @@ each file is opened once, relative to the directory, without following a symboli
 (``O_NOFOLLOW``) or blocking (``O_NONBLOCK``), and served only if the open file is a regular
 file with one link (``fstat``): writers make neither symbolic nor hard links, and a hard link
 could name a file kept outside the directory. Only ``GET``/``HEAD`` are served; a client gets
-10 seconds to send each request, and at most
+10 seconds to send each whole request (then it is hung up on), and at most
 :attr:`ViewerServer.max_clients` are served at once. It uses nothing but the standard library.
 """
 
@@ -209,8 +209,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     """Serves the viewer page, the file listing and the trace files; refuses everything else."""
 
     server: ViewerServer
-    #: Seconds a client has to send each request (and between requests on one connection):
-    #: a stalled client's thread ends.
+    #: Seconds a client has to send each whole request (and to begin the next on one
+    #: connection); then it is hung up on, and its thread ends.
     timeout = 10.0
     server_version = "gym-recording-viewer"
     sys_version = ""
@@ -218,6 +218,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the terminal quiet: the viewer logs nothing per request."""
+
+    def handle_one_request(self) -> None:
+        """Read and answer one request; hang up on a client still sending it at the timeout.
+
+        (The socket's own timeout bounds each read only: a byte every few seconds would
+        hold the thread for ever.)
+        """
+        self._deadline = threading.Timer(self.timeout, self._hang_up)
+        self._deadline.daemon = True
+        self._deadline.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._deadline.cancel()
+
+    def _hang_up(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     # -- methods --------------------------------------------------------------------------
 
@@ -231,6 +249,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _refuse_method(self) -> None:
         """Answer 405 to every method that could change something."""
+        self._deadline.cancel()
         self._send_error(405, "method not allowed", extra={"Allow": "GET, HEAD"})
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse_method
@@ -238,6 +257,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     # -- routing --------------------------------------------------------------------------
 
     def _dispatch(self, *, send_body: bool) -> None:
+        self._deadline.cancel()  # (the request is read: answering takes as long as it takes)
         if self.server.check_host and _host_name(self.headers.get("Host", "")) not in (
             _LOOPBACK_NAMES
         ):
@@ -302,9 +322,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         files: list[dict[str, Any]] = []
         refused: list[dict[str, str]] = []
         try:
-            entries = list(os.scandir(root))
+            entries = list(os.scandir(self.server.root_fd))  # (what the files are opened in)
+            opened = os.fstat(self.server.root_fd)
         except OSError as exc:
             self._send_error(500, f"cannot list the directory: {exc.strerror}", send_body=send_body)
+            return
+        try:
+            now = os.stat(root)
+        except OSError:
+            now = None
+        if now is None or (opened.st_dev, opened.st_ino) != (now.st_dev, now.st_ino):
+            msg = (
+                f"{root} was removed or replaced since the viewer started; start "
+                "`gym-recording view` again to see what is there now"
+            )
+            self._send_error(410, msg, send_body=send_body)
             return
         for entry in entries:
             if not is_trace_name(entry.name):

@@ -87,7 +87,11 @@
 
   async function getJsonListing() {
     const response = await limited(() => request("api/files"));
-    if (!response.ok) throw new FetchError(`api/files: HTTP ${response.status}`);
+    if (!response.ok) {
+      // (the server says why: the directory replaced since it started, say)
+      const why = (await response.text()).trim().slice(0, 300);
+      throw new FetchError(`api/files: HTTP ${response.status}${why ? `: ${why}` : ""}`);
+    }
     return response.json();
   }
 

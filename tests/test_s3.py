@@ -361,6 +361,41 @@ def test_memory_recording_equals_local(memory_url: str, tmp_path: Path) -> None:
     assert names_by_kind(st.list_names()) == names_by_kind(os.listdir(tmp_path))
 
 
+def test_remote_reads_fetch_each_file_once_and_only_what_is_read(
+    memory_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Iterating a remote recording fetches its files ahead, each once (what was fetched
+    ahead is what is read); ``rec[i]`` fetches its batch's two files only, not the batches
+    after it. Counted at the filesystem (fsspec's memory filesystem)."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    record(memory_url, seed=4, episodes=6, batch_bytes=300)
+    fetched: list[str] = []
+    cat_file = MemoryFileSystem.cat_file
+
+    def counted(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        fetched.append(path.rsplit("/", 1)[-1])
+        return cat_file(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
+    with gym_recording.load(memory_url) as rec:
+        manifests = len(fetched)
+        assert len(rec.writers[0].batches) > 4
+        episodes = list(rec)
+        batch_files = fetched[manifests:]
+        assert len(batch_files) == len(set(batch_files)) == 2 * len(rec.writers[0].batches)
+    with gym_recording.load(memory_url) as rec:
+        del fetched[:]
+        first = rec[0]
+        batches = rec.writers[0].batches
+        spans = next(k + 1 for k, b in enumerate(batches) if not b.continues)
+        assert len(fetched) == 2 * spans < 2 * len(batches), fetched
+    np.testing.assert_array_equal(first.observations, episodes[0].observations)
+    record(str(tmp_path), seed=4, episodes=6, batch_bytes=300)
+    with gym_recording.load(memory_url) as got, gym_recording.load(tmp_path) as want:
+        assert_episodes_equal(got, want)
+
+
 def test_memory_refresh_sees_new_batches(memory_url: str) -> None:
     """Recording.refresh() relists the prefix and finds batches written since load()."""
     rec_w = gym_recording.TraceRecording(memory_url)

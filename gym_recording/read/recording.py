@@ -272,7 +272,7 @@ class Recording(Sequence[Episode]):
                 if not n:
                     continue
                 self._check_open()
-                batch = self._batch(m, b)  # once per batch, not per episode
+                batch = self._batch(m, b, ahead=True)  # once per batch, not per episode
                 stop = first + n
                 joined = batch.continues[stop - 1]  # (only a batch's last object continues)
                 k = n - joined
@@ -293,48 +293,53 @@ class Recording(Sequence[Episode]):
                 )
                 idx += k
                 if joined:
-                    yield self._episode(idx, m, b, stop - 1)
+                    yield self._episode(idx, m, b, stop - 1, ahead=True)
                     idx += 1
 
-    def _batch(self, m: Manifest, b: int) -> DecodedBatch:
-        """Batch ``b`` of manifest ``m``, decoded whole and cached."""
+    def _batch(self, m: Manifest, b: int, *, ahead: bool = False) -> DecodedBatch:
+        """Batch ``b`` of manifest ``m``, decoded whole and cached.
+
+        From a remote storage, its files are fetched at once, and with ``ahead`` (reading in
+        order) those of the next batches too; not for reads out of order (``rec[i]``), which
+        would fetch many batches to read one.
+        """
         key = (m.name, b)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             return hit
         if key not in self._ahead and self._storage.parallel_reads > 1:
-            self._read_ahead(m, b)
+            self._read_ahead(m, b, ahead)
         batch = read_batch(self._storage, self.directory, m, b)
         self._cache[key] = batch
         while len(self._cache) > _BATCH_CACHE:
             self._cache.popitem(last=False)
         return batch
 
-    def _read_ahead(self, m: Manifest, b: int) -> None:
-        """Have a remote storage fetch batch ``b`` of manifest ``m``, and the next ones."""
+    def _read_ahead(self, m: Manifest, b: int, ahead: bool) -> None:
+        """Have a remote storage fetch batch ``b`` of manifest ``m`` (and the next ones)."""
         keys: list[tuple[str, int]] = []
-        ms = [w.manifest for w in self._writers]
+        ms = [w.manifest for w in self._writers] if ahead else []
         after = next((v + 1 for v, x in enumerate(ms) if x.name == m.name), len(ms))
 
         def order() -> Iterator[tuple[Manifest, int]]:
             for x, first in itertools.chain([(m, b)], ((x, 0) for x in ms[after:])):
-                for c in range(first, len(x.batches)):
+                for c in range(first, len(x.batches) if ahead else first + 1):
                     keys.append((x.name, c))
                     yield x, c
 
         self._ahead = set(keys[: read_ahead(self._storage, order())])
 
-    def _episode(self, idx: int, m: Manifest, b: int, j: int) -> Episode:
+    def _episode(self, idx: int, m: Manifest, b: int, j: int, *, ahead: bool = False) -> Episode:
         """Episode ``idx``: object ``j`` of batch ``b`` of manifest ``m``, joined with its parts."""
-        batch = self._batch(m, b)
+        batch = self._batch(m, b, ahead=ahead)
         parts = [(batch, j)]
         while parts[-1][0].continues[parts[-1][1]]:
             b += 1
             if b >= len(m.batches):  # (the manifest's check rules this out)
                 msg = "an episode continues past the last batch listed"
                 raise TraceFormatError(msg, os.path.join(self.directory, m.name))
-            parts.append((self._batch(m, b), 0))
+            parts.append((self._batch(m, b, ahead=ahead), 0))
         if len(parts) > 1 or batch.part[j]:
             batch, j = join_parts(parts, os.path.join(self.directory, m.name)), 0
         return Episode(

@@ -528,6 +528,45 @@ def test_buffered_episodes_are_flushed_at_interpreter_exit(trace_dir):
             assert_episode_exact(ep, trace)
 
 
+@pytest.mark.parametrize(
+    "child",
+    [
+        # a thread the interpreter waits for at exit, recording after the main thread's end
+        """
+import threading, time
+def work():
+    for e in range(20):
+        rec.add_reset(np.zeros(2))
+        for t in range(5):
+            rec.add_step(0, np.ones(2), 1.0)
+        time.sleep(0.01)
+threading.Thread(target=work).start()
+""",
+        # the user's own exit handler, recording the last episodes
+        """
+import atexit
+@atexit.register
+def last():
+    for e in range(20):
+        rec.add_reset(np.zeros(2))
+        for t in range(5):
+            rec.add_step(0, np.ones(2), 1.0)
+""",
+    ],
+    ids=["non-daemon-thread", "user-atexit-handler"],
+)
+def test_what_is_recorded_as_the_interpreter_exits_is_written(trace_dir, child):
+    """A local recording left open is closed at ``atexit`` (after the handlers the user
+    registered, and after the threads the interpreter waits for), so everything they
+    record is written."""
+    src = "import sys, numpy as np\nfrom gym_recording import TraceRecording\n"
+    src += f"rec = TraceRecording({str(trace_dir)!r})\n" + child
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    with gym_recording.load(trace_dir) as rec:
+        assert [ep.length for ep in rec] == [5] * 20
+
+
 def test_killed_process_loses_only_unflushed_episodes(trace_dir):
     """A process that dies without exit handlers leaves only complete, exact episodes."""
     _run_child(trace_dir, "import os; os._exit(0)")

@@ -30,15 +30,30 @@ logger = logging.getLogger(__name__)
 #: Forks this process descends from (a recording remembers the count it was made under).
 forks = 0
 
-# Per open recording: how to close it at exit, and how to forget it in a forked child.
-_open: dict[int, tuple[str, Callable[[], None], Callable[[], None]]] = {}
+# Per open recording: how to close it at exit, how to forget it in a forked child, and
+# whether it is closed early (see register).
+_open: dict[int, tuple[str, Callable[[], None], Callable[[], None], bool]] = {}
 _lock = threading.Lock()
 
 
-def register(key: int, where: str, close: Callable[[], None], forget: Callable[[], None]) -> None:
-    """Close a recording (``key``, writing to ``where``) at exit, or ``forget`` it in a child."""
+def register(
+    key: int,
+    where: str,
+    close: Callable[[], None],
+    forget: Callable[[], None],
+    *,
+    early: bool = False,
+) -> None:
+    """Close a recording (``key``, writing to ``where``) at exit, or ``forget`` it in a child.
+
+    ``early``: its storage needs thread pools to write (fsspec's s3fs resolves hosts on
+    one), which ``concurrent.futures`` stops before ``atexit``: it is closed before them,
+    as the main thread ends (so a thread still recording to it then, or an ``atexit``
+    handler, meets a closed recording: close it there). Others are closed at ``atexit``,
+    after the user's handlers and once the threads the interpreter waits for are done.
+    """
     with _lock:
-        _open[key] = (where, close, forget)
+        _open[key] = (where, close, forget, early)
     _close_at_worker_exit()
 
 
@@ -146,17 +161,26 @@ _hand_overs: list[Callable[[], None]] = []
 _exited_in = 0  # (the process that closed its recordings at exit: once, by either hook)
 
 
-def _close_at_exit() -> None:
-    """At interpreter exit, close every recording that was not closed."""
+def _close_early_at_exit() -> None:
+    """As the interpreter exits, before the thread pools stop: close the ``early`` ones."""
+    with _lock:
+        early = any(e for *_, e in _open.values())
+    if early and _exited_in != os.getpid():  # (no thread is joined here: a pool's may wait)
+        _close_at_exit(early=True)
+
+
+def _close_at_exit(*, early: bool = False) -> None:
+    """At interpreter exit, close every recording that was not closed (``early``: those)."""
     global _exited_in
     if _exited_in == os.getpid():
         return
-    _exited_in = os.getpid()
+    if not early:
+        _exited_in = os.getpid()
     for hand_over in _hand_overs:
         hand_over()
     with _lock:
-        recordings = list(_open.values())
-    for where, close, _ in recordings:
+        recordings = [r for r in _open.values() if r[3] or not early]
+    for where, close, *_ in recordings:
         try:
             close()
         except Exception:  # exit must go on; say what was lost
@@ -168,15 +192,15 @@ def _forget_in_child() -> None:
     global _lock, forks
     _lock = threading.Lock()  # (it may have been held by another thread at the fork)
     forks += 1
-    for _, _, forget in list(_open.values()):
+    for _, _, forget, _ in list(_open.values()):
         forget()
     _open.clear()
 
 
-# At exit, before ``concurrent.futures`` stops its thread pools (threading's exit hooks run
-# last registered first, and before ``atexit``'s): s3fs and other fsspec backends need them
-# to write. ``atexit`` is the fallback where threading's hooks do not run.
-threading._register_atexit(_close_at_exit)  # type: ignore[attr-defined]
+# Remote recordings at exit, before ``concurrent.futures`` stops its thread pools
+# (threading's exit hooks run last registered first, and before ``atexit``'s); the others at
+# ``atexit``, which is also the fallback where threading's hooks do not run.
+threading._register_atexit(_close_early_at_exit)  # type: ignore[attr-defined]
 atexit.register(_close_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)

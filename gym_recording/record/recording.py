@@ -32,7 +32,7 @@ from gym_recording.record.buffer import Field, OpenSpan, Rewards
 from gym_recording.record.head import manifest_head
 from gym_recording.record.infos import Values
 from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
-from gym_recording.storage import open_storage
+from gym_recording.storage import LocalStorage, open_storage
 
 __all__ = ["TraceRecording"]
 
@@ -157,8 +157,7 @@ class TraceRecording:
         self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes, compressor)
         #: ``"zstd"`` or ``None``: how arrays are stored.
         self.compression = compression
-        self._pid = os.getpid()
-        self._forks = lifetime.forks
+        self._pid, self._forks = os.getpid(), lifetime.forks
         #: Complete episodes handed to the buffer.
         self.episode_count = 0
         self._obs = Field("observations", compressor=compressor)
@@ -173,7 +172,8 @@ class TraceRecording:
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
         self._recorders = _steps.Recorders()
-        lifetime.register(id(self), self.directory, self.close, self._forget)
+        early = not isinstance(self._storage, LocalStorage)  # (see lifetime.register)
+        lifetime.register(id(self), self.directory, self.close, self._forget, early=early)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
 
     # ---------------------------------------------------------------- what was written

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -129,6 +130,8 @@ def test_command_line_on_s3(s3: S3Server, tmp_path: Path) -> None:
     directories), its size from its manifests, its URL in an export's metadata, and an
     export to a URL refused (it wrote a local file named s3:/...)."""
     pq = pytest.importorskip("pyarrow.parquet")
+    import s3fs
+
     url = f"s3://{s3.new_bucket()}/cli"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -143,9 +146,13 @@ def test_command_line_on_s3(s3: S3Server, tmp_path: Path) -> None:
 
     recorded = cli("record", "CartPole-v1", "--episodes", "2", "--dir", url)
     assert recorded.returncode == 0 and " view " not in recorded.stdout, recorded
-    info = cli("info", url)
-    size = next(line for line in info.stdout.splitlines() if line.startswith("bytes"))
-    assert size.split()[-2] != "0" and size.split()[-1] == "KB", info.stdout
+    s3fs.S3FileSystem(**s3.storage_options).get(f"{url}/", f"{tmp_path}/copy/", recursive=True)
+    sizes = [
+        next(line for line in cli("info", where).stdout.splitlines() if line.startswith("bytes"))
+        for where in (url, str(tmp_path / "copy"))
+    ]
+    assert sizes[0] == sizes[1] and sizes[0].split()[-1] == "KB", sizes  # (as a local copy's)
+    shutil.rmtree(tmp_path / "copy")
     refused = cli("export", url, "--to", "npz", f"{url}/out.npz")
     assert refused.returncode != 0 and "is a URL" in refused.stderr, refused
     assert not any(tmp_path.iterdir())
@@ -326,6 +333,30 @@ def test_download_of_a_prefix_and_of_a_longer_one(
             assert len(got) == 2
 
 
+def test_the_default_download_cache_is_private_to_its_user(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default cache sits in the shared temporary directory: it is made (or made again)
+    readable by its user alone, and one another user made there is refused, not read (its
+    recordings could be anyone's)."""
+    from gym_recording.tools import transfer
+
+    cache = tmp_path / "gym-recording-s3-me"
+    monkeypatch.setattr(transfer, "CACHE_DIR", str(cache))
+    bucket = s3.new_bucket()
+    record(f"s3://{bucket}/run", seed=2, episodes=1)
+    cache.mkdir(mode=0o755)
+    got = transfer.download_recording(f"s3://{bucket}/run")
+    assert cache.stat().st_mode & 0o777 == 0o700 and len(gym_recording.load(got)) == 1
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a directory of another user")
+    shutil.rmtree(cache)
+    (cache / bucket / "run").mkdir(parents=True)
+    os.chown(cache, 65534, 65534)
+    with pytest.raises(RecordingError, match=r"not a directory of this user's.*uid 65534"):
+        transfer.download_recording(f"s3://{bucket}/run")
+
+
 def test_missing_s3_location_is_a_format_error(s3: S3Server) -> None:
     """load() of an empty prefix says that nothing is stored there."""
     url = f"s3://{s3.new_bucket()}/nothing-here"
@@ -362,38 +393,78 @@ def test_memory_recording_equals_local(memory_url: str, tmp_path: Path) -> None:
 
 
 def test_remote_reads_fetch_each_file_once_and_only_what_is_read(
-    memory_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Iterating a remote recording fetches its files ahead, each once (what was fetched
-    ahead is what is read); ``rec[i]`` fetches its batch's two files only, not the batches
-    after it. Counted at the filesystem (fsspec's memory filesystem)."""
-    from fsspec.implementations.memory import MemoryFileSystem
+    """Iterating an S3 recording fetches its files ahead, each once (what was fetched ahead
+    is what is read); ``rec[i]`` fetches its own batches only, and reads out of order during
+    an iteration fetch no more than their own files. Counted at s3fs's requests."""
+    import s3fs
 
-    record(memory_url, seed=4, episodes=6, batch_bytes=300)
+    url = f"s3://{s3.new_bucket()}/ahead"
+    record(url, seed=4, episodes=25, batch_bytes=300, storage_options=s3.storage_options)
     fetched: list[str] = []
-    cat_file = MemoryFileSystem.cat_file
+    cat_file = s3fs.S3FileSystem._cat_file
 
-    def counted(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+    async def counted(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
         fetched.append(path.rsplit("/", 1)[-1])
-        return cat_file(self, path, *args, **kwargs)
+        return await cat_file(self, path, *args, **kwargs)
 
-    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
-    with gym_recording.load(memory_url) as rec:
-        manifests = len(fetched)
-        assert len(rec.writers[0].batches) > 4
+    monkeypatch.setattr(s3fs.S3FileSystem, "_cat_file", counted)
+    opts = {**s3.storage_options, "skip_instance_cache": True}  # (its methods: the counted)
+    with gym_recording.load(url, storage_options=opts) as rec:
+        batches = rec.writers[0].batches
+        assert len(batches) > 40  # (more than fetched at once)
+        del fetched[:]
         episodes = list(rec)
-        batch_files = fetched[manifests:]
-        assert len(batch_files) == len(set(batch_files)) == 2 * len(rec.writers[0].batches)
-    with gym_recording.load(memory_url) as rec:
+        assert sorted(fetched) == sorted(set(fetched)) and len(fetched) == 2 * len(batches)
+    with gym_recording.load(url, storage_options=opts) as rec:
         del fetched[:]
         first = rec[0]
-        batches = rec.writers[0].batches
         spans = next(k + 1 for k, b in enumerate(batches) if not b.continues)
         assert len(fetched) == 2 * spans < 2 * len(batches), fetched
-    np.testing.assert_array_equal(first.observations, episodes[0].observations)
-    record(str(tmp_path), seed=4, episodes=6, batch_bytes=300)
-    with gym_recording.load(memory_url) as got, gym_recording.load(tmp_path) as want:
+        np.testing.assert_array_equal(first.observations, episodes[0].observations)
+        del fetched[:]
+        for ep in rec:  # (each episode beside the one as far from the end)
+            np.testing.assert_array_equal(
+                rec[len(rec) - 1 - ep.index].observations, episodes[-1 - ep.index].observations
+            )
+        assert len(fetched) <= 4 * len(batches), fetched
+    record(str(tmp_path), seed=4, episodes=25, batch_bytes=300)
+    with gym_recording.load(url, storage_options=opts) as got, gym_recording.load(tmp_path) as want:
         assert_episodes_equal(got, want)
+
+
+def test_a_cached_s3_recording_missing_a_file_names_it_and_reads_once_it_is_back(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    """``simplecache::s3://``: a blob missing is named (another file, cut short by an
+    abandoned download of files fetched ahead, was named before), and once it is back the
+    same cache reads every episode (the cut files stayed in it)."""
+    import s3fs
+
+    local = tmp_path / "local"
+    with gym_recording.TraceRecording(local, batch_bytes=1) as r:
+        for e in range(10):
+            r.add_reset(np.full(40_000, e, float))
+            r.add_step(0, np.full(40_000, e, float), 1.0)
+    bucket = s3.new_bucket()
+    fs = s3fs.S3FileSystem(**s3.storage_options)
+    fs.put(f"{local}/", f"{bucket}/run/", recursive=True)
+    url = f"simplecache::s3://{bucket}/run"
+    for k in range(2, 6):  # (a race: tried on several blobs, each with a cache of its own)
+        blob = next(n for n in fs.ls(f"{bucket}/run") if n.endswith(f"ep00000000{k}.bin"))
+        saved = fs.cat_file(blob)
+        fs.rm_file(blob)
+        cache = {"cache_storage": str(tmp_path / f"cache{k}")}
+        opts = {"s3": s3.storage_options, "simplecache": cache}
+        with (
+            pytest.raises(TraceFormatError, match=rf"ep00000000{k}\.bin: .*does not exist"),
+            gym_recording.load(url, storage_options=opts) as rec,
+        ):
+            list(rec)
+        fs.pipe_file(blob, saved)
+        with gym_recording.load(url, storage_options=opts) as rec:
+            assert [float(ep.observations[0, 0]) for ep in rec] == [float(e) for e in range(10)]
 
 
 def test_memory_refresh_sees_new_batches(memory_url: str) -> None:

@@ -141,3 +141,17 @@ def test_episodes_of_different_layouts_are_refused(
         pytest.raises(gym_recording.ExportError, match=f"different layouts \\({says}\\)"),
     ):
         list(iter_transitions(rec, 4))
+
+
+def test_dict_observations_of_one_layout_in_another_key_order_are_batched(
+    tmp_path: Path,
+) -> None:
+    """Two writers whose envs hand out the same dict keys in another order: one layout."""
+    for obs in ({"a": np.zeros(1), "b": np.ones(1)}, {"b": np.ones(1), "a": np.zeros(1)}):
+        with TraceRecording(str(tmp_path)) as r:
+            r.add_reset(obs)
+            r.add_step(0, obs, 1.0, terminated=True)
+    with gym_recording.load(tmp_path) as rec:
+        (batch,) = iter_transitions(rec, 4, shuffle=False)
+    np.testing.assert_array_equal(batch["obs"]["a"], np.zeros((2, 1)))
+    np.testing.assert_array_equal(batch["obs"]["b"], np.ones((2, 1)))

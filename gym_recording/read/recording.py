@@ -50,6 +50,8 @@ def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
     """
     manifests = []
     names = find_manifests(storage.list_names())
+    if storage.parallel_reads > 1:
+        storage.prefetch(())  # (a manifest changes: none fetched before is read now)
     for k, name in enumerate(names):
         if k % storage.parallel_reads == 0 and storage.parallel_reads > 1:
             ahead = names[k : k + storage.parallel_reads]
@@ -299,36 +301,45 @@ class Recording(Sequence[Episode]):
     def _batch(self, m: Manifest, b: int, *, ahead: bool = False) -> DecodedBatch:
         """Batch ``b`` of manifest ``m``, decoded whole and cached.
 
-        From a remote storage, its files are fetched at once, and with ``ahead`` (reading in
-        order) those of the next batches too; not for reads out of order (``rec[i]``), which
-        would fetch many batches to read one.
+        From a remote storage, with ``ahead`` (reading in order), its files and those of the
+        next batches are fetched at once; not for reads out of order (``rec[i]``), which
+        would fetch many batches to read one, and leave what was fetched ahead as it is.
         """
         key = (m.name, b)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             return hit
-        if key not in self._ahead and self._storage.parallel_reads > 1:
-            self._read_ahead(m, b, ahead)
+        if key in self._ahead:
+            self._ahead.discard(key)
+        elif ahead and self._storage.parallel_reads > 1:
+            self._read_ahead(m, b)
         batch = read_batch(self._storage, self.directory, m, b)
         self._cache[key] = batch
         while len(self._cache) > _BATCH_CACHE:
             self._cache.popitem(last=False)
         return batch
 
-    def _read_ahead(self, m: Manifest, b: int, ahead: bool) -> None:
-        """Have a remote storage fetch batch ``b`` of manifest ``m`` (and the next ones)."""
+    def _read_ahead(self, m: Manifest, b: int) -> None:
+        """Have a remote storage fetch batch ``b`` of manifest ``m``, and the next ones.
+
+        Those fetched already (by another iteration, say) are not fetched again.
+        """
         keys: list[tuple[str, int]] = []
-        ms = [w.manifest for w in self._writers] if ahead else []
+        ms = [w.manifest for w in self._writers]
         after = next((v + 1 for v, x in enumerate(ms) if x.name == m.name), len(ms))
 
         def order() -> Iterator[tuple[Manifest, int]]:
             for x, first in itertools.chain([(m, b)], ((x, 0) for x in ms[after:])):
-                for c in range(first, len(x.batches) if ahead else first + 1):
-                    keys.append((x.name, c))
-                    yield x, c
+                for c in range(first, len(x.batches)):
+                    if (x.name, c) not in self._ahead:
+                        keys.append((x.name, c))
+                        yield x, c
 
-        self._ahead = set(keys[: read_ahead(self._storage, order())])
+        fetched = keys[: read_ahead(self._storage, order())]
+        if len(self._ahead) > 100_000:  # (left by iterations given up: what they fetched is let go)
+            self._ahead.clear()
+        self._ahead.update(fetched[1:])  # (the first is read now)
 
     def _episode(self, idx: int, m: Manifest, b: int, j: int, *, ahead: bool = False) -> Episode:
         """Episode ``idx``: object ``j`` of batch ``b`` of manifest ``m``, joined with its parts."""

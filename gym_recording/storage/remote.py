@@ -12,6 +12,7 @@ is imported only when a URL is opened.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -53,7 +54,8 @@ class FsspecStorage:
     ) -> None:
         fsspec = require("fsspec", "remote", f"reading or writing {url!r}")
         self.url = url
-        self._fetched: dict[tuple[str, int | None], bytes] = {}  # (see prefetch)
+        self._fetched: OrderedDict[tuple[str, int | None], bytes] = OrderedDict()  # (prefetch)
+        self._fetched_bytes = 0
         try:
             self.fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
         except ImportError as exc:  # the protocol's package (s3fs, gcsfs ...) is missing
@@ -63,6 +65,9 @@ class FsspecStorage:
             msg = f"cannot open {url!r}: {exc}"
             raise RecordingError(msg) from exc
         self.root = root.rstrip("/")
+        #: Files worth fetching at once (:meth:`prefetch`): 32 on an asynchronous filesystem.
+        asyn = require("fsspec.asyn", "remote", f"reading {url!r}")
+        self.parallel_reads = 32 if isinstance(self.fs, asyn.AsyncFileSystem) else 1
         if create:
             try:
                 # Object stores have no directories; s3fs creates a missing bucket here.
@@ -143,29 +148,41 @@ class FsspecStorage:
         """The bytes of object ``name``, downloaded whole (read-only)."""
         return memoryview(self._cat(name, "array file is referenced by the recording"))
 
-    #: Files fetched at once by :meth:`prefetch` (fsspec overlaps their requests).
-    parallel_reads = 32
+    #: Files kept fetched and not read yet, at most (the first fetched are let go first).
+    MAX_FETCHED_BYTES = 128 * 1024 * 1024
 
     def prefetch(self, reads: Sequence[tuple[str, int | None]]) -> None:
         """Fetch ``reads`` at once (see ``Storage.prefetch``).
 
-        fsspec's ``cat_ranges`` overlaps the requests; each file is fetched up to its
-        ``max_size`` and a byte more, as :meth:`read_bytes` fetches it.
+        An asynchronous filesystem's ``cat_ranges`` (s3fs, gcsfs ...) overlaps the requests;
+        each file is fetched up to its ``max_size`` and a byte more, as :meth:`read_bytes`
+        fetches it. Others (a caching one, whose ``cat_ranges`` may leave half-downloaded
+        files in its cache when one fails) fetch nothing ahead: :attr:`parallel_reads` is 1.
         """
-        self._fetched = {}
         if not reads:
+            self._fetched.clear()
+            self._fetched_bytes = 0
+            return
+        todo = list(dict.fromkeys(r for r in reads if r not in self._fetched))
+        if self.parallel_reads <= 1 or not todo:
             return
         try:
-            paths = [self._path(name) for name, _ in reads]
-            ends = [None if size is None else size + 1 for _, size in reads]
+            paths = [self._path(name) for name, _ in todo]
+            ends = [None if size is None else size + 1 for _, size in todo]
             got = self.fs.cat_ranges(paths, [0] * len(paths), ends, on_error="return")
         except Exception:  # (each read fetches its own file again, and says what is wrong)
             return
-        self._fetched = {r: d for r, d in zip(reads, got, strict=True) if isinstance(d, bytes)}
+        for read, data in zip(todo, got, strict=True):
+            if isinstance(data, bytes):
+                self._fetched[read] = data
+                self._fetched_bytes += len(data)
+        while self._fetched_bytes > self.MAX_FETCHED_BYTES:
+            self._fetched_bytes -= len(self._fetched.popitem(last=False)[1])
 
     def _cat(self, name: str, listed: str, size: int | None = None) -> bytes:
         data = self._fetched.pop((name, size), None)
         if data is not None:
+            self._fetched_bytes -= len(data)
             return data
         kwargs = {} if size is None else {"end": size + 1}
         try:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gym_recording._errors import RecordingError
+from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
 from gym_recording.format.names import TRACE_PREFIX
@@ -195,8 +196,16 @@ def _cmd_info(args: argparse.Namespace) -> int:
             trunc += ep.truncated
             cut += not (ep.terminated or ep.truncated)
         sizes: list[int | None] = []
-        if is_url(rec.directory):  # (the batches' sizes as the manifests list them, if all do)
-            sizes = [b.bytes for w in rec.writers for b in w.batches]
+        if is_url(rec.directory):  # (as listed by the object store; "-" if it cannot be)
+            try:
+                fs, root = require("fsspec", "remote", "info").core.url_to_fs(rec.directory)
+                sizes = [
+                    e["size"]
+                    for e in fs.ls(root, detail=True)
+                    if str(e["name"]).rsplit("/", 1)[-1].startswith(TRACE_PREFIX)
+                ]
+            except Exception:
+                sizes = [None]
         elif os.path.isdir(rec.directory):
             for name in os.listdir(rec.directory):
                 if name.startswith(TRACE_PREFIX):

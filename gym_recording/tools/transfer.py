@@ -21,10 +21,12 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from typing import Any
 
+from gym_recording._errors import RecordingError
 from gym_recording.format.names import (
     TEMP_PREFIX,
     find_manifests,
@@ -90,6 +92,24 @@ def upload_recording(
     return url
 
 
+def _private(root: str) -> None:
+    """Make the default cache, in the shared temporary directory, this user's alone.
+
+    Raises:
+        RecordingError: it is another user's (who could plant recordings there).
+    """
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    st = os.lstat(root)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != getattr(os, "getuid", lambda: st.st_uid)():
+        msg = (
+            f"the download cache {root} is not a directory of this user's (owner uid "
+            f"{st.st_uid}); remove it, or pass another cache_dir"
+        )
+        raise RecordingError(msg)
+    if st.st_mode & 0o077:
+        os.chmod(root, 0o700)
+
+
 def download_recording(
     s3url: str, *, storage_options: dict[str, Any] | None = None, cache_dir: str | None = None
 ) -> str:
@@ -111,6 +131,7 @@ def download_recording(
 
     Raises:
         ValueError: ``s3url`` is not an ``s3://bucket/prefix`` URL.
+        RecordingError: the default cache directory is another user's.
     """
     m = _S3_URL.match(s3url)
     parts = m.group(2).split("/") if m else []
@@ -118,7 +139,10 @@ def download_recording(
         msg = f"expected an s3://bucket/prefix URL, got {s3url!r}"
         raise ValueError(msg)
     bucket = m.group(1)
-    directory = os.path.join(cache_dir or CACHE_DIR, bucket, *parts)
+    root = cache_dir or CACHE_DIR
+    if os.path.abspath(root) == os.path.abspath(CACHE_DIR):
+        _private(root)
+    directory = os.path.join(root, bucket, *parts)
     if os.path.isdir(directory) and find_manifests(os.listdir(directory)):
         return directory
     source = FsspecStorage(

@@ -10,6 +10,7 @@ sizes. Each read runs in a fresh process.
 
     python benchmarks/scale.py                  # prints a Markdown table
     python benchmarks/scale.py --quick          # the smaller sizes only
+    python benchmarks/scale.py --quick --latency-ms 10   # S3 requests 10 ms round trip
 """
 
 from __future__ import annotations
@@ -92,6 +93,32 @@ def child(location: str) -> None:
     print(json.dumps({"open": opened, "iterate": iterated, "episodes": n, "steps": steps}))
 
 
+def latency_proxy(host: str, port: int, delay: float) -> int:
+    """A TCP proxy to ``host:port`` that holds each chunk ``delay`` s each way, on a thread
+    of its own (an object store's round trip, which moto on 127.0.0.1 does not have); its
+    port."""
+    import asyncio
+    import threading
+
+    async def pipe(reader: Any, writer: Any) -> None:
+        try:
+            while data := await reader.read(65536):
+                await asyncio.sleep(delay)
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def serve(client_r: Any, client_w: Any) -> None:
+        server_r, server_w = await asyncio.open_connection(host, port)
+        await asyncio.gather(pipe(client_r, server_w), pipe(server_r, client_w))
+
+    loop = asyncio.new_event_loop()
+    proxy = loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", 0))
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    return int(proxy.sockets[0].getsockname()[1])
+
+
 def measure(location: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", location],
@@ -107,6 +134,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="add this round trip to each S3 request (a proxy in front of moto's server)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -123,6 +156,8 @@ def main() -> None:
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         server.start()
         host, port = server.get_host_and_port()
+        if args.latency_ms:
+            host, port = "127.0.0.1", latency_proxy(host, port, args.latency_ms / 2000)
         s3_env = {
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -146,7 +181,8 @@ def main() -> None:
                 bucket = f"scale-{writers}-{batches}"
                 fs.mkdir(bucket)
                 fs.put(d + "/", f"{bucket}/rec/", recursive=True)
-                places.append(("S3 (moto)", f"s3://{bucket}/rec", None))
+                label = f"S3 (moto, +{args.latency_ms:g} ms)" if args.latency_ms else "S3 (moto)"
+                places.append((label, f"s3://{bucket}/rec", None))
             for where, location, env in places:
                 measure(location, env)  # (warm the page cache, or the server)
                 r = measure(location, env)

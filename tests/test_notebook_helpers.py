@@ -322,12 +322,12 @@ def test_recording_repr_html_is_cheap(tmp_path: Path, monkeypatch: pytest.Monkey
     rec = gym_recording.load(d)
     n_batches = sum(len(m.batches) for m in rec.writers)
     assert n_batches > 10
-    read: list[tuple[int, int]] = []
+    read: list[tuple[str, int]] = []
     original = rec._batch
 
-    def counting(w: int, b: int) -> Any:
-        read.append((w, b))
-        return original(w, b)
+    def counting(m: Any, b: int, **kwargs: Any) -> Any:
+        read.append((m.name, b))
+        return original(m, b, **kwargs)
 
     monkeypatch.setattr(rec, "_batch", counting)
     page = rec._repr_html_()

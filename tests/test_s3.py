@@ -240,6 +240,83 @@ def test_s3_recording_left_open_is_written_at_exit(s3: S3Server) -> None:
         assert rec[3].length == 0
 
 
+def test_an_s3_recording_that_cannot_be_written_at_exit_says_so_once(s3: S3Server) -> None:
+    """Its bucket gone before exit: the close before the thread pools stop fails and says
+    so; it is not tried again at atexit, where the pools are gone (two more errors)."""
+    bucket = s3.new_bucket()
+    src = textwrap.dedent(
+        f"""
+        import numpy as np, s3fs
+        from gym_recording import TraceRecording
+        rec = TraceRecording("s3://{bucket}/run")  # (left open)
+        rec.add_reset(np.zeros(2))
+        rec.add_step(0, np.ones(2), 1.0)
+        fs = s3fs.S3FileSystem()
+        fs.rm("{bucket}", recursive=True)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", src],
+        env={**os.environ, **s3.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stderr.count("could not flush the recording") == 1, proc.stderr
+
+
+def test_a_local_vector_recording_is_not_handed_over_before_its_threads_end(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    """An S3 recording left open closes as the main thread ends; a local vector wrapper
+    that a thread still steps then is handed over at atexit, once that thread is done, not
+    from the main thread while it steps (which wrote episodes of others' steps). A race:
+    tried with a thread switch at every chance."""
+    child = textwrap.dedent(
+        """
+        import os, sys, threading, time, numpy as np, gymnasium as gym
+        sys.setswitchinterval(1e-6)
+        from gym_recording import TraceRecording, TraceRecordingVectorWrapper
+
+        class Count(gym.Env):
+            observation_space = gym.spaces.Box(0, 1e9, (1,), np.float64)
+            action_space = gym.spaces.Discrete(2)
+            def reset(self, seed=None, options=None):
+                self.t = 0
+                return np.array([0.0]), {}
+            def step(self, a):
+                self.t += 1
+                return np.array([float(self.t)]), 1.0, self.t >= 7, False, {}
+
+        s3 = TraceRecording(sys.argv[1])  # (left open)
+        s3.add_reset(np.zeros(1))
+        env = TraceRecordingVectorWrapper(gym.vector.SyncVectorEnv([Count] * 8), sys.argv[2])
+        env.reset(seed=0)
+        def work():
+            for _ in range(2000):
+                env.step(np.zeros(8, dtype=np.int64))
+        threading.Thread(target=work).start()
+        time.sleep(0.05)  # (the thread well into its steps as the main thread ends)
+        """
+    )
+    for trial in range(3):
+        url, local = f"s3://{s3.new_bucket()}/run", tmp_path / str(trial)
+        proc = subprocess.run(
+            [sys.executable, "-c", child, url, str(local)],
+            env={**os.environ, **s3.env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0 and not proc.stderr, proc.stderr
+        with gym_recording.load(local) as rec:
+            for ep in rec:
+                np.testing.assert_array_equal(ep.observations[:, 0], np.arange(ep.length + 1))
+            assert sum(ep.length for ep in rec) == 2000 * 8 * 7 // 8  # (1 in 8: autoreset)
+        with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+            assert len(rec) == 1
+
+
 def test_reader_consistent_while_writer_writes(s3: S3Server) -> None:
     """A reader polling the prefix during writing always finds every listed episode whole."""
     url = f"s3://{s3.new_bucket()}/live"
@@ -429,6 +506,13 @@ def test_remote_reads_fetch_each_file_once_and_only_what_is_read(
                 rec[len(rec) - 1 - ep.index].observations, episodes[-1 - ep.index].observations
             )
         assert len(fetched) <= 4 * len(batches), fetched
+    from gym_recording.storage.remote import FsspecStorage
+
+    monkeypatch.setattr(FsspecStorage, "MAX_FETCHED_BYTES", 1)  # (a batch past the bound)
+    with gym_recording.load(url, storage_options=opts) as rec:
+        del fetched[:]
+        assert len(list(rec)) == len(episodes)
+        assert len(fetched) == len(set(fetched)) == 2 * len(batches)  # (what is read: kept)
     record(str(tmp_path), seed=4, episodes=25, batch_bytes=300)
     with gym_recording.load(url, storage_options=opts) as got, gym_recording.load(tmp_path) as want:
         assert_episodes_equal(got, want)

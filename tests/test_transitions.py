@@ -155,3 +155,10 @@ def test_dict_observations_of_one_layout_in_another_key_order_are_batched(
         (batch,) = iter_transitions(rec, 4, shuffle=False)
     np.testing.assert_array_equal(batch["obs"]["a"], np.zeros((2, 1)))
     np.testing.assert_array_equal(batch["obs"]["b"], np.ones((2, 1)))
+    # (episodes made in memory may have keys of other types, whose str() may be equal)
+    eps = [
+        gym_recording.Episode({1: np.zeros(2), "1": np.ones(2)}, np.zeros(1), np.zeros(1)),
+        gym_recording.Episode({"1": np.ones(2), 1: np.zeros(2)}, np.zeros(1), np.zeros(1)),
+    ]
+    (batch,) = iter_transitions(eps, 4, shuffle=False)
+    np.testing.assert_array_equal(batch["obs"][1], np.zeros(2))

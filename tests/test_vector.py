@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -478,6 +479,29 @@ def test_steps_held_in_columns_are_written_at_interpreter_exit(tmp_path: Path, h
         # 100 vector steps: each a step of the sub-env, or (NEXT_STEP) the reset after an end
         resets_after_ends = sum(1 for ep in eps[:-1] if ep.terminated or ep.truncated)
         assert sum(ep.length for ep in eps) + resets_after_ends == 100
+
+
+def test_a_vector_wrapper_closed_by_an_atexit_handler_closes_cleanly(tmp_path: Path) -> None:
+    """close() in the user's exit handler, when no thread pool takes work any more: the
+    sub-envs' writers close one by one (it raised RuntimeError from the pool)."""
+    src = textwrap.dedent(
+        f"""
+        import atexit, numpy as np, gymnasium as gym
+        from gym_recording import TraceRecordingVectorWrapper
+        env = TraceRecordingVectorWrapper(gym.make_vec("CartPole-v1", 2, "sync"), {str(tmp_path)!r})
+        env.reset(seed=0)
+        @atexit.register
+        def done():
+            for _ in range(5):
+                env.step(np.zeros(2, np.int64))
+            env.close()
+            print("closed")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.stdout == "closed\n" and not proc.stderr, proc.stderr
+    with gym_recording.load(tmp_path) as rec:
+        assert sorted(ep.length for ep in rec) == [5, 5]
 
 
 def test_a_closed_vector_wrapper_refuses_reset_and_step(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def _concat(fields: list[Any], what: str) -> Any:
 def _layout(field: Any) -> str:
     """What a field is, for :func:`_concat` to compare: a dict of keys, a tuple, or steps."""
     if isinstance(field, dict):
-        return f"a dict of keys {sorted(field, key=str)}"  # (in any order: looked up by key)
+        return f"a dict of keys [{', '.join(sorted(map(repr, field)))}]"  # (in any order)
     if isinstance(field, tuple):
         return f"a tuple of {len(field)}"
     return "steps"

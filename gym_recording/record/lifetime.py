@@ -48,9 +48,10 @@ def register(
 
     ``early``: its storage needs thread pools to write (fsspec's s3fs resolves hosts on
     one), which ``concurrent.futures`` stops before ``atexit``: it is closed before them,
-    as the main thread ends (so a thread still recording to it then, or an ``atexit``
-    handler, meets a closed recording: close it there). Others are closed at ``atexit``,
-    after the user's handlers and once the threads the interpreter waits for are done.
+    as the main thread ends, once (an ``atexit`` handler meets a closed recording, and a
+    thread still recording to it then races its close: close it in that thread). Others
+    are closed at ``atexit``, after the user's handlers and the threads the interpreter
+    waits for.
     """
     with _lock:
         _open[key] = (where, close, forget, early)
@@ -152,12 +153,22 @@ def _holder(block: weakref.ref[uninterrupted], handler: Any) -> Callable[[int, A
     return hold
 
 
-def before_exit(hand_over: Callable[[], None]) -> None:
-    """Call ``hand_over`` at exit before the recordings close (what it holds goes to them)."""
+def before_exit(hand_over: Callable[[bool], None]) -> None:
+    """Call ``hand_over(early)`` at exit before recordings close (what it holds goes to them).
+
+    ``early``: only the recordings that close early (see :func:`register`) close next, so
+    only what goes to them is to be handed over.
+    """
     _hand_overs.append(hand_over)
 
 
-_hand_overs: list[Callable[[], None]] = []
+def closes_early(key: int) -> bool:
+    """Whether the open recording ``key`` closes early at exit (see :func:`register`)."""
+    entry = _open.get(key)
+    return entry is not None and entry[3]
+
+
+_hand_overs: list[Callable[[bool], None]] = []
 _exited_in = 0  # (the process that closed its recordings at exit: once, by either hook)
 
 
@@ -177,9 +188,12 @@ def _close_at_exit(*, early: bool = False) -> None:
     if not early:
         _exited_in = os.getpid()
     for hand_over in _hand_overs:
-        hand_over()
+        hand_over(early)
     with _lock:
         recordings = [r for r in _open.values() if r[3] or not early]
+        if early:  # (tried once: not again at atexit, where their storage cannot write)
+            for key in [k for k, r in _open.items() if r[3]]:
+                del _open[key]
     for where, close, *_ in recordings:
         try:
             close()

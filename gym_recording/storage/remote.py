@@ -172,12 +172,15 @@ class FsspecStorage:
             got = self.fs.cat_ranges(paths, [0] * len(paths), ends, on_error="return")
         except Exception:  # (each read fetches its own file again, and says what is wrong)
             return
-        for read, data in zip(todo, got, strict=True):
+        incoming = sum(len(d) for d in got if isinstance(d, bytes))
+        for read in [r for r in self._fetched if r not in reads]:  # (the oldest first)
+            if self._fetched_bytes + incoming <= self.MAX_FETCHED_BYTES:
+                break
+            self._fetched_bytes -= len(self._fetched.pop(read))
+        for read, data in zip(todo, got, strict=True):  # (kept, even past the bound: asked for)
             if isinstance(data, bytes):
                 self._fetched[read] = data
                 self._fetched_bytes += len(data)
-        while self._fetched_bytes > self.MAX_FETCHED_BYTES:
-            self._fetched_bytes -= len(self._fetched.popitem(last=False)[1])
 
     def _cat(self, name: str, listed: str, size: int | None = None) -> bytes:
         data = self._fetched.pop((name, size), None)

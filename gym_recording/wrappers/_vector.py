@@ -72,8 +72,10 @@ COLUMN_BYTES = 16 * 1024 * 1024
 _holding: weakref.WeakSet[TraceRecordingVectorWrapper] = weakref.WeakSet()
 
 
-def _flush_at_exit() -> None:
+def _flush_at_exit(early: bool) -> None:
     for wrapper in list(_holding):
+        if early and not any(lifetime.closes_early(id(r)) for r in wrapper.recordings):
+            continue  # (its recordings close at atexit: it is handed over then)
         try:
             wrapper._flush()
         except Exception:  # pragma: no cover - reported, the others still flushed
@@ -764,8 +766,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             # turn and written in the background, then each waits for its write and fsyncs
             # its directory (their fsyncs share the disk's journal commits).
             started = [_close(rec, wait=False) for rec in self.recordings]
-            with ThreadPoolExecutor(min(CLOSE_THREADS, len(self.recordings) or 1)) as pool:
-                errors = [e for e in [*flushed, *started, *pool.map(_close, self.recordings)] if e]
+            try:
+                with ThreadPoolExecutor(min(CLOSE_THREADS, len(self.recordings) or 1)) as pool:
+                    closed = list(pool.map(_close, self.recordings))
+            except RuntimeError:  # (no thread pool as the interpreter exits: one by one)
+                closed = [_close(rec) for rec in self.recordings]
+            errors = [e for e in [*flushed, *started, *closed] if e]
             if errors:  # (every writer was closed; the first error is reported)
                 raise errors[0]
         finally:

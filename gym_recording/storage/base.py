@@ -94,8 +94,9 @@ class Storage(Protocol):
 
         ``reads`` holds ``(name, max_size)`` for a :meth:`read_bytes` of that ``max_size`` to
         come, ``(name, None)`` for a :meth:`map`. Each of those calls then takes its file
-        from memory, once; the files of an earlier prefetch not read yet are let go. A hint:
-        nothing is checked or raised here, the calls still do so.
+        from memory, once. Files fetched and not read yet are kept up to a bound (the oldest
+        let go first); an empty ``reads`` lets go of them all. A hint: nothing is checked or
+        raised here, the calls still do so.
         """
         ...
 

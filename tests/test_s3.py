@@ -315,6 +315,22 @@ def test_a_local_vector_recording_is_not_handed_over_before_its_threads_end(
             assert sum(ep.length for ep in rec) == 2000 * 8 * 7 // 8  # (1 in 8: autoreset)
         with gym_recording.load(url, storage_options=s3.storage_options) as rec:
             assert len(rec) == 1
+    # The vector wrapper's recordings on S3 too: handed over as the main thread ends, once
+    # the step the thread is taking is done (the thread then meets closed recordings).
+    remote_child = child.replace("sys.argv[2])", "sys.argv[1] + '-vector')")
+    for _ in range(3):
+        url = f"s3://{s3.new_bucket()}/run"
+        proc = subprocess.run(
+            [sys.executable, "-c", remote_child, url, "-"],
+            env={**os.environ, **s3.env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0 and "could not" not in proc.stderr, proc.stderr
+        with gym_recording.load(url + "-vector", storage_options=s3.storage_options) as rec:
+            for ep in rec:
+                np.testing.assert_array_equal(ep.observations[:, 0], np.arange(ep.length + 1))
 
 
 def test_reader_consistent_while_writer_writes(s3: S3Server) -> None:
@@ -506,6 +522,12 @@ def test_remote_reads_fetch_each_file_once_and_only_what_is_read(
                 rec[len(rec) - 1 - ep.index].observations, episodes[-1 - ep.index].observations
             )
         assert len(fetched) <= 4 * len(batches), fetched
+        del fetched[:]
+        for ep in rec:  # (refreshed now and then: the batch files fetched are kept)
+            if ep.index % 3 == 0:
+                rec.refresh()
+        batch_files = [n for n in fetched if "manifest" not in n]
+        assert sorted(batch_files) == sorted(set(batch_files)), batch_files
     from gym_recording.storage.remote import FsspecStorage
 
     monkeypatch.setattr(FsspecStorage, "MAX_FETCHED_BYTES", 1)  # (a batch past the bound)

@@ -50,14 +50,17 @@ def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
     """
     manifests = []
     names = find_manifests(storage.list_names())
-    if storage.parallel_reads > 1:
-        storage.prefetch(())  # (a manifest changes: none fetched before is read now)
-    for k, name in enumerate(names):
-        if k % storage.parallel_reads == 0 and storage.parallel_reads > 1:
-            ahead = names[k : k + storage.parallel_reads]
-            storage.prefetch([(n, MAX_MANIFEST_BYTES) for n in ahead])
-        data = storage.read_bytes(name, MAX_MANIFEST_BYTES)
-        manifests.append(decode_manifest(data, name, os.path.join(directory, name)))
+    try:
+        for k, name in enumerate(names):
+            if k % storage.parallel_reads == 0 and storage.parallel_reads > 1:
+                ahead = names[k : k + storage.parallel_reads]
+                storage.prefetch([(n, MAX_MANIFEST_BYTES) for n in ahead])
+            data = storage.read_bytes(name, MAX_MANIFEST_BYTES)
+            manifests.append(decode_manifest(data, name, os.path.join(directory, name)))
+    except BaseException:  # (a manifest changes: none fetched is left for a later read)
+        if storage.parallel_reads > 1:
+            storage.prefetch(())
+        raise
     manifests.sort(key=lambda m: m.sort_key)
     return manifests
 

@@ -190,15 +190,15 @@ def _close_at_exit(*, early: bool = False) -> None:
     for hand_over in _hand_overs:
         hand_over(early)
     with _lock:
-        recordings = [r for r in _open.values() if r[3] or not early]
-        if early:  # (tried once: not again at atexit, where their storage cannot write)
-            for key in [k for k, r in _open.items() if r[3]]:
-                del _open[key]
-    for where, close, *_ in recordings:
+        recordings = [(k, r) for k, r in _open.items() if r[3] or not early]
+    for key, (where, close, *_) in recordings:
         try:
             close()
         except Exception:  # exit must go on; say what was lost
             logger.exception("could not flush the recording in %s at exit", where)
+        finally:  # (tried once: not again at atexit, where an early one's storage cannot write)
+            if early:
+                unregister(key)
 
 
 def _forget_in_child() -> None:

@@ -2,7 +2,8 @@
 
 The vector wrapper records each sub-env as a single env of its own; these functions split
 the vector env's batches, seeds and infos into the sub-envs' (as Gymnasium's vector envs
-hand them out), and find its autoreset mode and one sub-env's spec.
+hand them out), find its autoreset mode and one sub-env's spec, and close a sub-env's
+recording.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import iterate
 
+from gym_recording.record.recording import TraceRecording
+
 __all__ = [
     "autoreset_mode",
+    "close_one",
     "one_env_spec",
     "per_env_seeds",
     "sub_infos",
@@ -26,6 +30,15 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def close_one(rec: TraceRecording, wait: bool = True) -> Exception | None:
+    """Close ``rec``; its error, if any (so that the others are closed too)."""
+    try:
+        rec.close(wait=wait)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def autoreset_mode(env: VectorEnv) -> AutoresetMode:

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,7 @@ from gym_recording.record.recording import TraceRecording
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._subenvs import (
     autoreset_mode,
+    close_one,
     one_env_spec,
     per_env_seeds,
     sub_infos,
@@ -68,6 +70,8 @@ _ARRAY_SPACES = (
 COLUMN_STEPS = 1024
 COLUMN_BYTES = 16 * 1024 * 1024
 
+#: Seconds the hand-over at exit waits for a step another thread is taking.
+EXIT_STEP_WAIT = 60.0
 #: Wrappers holding steps in columns, handed over at exit before the recordings close.
 _holding: weakref.WeakSet[TraceRecordingVectorWrapper] = weakref.WeakSet()
 
@@ -76,25 +80,23 @@ def _flush_at_exit(early: bool) -> None:
     for wrapper in list(_holding):
         if early and not any(lifetime.closes_early(id(r)) for r in wrapper.recordings):
             continue  # (its recordings close at atexit: it is handed over then)
+        if all(r.closed for r in wrapper.recordings):
+            continue  # (closed early: a thread's steps since then meet that in the thread)
+        if not wrapper._stepping.acquire(timeout=EXIT_STEP_WAIT):  # (a thread's step)
+            logger.error("a step of %r did not end at exit: its last steps are lost", wrapper)
+            continue
         try:
             wrapper._flush()
         except Exception:  # pragma: no cover - reported, the others still flushed
             logger.exception("could not hand %r its last steps at exit", wrapper)
+        finally:
+            wrapper._stepping.release()
 
 
 lifetime.before_exit(_flush_at_exit)
 
 #: Sub-env writers closed at once by :meth:`TraceRecordingVectorWrapper.close`.
 CLOSE_THREADS = 16
-
-
-def _close(rec: TraceRecording, wait: bool = True) -> Exception | None:
-    """Close ``rec``; its error, if any (so that the others are closed too)."""
-    try:
-        rec.close(wait=wait)
-    except Exception as exc:
-        return exc
-    return None
 
 
 class _Columns:
@@ -308,6 +310,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         # Steps not handed to the recordings yet, when the spaces batch into single arrays.
         columns = not (record_infos or self._render_choice is not None)
         self._columns = self._make_columns(n) if columns else None
+        self._stepping = threading.Lock()  # (held by step: the exit's hand-over waits for it)
         # Steps that do not go to columns go to each sub-env's step recorder, one by one.
         self._step_recorders = [rec.step_recorder(_no_episode).record for rec in self.recordings]
         if self._columns is not None:
@@ -427,7 +430,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 stays buffered, for the next flush or close; every step is recorded).
         """
         try:
-            return self._step(actions)
+            with self._stepping:
+                return self._step(actions)
         except Exception:
             raise
         except BaseException:
@@ -749,7 +753,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         buffered, and the next ``close()`` (or exit) writes it.
         """
         if self._closed:  # (after a close that failed or was interrupted: the rest)
-            errors = [e for e in map(_close, self.recordings) if e]
+            errors = [e for e in map(close_one, self.recordings) if e]
             if errors:
                 raise errors[0]
             return
@@ -765,12 +769,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             # The sub-envs' writers close side by side: each one's last batch is encoded in
             # turn and written in the background, then each waits for its write and fsyncs
             # its directory (their fsyncs share the disk's journal commits).
-            started = [_close(rec, wait=False) for rec in self.recordings]
+            started = [close_one(rec, wait=False) for rec in self.recordings]
             try:
                 with ThreadPoolExecutor(min(CLOSE_THREADS, len(self.recordings) or 1)) as pool:
-                    closed = list(pool.map(_close, self.recordings))
+                    closed = list(pool.map(close_one, self.recordings))
             except RuntimeError:  # (no thread pool as the interpreter exits: one by one)
-                closed = [_close(rec) for rec in self.recordings]
+                closed = [close_one(rec) for rec in self.recordings]
             errors = [e for e in [*flushed, *started, *closed] if e]
             if errors:  # (every writer was closed; the first error is reported)
                 raise errors[0]

@@ -28,7 +28,6 @@ import os
 import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,10 +37,10 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
 from gym_recording._errors import RecordingError, WriteError
-from gym_recording.record import lifetime
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
+from gym_recording.wrappers._exit import holding
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._subenvs import (
     autoreset_mode,
@@ -69,31 +68,6 @@ _ARRAY_SPACES = (
 #: the most bytes they may take.
 COLUMN_STEPS = 1024
 COLUMN_BYTES = 16 * 1024 * 1024
-
-#: Seconds the hand-over at exit waits for a step another thread is taking.
-EXIT_STEP_WAIT = 60.0
-#: Wrappers holding steps in columns, handed over at exit before the recordings close.
-_holding: weakref.WeakSet[TraceRecordingVectorWrapper] = weakref.WeakSet()
-
-
-def _flush_at_exit(early: bool) -> None:
-    for wrapper in list(_holding):
-        if early and not any(lifetime.closes_early(id(r)) for r in wrapper.recordings):
-            continue  # (its recordings close at atexit: it is handed over then)
-        if all(r.closed for r in wrapper.recordings):
-            continue  # (closed early: a thread's steps since then meet that in the thread)
-        if not wrapper._stepping.acquire(timeout=EXIT_STEP_WAIT):  # (a thread's step)
-            logger.error("a step of %r did not end at exit: its last steps are lost", wrapper)
-            continue
-        try:
-            wrapper._flush()
-        except Exception:  # pragma: no cover - reported, the others still flushed
-            logger.exception("could not hand %r its last steps at exit", wrapper)
-        finally:
-            wrapper._stepping.release()
-
-
-lifetime.before_exit(_flush_at_exit)
 
 #: Sub-env writers closed at once by :meth:`TraceRecordingVectorWrapper.close`.
 CLOSE_THREADS = 16
@@ -310,11 +284,13 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         # Steps not handed to the recordings yet, when the spaces batch into single arrays.
         columns = not (record_infos or self._render_choice is not None)
         self._columns = self._make_columns(n) if columns else None
-        self._stepping = threading.Lock()  # (held by step: the exit's hand-over waits for it)
+        # The thread in step(), if any, and whether the exit's hand-over has begun (see _exit).
+        self._stepper: int | None = None
+        self._exiting = False
         # Steps that do not go to columns go to each sub-env's step recorder, one by one.
         self._step_recorders = [rec.step_recorder(_no_episode).record for rec in self.recordings]
         if self._columns is not None:
-            _holding.add(self)
+            holding.add(self)
 
     def _make_columns(self, n: int) -> _Columns | None:
         """Columns for this env's batched arrays, or ``None`` if its spaces batch otherwise."""
@@ -429,14 +405,18 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 its next reset), else the first :class:`~gym_recording.WriteError` (a batch
                 stays buffered, for the next flush or close; every step is recorded).
         """
+        self._stepper = threading.get_ident()  # (first: the hand-over waits for this step)
         try:
-            with self._stepping:
-                return self._step(actions)
+            if self._exiting:  # (the recordings close: the steps since are not recorded)
+                return self.env.step(actions)
+            return self._step(actions)
         except Exception:
             raise
         except BaseException:
             self._interrupted()
             raise
+        finally:
+            self._stepper = None
 
     def _interrupted(self) -> None:
         """After an interrupt: record the whole steps the columns hold, end every episode.
@@ -761,7 +741,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         try:
             self._kept(flushed, self._flush)
         finally:
-            _holding.discard(self)
+            holding.discard(self)
             self._closed = True
             self._active = [False] * len(self._active)
             self._rendering = [False] * len(self._rendering)

@@ -32,7 +32,7 @@ from gym_recording._errors import RecordingError
 from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import Span, frame_problem
 from gym_recording.format.codec import Compressor
-from gym_recording.format.limits import MAX_NDIM, MAX_VALUE_COST
+from gym_recording.format.limits import MAX_NDIM, MAX_VALUE_COST, fits_int64
 from gym_recording.format.values import check_int, snapshot, value_cost
 from gym_recording.format.wire import part_keys
 from gym_recording.record import frames
@@ -472,7 +472,7 @@ def infer(v: Any, depth: int = 0) -> Node:
     if t is bool:
         return RowLeaf(_BOOL, (), bool)
     if t is int:
-        return RowLeaf(_INT64, (), int) if -(2**63) <= v < 2**63 else ListLeaf()
+        return RowLeaf(_INT64, (), int) if fits_int64(v) else ListLeaf()
     if t is float:
         return RowLeaf(_FLOAT64, (), float)
     if t is tuple and v:

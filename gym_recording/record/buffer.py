@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -657,24 +658,31 @@ class OpenSpan(Span):
         )
 
 
+def now() -> float:
+    """The wall-clock time in unix seconds, to the microsecond (an episode's start or end)."""
+    return time.time_ns() // 1000 / 1e6
+
+
 def row_spans(
     resets: np.ndarray,
-    starts: list[int],
     done: np.ndarray,
     flags: tuple[np.ndarray, np.ndarray],
-    when: list[float],
+    times: np.ndarray,
     obs0: int,
     steps: int,
-) -> tuple[tuple[int, int, int] | None, list[Span], OpenSpan | None]:
-    """The episodes of rows that are each a reset (``resets``, at ``starts``) or a step.
+) -> tuple[np.ndarray, list[int], list[float], Any, list[Span], OpenSpan | None]:
+    """The episodes of rows that are each a reset (``resets``) or a step, taken at ``times``.
 
     (See ``TraceRecording.add_rows``.)
 
     Row ``j``'s observation is buffered row ``obs0 + j``; ``steps`` steps are buffered
-    before the rows. Returns where an episode open before the rows would end (the first end
-    row, the steps and observations buffered up to it; ``None``: no row ends one), the
-    episodes the rows start and end, and the one they leave open (``None``: none).
+    before the rows. Returns the step rows, the reset rows, the times as floats, where an
+    episode open before the rows would end (the first end row, the steps and observations
+    buffered up to it; ``None``: no row ends one), the episodes the rows start and end, and
+    the one they leave open (``None``: none).
     """
+    taken, starts = np.flatnonzero(~resets), np.flatnonzero(resets).tolist()
+    when = np.asarray(times, np.float64).tolist()
     ends = np.flatnonzero(done).tolist()
     acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
     end = (ends[0], acts[ends[0]], obs0 + ends[0] + 1) if ends else None
@@ -685,12 +693,19 @@ def row_spans(
             k += 1
         keys: dict[str, Any] = {"started_at": when[r]}
         if k == len(ends):  # the last episode stays open
-            return end, spans, OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None)
+            return (
+                taken,
+                starts,
+                when,
+                end,
+                spans,
+                OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None),
+            )
         d = ends[k]
         keys["terminated"], keys["truncated"] = bool(flags[0][d]), bool(flags[1][d])
         keys["ended_at"] = when[d]
         spans.append(Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None))
-    return end, spans, None
+    return taken, starts, when, end, spans, None
 
 
 def check_seed(seed: Any) -> None:

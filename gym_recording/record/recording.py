@@ -16,7 +16,6 @@ import os
 import secrets
 import struct
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,11 +46,6 @@ ROWS_AT_ONCE = True
 _writer_counter = itertools.count()
 
 _pack_reward = struct.Struct("<d").pack  # (a reward's bytes, as Rewards holds them)
-
-
-def _now() -> float:
-    """The wall-clock time in unix seconds, to the microsecond."""
-    return time.time_ns() // 1000 / 1e6
 
 
 class TraceRecording:
@@ -269,7 +263,7 @@ class TraceRecording:
                 self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
                 self._sized = False  # (batches are sized with the frames)
             self._frames.claim()  # (before the observation is stored)
-        keys = {"started_at": _now() if started_at is None else float(started_at)}
+        keys = {"started_at": buffer.now() if started_at is None else float(started_at)}
         if seed is not None:
             keys["seed"] = int(seed)
         steps = len(self._rew.buf) >> 3
@@ -406,7 +400,8 @@ class TraceRecording:
         ``reset_first`` is true, or if row ``j - 1`` set a flag (``NEXT_STEP``): it starts an
         episode as :meth:`add_reset` does (its action, reward and flags ignored). Any other
         row is a step, as :meth:`add_step` records it; one that sets a flag ends its episode.
-        No infos or frames. Rows that fit are stored at once, the others row by row.
+        No infos or frames. Rows are stored at once, as many as the batch has room for at a
+        time (a batch is written between), and one by one where they do not fit the layout.
 
         Returns:
             The number of episodes the rows started (the last may be open: :attr:`in_episode`).
@@ -415,50 +410,34 @@ class TraceRecording:
             RecordingError: as :meth:`add_reset` and :meth:`add_step`, for the row bringing it.
             WriteError: a batch could not be written; every row is recorded.
         """
-        t, ep, steps = len(rewards), self._open, len(self._rew.buf) >> 3
+        t = len(rewards)
         done = np.logical_or(terminated, truncated)
         resets = np.zeros(t, np.bool_)
         resets[:1], resets[1:] = reset_first, done[:-1]
-        taken = np.flatnonzero(~resets)  # the step rows
-        if (
-            t
-            and ROWS_AT_ONCE
-            and self._sized
-            and not self.record_infos
-            and not (self.closed or self._forks != lifetime.forks)
-            and (ep is None) == reset_first
-            and (ep is None or ep.frame_start < 0)
+        at_once = (  # (a reset row that sets a flag: resets by the order they come, one by one)
+            ROWS_AT_ONCE
+            and not (self.record_infos or self.closed or self._forks != lifetime.forks)
             and rewards.dtype.kind in "biuf"
-            and not (resets & done).any()  # (else rows are resets by the order they come in)
-            and steps + len(taken) < min(self._room, self._writer.target_steps)
-            and len(self._pending) + t < MAX_BATCH_EPISODES
-        ):
-            when = np.asarray(times, np.float64).tolist()
-            starts = np.flatnonzero(resets).tolist()
-            end, spans, opened = buffer.row_spans(
-                resets, starts, done, (terminated, truncated), when, steps + self._resets, steps
-            )
-            with lifetime.uninterrupted():  # (rows and episodes kept together, or neither)
-                if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations, starts):
-                    self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
-                    if ep is not None and end is not None:  # (the open episode ends there)
-                        self._flags(terminated[end[0]], truncated[end[0]], end[1])
-                        self._finish(ep, end[1], end[2], when[end[0]])
-                    self._pending += spans
-                    self.episode_count += len(spans)
-                    if opened is not None:
-                        self._open = opened
-                    self._resets += len(starts)
-                    self._sync_room()
-                    return len(starts)
-                self._act.truncate(steps)
-                self._obs.truncate(steps + self._resets)
-        started, reset, sizing, failed = 0, reset_first, not self._sized, None  # one by one
-        for j in range(t):
-            if sizing and self._sized and failed is None:  # (sized by the first step: at once)
-                rest = (actions, observations, rewards, terminated, truncated, times)
-                return started + self.add_rows(*(x[j:] for x in rest), reset_first=reset)
-            try:
+            and not (resets & done).any()
+        )
+        stepped = np.cumsum(~resets)  # the step rows up to each row
+        rows = (actions, observations, rewards, terminated, truncated, times, resets, done)
+        started, reset, failed, j = 0, reset_first, None, 0
+        while j < t:  # (the rows that fit the batch at once, where the layout takes them)
+            ep = self._open
+            if at_once and self._sized and (ep is None) == reset and (not ep or ep.frame_start < 0):
+                room = min(self._room, self._writer.target_steps) - (len(self._rew.buf) >> 3)
+                stop = min(
+                    int(np.searchsorted(stepped, (stepped[j - 1] if j else 0) + room - 1, "right")),
+                    j + MAX_BATCH_EPISODES - 1 - len(self._pending),
+                )
+                if stop > j:
+                    got = self._put_rows([x[j:stop] for x in rows])
+                    if got is not None:
+                        started, j, reset = started + got, stop, bool(done[stop - 1])
+                        continue
+                    at_once = False  # (not the layout: one by one)
+            try:  # one row by itself (a batch written before it, as the calls one by one)
                 if reset:
                     started, reset = started + 1, False
                     self.add_reset(observations[j], started_at=float(times[j]))
@@ -472,9 +451,38 @@ class TraceRecording:
                 failed = failed or exc
                 if reset and self._open is not None:  # (its episode ends at this row)
                     self._end(float(times[j]))
+            finally:
+                j += 1
         if failed is not None:
             raise failed
         return started
+
+    def _put_rows(self, rows: list[np.ndarray]) -> int | None:
+        """Store :meth:`add_rows`' rows, resets and ends at once: the episodes they start.
+
+        ``None`` (nothing stored): they are not of the buffer's layout.
+        """
+        actions, observations, rewards, terminated, truncated, times, resets, done = rows
+        ep, steps = self._open, len(self._rew.buf) >> 3
+        taken, starts, when, end, spans, opened = buffer.row_spans(
+            resets, done, (terminated, truncated), times, steps + self._resets, steps
+        )
+        with lifetime.uninterrupted():  # (rows and episodes kept together, or neither)
+            if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations, starts):
+                self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
+                if ep is not None and end is not None:  # (the open episode ends there)
+                    self._flags(terminated[end[0]], truncated[end[0]], end[1])
+                    self._finish(ep, end[1], end[2], when[end[0]])
+                self._pending += spans
+                self.episode_count += len(spans)
+                if opened is not None:
+                    self._open = opened
+                self._resets += len(starts)
+                self._sync_room()
+                return len(starts)
+            self._act.truncate(steps)
+            self._obs.truncate(steps + self._resets)
+        return None
 
     def _keep_info(self, info: Any) -> None:
         """Keep the info of the step about to be stored (by add_step, or the C step recorder).
@@ -559,12 +567,12 @@ class TraceRecording:
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
         """End the open episode ``ep`` at ``steps`` buffered steps and ``obs_stop`` observations."""
-        keys = ep.last_keys(steps, _now() if ended_at is None else float(ended_at))
+        keys = ep.last_keys(steps, buffer.now() if ended_at is None else float(ended_at))
         ep.obs_stop, ep.act_stop = obs_stop, steps
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
         ep.keys, ep.options = keys, None if ep.part else ep.options
-        self._recorders.sync(-1)  # (first: the C step stores no step with no episode open)
+        self._recorders.sync(-1, None, self._values)  # (first: no step stored with no episode)
         self._open = None  # (a store, then a list's append: no signal is handled between)
         self._pending.append(ep)
         self.episode_count += 1
@@ -598,19 +606,8 @@ class TraceRecording:
         self._recorders.configure(self._obs, self._act, keep_info)
 
     def _sync_room(self) -> None:
-        """Tell the step recorders the steps the buffer may hold, and the open episode's rows.
-
-        Room is -1 while no episode is open; the rows, if its step infos are rows, come with
-        how many more the batch has room for.
-        """
-        ep = self._open
-        room = self._room if ep is not None else -1
-        rows: Any = ep.info_rows if ep is not None and self._recorders.keep_rows else None
-        if rows is None or rows.arrays:  # (rows of arrays copy them: Python's, not C's)
-            self._recorders.sync(room)
-        else:
-            given = (rows.values, rows.keys, rows.types)
-            self._recorders.sync(room, given, self._values.room_for(rows))
+        """Tell the step recorders the room and rows of the open episode (see Recorders.sync)."""
+        self._recorders.sync(self._room, self._open, self._values)
 
     def _layout_known(self) -> None:
         """Once both fields have a layout: size batches by it, and tell the recorders."""

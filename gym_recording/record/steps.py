@@ -23,7 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from gym_recording._accel import speedups
-from gym_recording.record.buffer import Field, Rewards, RowLeaf
+from gym_recording.record.buffer import Field, OpenSpan, Rewards, RowLeaf
+from gym_recording.record.infos import Values
 
 __all__ = [
     "ACCELERATED",
@@ -169,14 +170,22 @@ class Recorders:
         for r in self._all:
             configure(r, observations, actions, keep_info)
 
-    def sync(self, room: int, rows: Rows | None = None, row_room: int = 0) -> None:
-        """Tell each the steps it may store, and the info rows it may append to.
+    def sync(self, room: int, open_span: OpenSpan | None, values: Values) -> None:
+        """Tell each the steps it may store, and the open episode's info rows it may append to.
 
-        ``row_room`` rows in all are shared out (see :attr:`StepRecorder.rows`).
+        ``room`` is -1 while no episode is open. The rows are those of ``open_span``, if its step
+        infos are such rows; the batch's room for rows (``values``) is shared out among the
+        recorders (see :attr:`StepRecorder.rows`).
         """
-        share = row_room // len(self._all) if self._all else 0
+        rows: Any = open_span.info_rows if open_span is not None and self.keep_rows else None
+        given: Rows | None = None
+        share = 0
+        if rows is not None and not rows.arrays:  # (rows of arrays copy them: Python's, not C's)
+            given = (rows.values, rows.keys, rows.types)
+            share = values.room_for(rows) // len(self._all) if self._all else 0
+        room = room if open_span is not None else -1
         for r in self._all:
-            r.room, r.rows, r.row_room = room, rows, share
+            r.room, r.rows, r.row_room = room, given, share
 
     def withdraw_rows(self) -> None:
         """Stop each appending to info rows (before the rows change hands)."""

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -263,6 +264,51 @@ def test_an_s3_recording_that_cannot_be_written_at_exit_says_so_once(s3: S3Serve
         timeout=120,
     )
     assert proc.stderr.count("could not flush the recording") == 1, proc.stderr
+
+
+def test_a_ctrl_c_during_the_exit_write_to_s3_leaves_nothing_unwritten(s3: S3Server) -> None:
+    """Two S3 recordings left open; Ctrl-C lands in the first one's write as they are closed
+    before the thread pools stop. Both are still written whole, at ``atexit``: the interrupt
+    stopped threading's exit hooks, the pools' shutdown with them."""
+    urls = [f"s3://{s3.new_bucket()}/run" for _ in range(2)]
+    # (A private class, for the one way to land the Ctrl-C inside the write at exit.)
+    src = textwrap.dedent(
+        f"""
+        import time, numpy as np
+        from gym_recording import TraceRecording
+        from gym_recording.storage.remote import FsspecStorage
+        write, held = FsspecStorage.write_atomic, []
+        def held_once(self, *args, **kwargs):
+            if not held:
+                held.append(1)
+                print("writing", flush=True)
+                time.sleep(60)
+            return write(self, *args, **kwargs)
+        FsspecStorage.write_atomic = held_once
+        recordings = [TraceRecording(url) for url in {urls!r}]  # (left open)
+        for rec in recordings:
+            for seed in range(3):
+                rec.add_reset(np.zeros(2), seed=seed)
+                rec.add_step(0, np.ones(2), 1.0)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", src],
+        env={**os.environ, **s3.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert "KeyboardInterrupt" in err and "could not flush" not in err, err
+    for url in urls:
+        with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+            assert [(ep.seed, ep.length) for ep in rec] == [(0, 1), (1, 1), (2, 1)]
 
 
 def test_a_local_vector_recording_is_not_handed_over_before_its_threads_end(

@@ -48,8 +48,9 @@ def register(
 
     ``early``: its storage needs thread pools to write (fsspec's s3fs resolves hosts on
     one), which ``concurrent.futures`` stops before ``atexit``: it is closed before them,
-    as the main thread ends, once (an ``atexit`` handler meets a closed recording, and a
-    thread still recording to it then races its close: close it in that thread). Others
+    as the main thread ends, once, or again at ``atexit`` if a Ctrl-C stopped it (an
+    ``atexit`` handler meets a closed recording, and a thread still recording to it then
+    races its close: close it in that thread). Others
     are closed at ``atexit``, after the user's handlers and the threads the interpreter
     waits for.
     """
@@ -196,9 +197,11 @@ def _close_at_exit(*, early: bool = False) -> None:
             close()
         except Exception:  # exit must go on; say what was lost
             logger.exception("could not flush the recording in %s at exit", where)
-        finally:  # (tried once: not again at atexit, where an early one's storage cannot write)
-            if early:
-                unregister(key)
+        # Tried once: not again at atexit, where an early one's storage cannot write. But an
+        # interrupt (Ctrl-C) leaves it to atexit: it stopped threading's exit hooks, and with
+        # them the shutdown of the thread pools its storage needs.
+        if early:
+            unregister(key)
 
 
 def _forget_in_child() -> None:

@@ -361,8 +361,8 @@ def test_a_local_vector_recording_is_not_handed_over_before_its_threads_end(
             assert sum(ep.length for ep in rec) == 2000 * 8 * 7 // 8  # (1 in 8: autoreset)
         with gym_recording.load(url, storage_options=s3.storage_options) as rec:
             assert len(rec) == 1
-    # The vector wrapper's recordings on S3 too: handed over as the main thread ends, once
-    # the step the thread is taking is done (the thread then meets closed recordings).
+    # The vector wrapper's recordings on S3 too: they close as the main thread ends, once
+    # the thread stepping them (not a daemon: exit waits for it) is done; every step is kept.
     remote_child = child.replace("sys.argv[2])", "sys.argv[1] + '-vector')")
     for _ in range(3):
         url = f"s3://{s3.new_bucket()}/run"
@@ -377,6 +377,41 @@ def test_a_local_vector_recording_is_not_handed_over_before_its_threads_end(
         with gym_recording.load(url + "-vector", storage_options=s3.storage_options) as rec:
             for ep in rec:
                 np.testing.assert_array_equal(ep.observations[:, 0], np.arange(ep.length + 1))
+            assert sum(ep.length for ep in rec) == 2000 * 8 * 7 // 8
+
+
+def test_a_thread_recording_to_s3_past_the_main_thread_is_waited_for(s3: S3Server) -> None:
+    """A thread (not a daemon) still recording to S3 as the main thread ends: the close
+    before the thread pools stop waits for it, and every episode is written. Before, it
+    closed the recording under the thread, which lost the rest (and met a half-done batch)."""
+    url = f"s3://{s3.new_bucket()}/run"
+    child = textwrap.dedent(
+        f"""
+        import sys, threading, time, numpy as np
+        sys.setswitchinterval(1e-6)
+        from gym_recording import TraceRecording
+        rec = TraceRecording({url!r}, batch_bytes=2000)  # (left open)
+        def work():
+            for e in range(60):
+                rec.add_reset(np.zeros(1), seed=e)
+                for t in range(1, 8):
+                    rec.add_step(0, np.full(1, float(t)), 1.0, terminated=t == 7)
+        threading.Thread(target=work).start()
+        time.sleep(0.05)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", child],
+        env={**os.environ, **s3.env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+        assert [ep.seed for ep in rec] == list(range(60))
+        for ep in rec:
+            np.testing.assert_array_equal(ep.observations[:, 0], np.arange(8.0))
 
 
 def test_reader_consistent_while_writer_writes(s3: S3Server) -> None:

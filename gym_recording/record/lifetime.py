@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # (no stub: signal's C functions)
 import atexit
-import concurrent.futures.thread  # noqa: F401  (its exit hook first: see the end)
+import concurrent.futures.thread  # (its exit hook first: see the end)
 import logging
 import os
 import sys
@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from gym_recording._errors import RecordingError
 
-__all__ = ["before_exit", "forks", "refuse_copy", "register", "uninterrupted", "unregister"]
+__all__ = ["before_exit", "fed", "forks", "refuse_copy", "register", "uninterrupted", "unregister"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ forks = 0
 # whether it is closed early (see register).
 _open: dict[int, tuple[str, Callable[[], None], Callable[[], None], bool]] = {}
 _lock = threading.Lock()
+#: The thread that last fed each open recording (see :func:`fed`).
+_feeders: dict[int, threading.Thread] = {}
 
 
 def register(
@@ -48,9 +50,11 @@ def register(
 
     ``early``: its storage needs thread pools to write (fsspec's s3fs resolves hosts on
     one), which ``concurrent.futures`` stops before ``atexit``: it is closed before them,
-    as the main thread ends, once, or again at ``atexit`` if a Ctrl-C stopped it (an
-    ``atexit`` handler meets a closed recording, and a thread still recording to it then
-    races its close: close it in that thread). Others
+    as the main thread ends, once, or again at ``atexit`` if a Ctrl-C stopped it. Before,
+    the threads the interpreter waits for (not daemons, nor a thread pool's workers) that
+    last fed one (:func:`fed`) are waited for, so that their steps are recorded. (An
+    ``atexit`` handler meets a closed recording; a daemon thread, or a pool's worker, still
+    recording to it then races its close: close it in that thread.) Others
     are closed at ``atexit``, after the user's handlers and the threads the interpreter
     waits for.
     """
@@ -80,6 +84,13 @@ def unregister(key: int) -> None:
     """The recording ``key`` is closed: nothing to do at exit."""
     with _lock:
         _open.pop(key, None)
+        _feeders.pop(key, None)
+
+
+def fed(key: int) -> None:
+    """The recording ``key`` is fed by this thread (it starts an episode, or takes rows)."""
+    if key in _open:
+        _feeders[key] = threading.current_thread()
 
 
 def refuse_copy(recording: Any, *args: Any) -> NoReturn:
@@ -176,8 +187,17 @@ _exited_in = 0  # (the process that closed its recordings at exit: once, by eith
 def _close_early_at_exit() -> None:
     """As the interpreter exits, before the thread pools stop: close the ``early`` ones."""
     with _lock:
-        early = any(e for *_, e in _open.values())
-    if early and _exited_in != os.getpid():  # (no thread is joined here: a pool's may wait)
+        early = [key for key, (*_, e) in _open.items() if e]
+        feeders = {_feeders.get(key) for key in early}
+    if early and _exited_in != os.getpid():
+        # The threads exit waits for (after this hook) that feed one: their last steps first.
+        # Not a daemon (it may never end), nor a thread pool's worker (it waits for the
+        # pools' exit hook, which runs after this one).
+        workers = set(getattr(concurrent.futures.thread, "_threads_queues", ()))
+        for thread in feeders - workers - {None, threading.current_thread()}:
+            if thread is not None and thread.is_alive() and not thread.daemon:
+                logger.info("waiting for %s, which records to object storage, to end", thread)
+                thread.join()
         _close_at_exit(early=True)
 
 
@@ -212,6 +232,7 @@ def _forget_in_child() -> None:
     for _, _, forget, _ in list(_open.values()):
         forget()
     _open.clear()
+    _feeders.clear()
 
 
 # Remote recordings at exit, before ``concurrent.futures`` stops its thread pools

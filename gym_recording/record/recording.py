@@ -241,6 +241,7 @@ class TraceRecording:
         """
         if self.closed or self._forks != lifetime.forks:
             self._check_usable("add_reset")
+        lifetime.fed(id(self))
         if seed is not None:
             buffer.check_seed(seed)
         if self._open is not None:
@@ -411,6 +412,7 @@ class TraceRecording:
             WriteError: a batch could not be written; every row is recorded.
         """
         t = len(rewards)
+        lifetime.fed(id(self))
         done = np.logical_or(terminated, truncated)
         resets = np.zeros(t, np.bool_)
         resets[:1], resets[1:] = reset_first, done[:-1]

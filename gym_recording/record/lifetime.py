@@ -88,7 +88,11 @@ def unregister(key: int) -> None:
 
 
 def fed(key: int) -> None:
-    """The recording ``key`` is fed by this thread (it starts an episode, or takes rows)."""
+    """The recording ``key`` is fed by this thread.
+
+    Called as it starts an episode or takes rows, and by a vector wrapper that a new thread
+    steps (its steps reach the recordings later, in rows).
+    """
     if key in _open:
         _feeders[key] = threading.current_thread()
 

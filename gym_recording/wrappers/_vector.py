@@ -37,6 +37,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
 from gym_recording._errors import RecordingError, WriteError
+from gym_recording.record import lifetime
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
@@ -284,9 +285,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         # Steps not handed to the recordings yet, when the spaces batch into single arrays.
         columns = not (record_infos or self._render_choice is not None)
         self._columns = self._make_columns(n) if columns else None
-        # The thread in step(), if any, and whether the exit's hand-over has begun (see _exit).
+        # The thread in step(), if any, and whether the exit's hand-over has begun (see _exit);
+        # the thread that last stepped it, which feeds its recordings (see lifetime.fed).
         self._stepper: int | None = None
         self._exiting = False
+        self._fed_by: int | None = None
         # Steps that do not go to columns go to each sub-env's step recorder, one by one.
         self._step_recorders = [rec.step_recorder(_no_episode).record for rec in self.recordings]
         if self._columns is not None:
@@ -405,7 +408,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 its next reset), else the first :class:`~gym_recording.WriteError` (a batch
                 stays buffered, for the next flush or close; every step is recorded).
         """
-        self._stepper = threading.get_ident()  # (first: the hand-over waits for this step)
+        self._stepper = ident = threading.get_ident()  # (first: the hand-over waits for it)
+        if ident != self._fed_by:  # (another thread steps it: exit waits for that one)
+            self._fed_by = ident
+            for rec in self.recordings:
+                lifetime.fed(id(rec))
         try:
             if self._exiting:  # (the recordings close: the steps since are not recorded)
                 return self.env.step(actions)

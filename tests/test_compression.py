@@ -290,7 +290,7 @@ def test_compress_of_a_damaged_recording_copies_nothing(tmp_path, capsys):
 def test_split_episodes_keep_their_parts_when_compressed(tmp_path):
     """An episode split across batches is compressed part by part and joins again."""
     src = tmp_path / "src"
-    env = SpaceEnv(OBSERVATION_SPACES["box_image_u8"])
+    env = SpaceEnv(OBSERVATION_SPACES["box_image_u8"], min_len=20, max_len=40)
     record(env, src, n_episodes=2, seed=6, batch_bytes=2000, max_steps=40)
     manifest = json.loads(next(src.glob("*.manifest.json")).read_bytes())
     assert any(b.get("continues") for b in manifest["batches"])

@@ -364,6 +364,21 @@ def test_long_episode_split_across_batches_reads_as_one(space_name, trace_dir):
             assert_episode_exact(ep, traces[i], infos=True)
 
 
+def test_steps_larger_than_a_batch_are_not_stored_twice(trace_dir):
+    """Each part of a split episode repeats the observation the part before ended with: steps
+    larger than ``batch_bytes`` still go several to a part, so that few are stored twice."""
+    frames = np.random.default_rng(0).integers(0, 256, (81, 64, 64, 3), dtype=np.uint8)
+    with TraceRecording(trace_dir, batch_bytes=1_000) as rec:
+        rec.add_reset(frames[0])
+        for t in range(1, 81):
+            rec.add_step(0, frames[t], 1.0)
+    blobs = sum(p.stat().st_size for p in Path(trace_dir).glob("*.bin"))
+    assert len(manifest_of(trace_dir)["batches"]) >= 5
+    assert blobs < 1.15 * frames.nbytes  # (it was 2x: a part of one step each)
+    with gym_recording.load(trace_dir) as r:
+        assert r[0].observations.tobytes() == frames.tobytes()
+
+
 def test_close_in_the_middle_of_a_split_episode(trace_dir):
     """A long episode cut by close() is complete, with terminated and truncated false."""
     trace = make_trace(300, obs_shape=(4,))

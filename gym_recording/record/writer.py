@@ -30,6 +30,10 @@ __all__ = ["BatchWriter"]
 #: Steps per batch are clamped to this range (as in the original writer).
 MIN_BATCH_STEPS = 1
 MAX_BATCH_STEPS = 50_000
+#: An episode split across batches has parts of at least this many steps: each part repeats
+#: the observation (and rendered frame) the previous one ended with (FORMAT.md §4), which
+#: steps larger than ``batch_bytes`` would otherwise store twice.
+MIN_PART_STEPS = 8
 #: A writer starts a new manifest (segment) after this many batches.
 SEGMENT_BATCHES = 1000
 #: A batch is written in the recording thread when its write is expected to take less than
@@ -194,7 +198,7 @@ class BatchWriter:
         target = int(self.batch_bytes / max(bytes_per_step, 1.0) + 1)
         self.target_steps = max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, target))
         split = int(1.25 * limit / max(row_bytes, 1.0))
-        self.split_steps = max(self.target_steps, min(MAX_BATCH_STEPS, split), 1)
+        self.split_steps = max(self.target_steps, min(MAX_BATCH_STEPS, split), MIN_PART_STEPS)
 
     @property
     def array_limit(self) -> int:
@@ -210,9 +214,10 @@ class BatchWriter:
     def rows_within(self, row_bytes: int) -> int:
         """How many rows of ``row_bytes`` a batch holds before an episode is split (1.25x).
 
-        At least 2: a part of an episode holds a step, and the row before it.
+        At least a part's :data:`MIN_PART_STEPS` steps, and the row before them.
         """
-        return max(2, min(MAX_BATCH_STEPS, int(1.25 * self.array_limit / max(row_bytes, 1))))
+        rows = int(1.25 * self.array_limit / max(row_bytes, 1))
+        return max(MIN_PART_STEPS + 1, min(MAX_BATCH_STEPS, rows))
 
     # ------------------------------------------------------------------ writing
 

@@ -2,6 +2,8 @@
 
 python examples/render_video.py [DIRECTORY] [--episodes N]
 
+The videos go beside the recording, in ``DIRECTORY-videos``.
+
 Needs pygame (CartPole's rendering: ``pip install "gymnasium[classic-control]"``) and PyAV
 for the videos (``pip install "gym-recording[video]"``).
 """
@@ -36,8 +38,10 @@ def main(directory: str, episodes: int) -> None:
         print(
             f"frames: {raw / 1e6:.1f} MB raw; on disk: {on_disk / 1e6:.2f} MB ({ratio:,.0f}x less)"
         )
+        videos = directory.rstrip("/") + "-videos"
+        os.makedirs(videos, exist_ok=True)
         for ep in rec:
-            path = ep.to_video(os.path.join(directory, f"episode-{ep.index}.mp4"), overwrite=True)
+            path = ep.to_video(os.path.join(videos, f"episode-{ep.index}.mp4"), overwrite=True)
             print(f"episode {ep.index}: {ep.length + 1} frames at {ep.render_fps:g} fps -> {path}")
 
 

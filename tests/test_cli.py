@@ -435,20 +435,33 @@ def test_export_where_it_cannot_write_is_an_error_line(
 
 
 def test_warnings_are_one_line_without_source(tmp_path: Path) -> None:
-    """A warning on the command line reads as its errors do: no file, line or code."""
+    """A warning on the command line reads as its errors do: no file, line or code. A
+    directory that holds no recording is said once, as the error it is there."""
+    with gym_recording.TraceRecording(tmp_path / "rec") as rec:
+        rec.add_reset(np.zeros(2), options={"level": 3})
     (tmp_path / "runs" / "run1").mkdir(parents=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "gym_recording", "info", str(tmp_path / "runs")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONWARNINGS": "default"},
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 1
-    warning, error = proc.stderr.splitlines()
-    assert warning.startswith("gym-recording: warning: ") and "(run1)" in warning
-    assert error.startswith("gym-recording: error: ") and ".py" not in proc.stderr
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gym_recording", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONWARNINGS": "default"},
+            timeout=120,
+            check=False,
+        )
+
+    proc = run("export", str(tmp_path / "rec"), "--to", "npz", str(tmp_path / "out.npz"))
+    assert proc.returncode == 0
+    (warning,) = proc.stderr.splitlines()
+    assert warning.startswith("gym-recording: warning: ") and "reset options" in warning
+    runs = str(tmp_path / "runs")
+    for args in (["info", runs], ["export", runs, "--to", "npz", str(tmp_path / "o.npz")]):
+        proc = run(*args)
+        assert proc.returncode == 1
+        (error,) = proc.stderr.splitlines()
+        assert error.startswith("gym-recording: error: ") and "(run1)" in error
+        assert ".py" not in proc.stderr
 
 
 def test_printed_commands_work_for_a_directory_starting_with_a_dash(
@@ -464,10 +477,30 @@ def test_a_directory_of_two_envs_says_so(cli: Run, tmp_path: Path) -> None:
     refuses it saying which writers differ."""
     mixed = str(tmp_path / "mixed")
     cli("record", "CartPole-v1", "--episodes", "1", "--dir", mixed)
-    cli("record", "Acrobot-v1", "--episodes", "1", "--dir", mixed, "--max-steps", "5")
+    proc = cli("record", "Acrobot-v1", "--episodes", "1", "--dir", mixed, "--max-steps", "5")
+    assert "Recorded 1 episode (5 steps)" in proc.stdout
+    assert "It also holds 1 earlier episode of other runs." in proc.stdout
+    assert "also holds episodes of CartPole-v1: exports need one env" in proc.stderr
     info = cli("info", mixed).stdout
     assert "CartPole-v1, Acrobot-v1" in info
     assert "the writers record different spaces" in info
     pytest.importorskip("minari")
     proc = cli("export", mixed, "--to", "minari", "mixed/envs-v0", expect=1)
     assert_error(proc, "whose env_id differs", '"CartPole-v1"', '"Acrobot-v1"')
+
+
+def test_info_sums_up_the_episodes_before_a_damaged_file(cli: Run, tmp_path: Path) -> None:
+    """A damaged batch: `info` shows what it read before it, names the file, points to
+    `verify`, and exits 1; `verify` says its reader stopped there."""
+    with gym_recording.TraceRecording(tmp_path / "rec", batch_bytes=1) as rec:
+        for seed in range(3):  # (one batch an episode)
+            rec.add_reset(np.zeros(2), seed=seed)
+            rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    blob = sorted((tmp_path / "rec").glob("*.ep000000001.bin"))[0]
+    blob.write_bytes(blob.read_bytes()[:10])
+    proc = cli("info", str(tmp_path / "rec"), expect=1)
+    assert "episodes                      3" in proc.stdout
+    assert "episode length                mean 1.0" in proc.stdout
+    assert_error(proc, "read 1 of 3 episodes", blob.name, "verify")
+    proc = cli("verify", str(tmp_path / "rec"), expect=1)
+    assert "1 episode(s) read before the reader stopped at a problem" in proc.stdout

@@ -46,4 +46,6 @@ def test_render_video_records_frames_and_writes_videos(tmp_path: Path) -> None:
     got = _run(str(EXAMPLES / "render_video.py"), str(traces), "--episodes", "2", cwd=tmp_path)
     assert got.returncode == 0, got.stderr
     assert "x less)" in got.stdout
-    assert sorted(p.name for p in traces.glob("*.mp4")) == ["episode-0.mp4", "episode-1.mp4"]
+    videos = tmp_path / "traces-videos"  # (beside the recording, not in it)
+    assert sorted(p.name for p in videos.glob("*.mp4")) == ["episode-0.mp4", "episode-1.mp4"]
+    assert not list(traces.glob("*.mp4"))

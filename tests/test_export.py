@@ -528,7 +528,7 @@ def test_npz_refuses_episodes_of_arrays_and_of_per_step_values(tmp_path: Path) -
             w.add_reset(np.zeros(2))
             for k in range(2):
                 w.add_step(0, np.zeros(2 if e == 0 else k + 1), 1.0)
-    with pytest.raises(ExportError, match="per-step values stored as JSON strings, unlike"):
+    with pytest.raises(ExportError, match="per-step values stored as JSON strings, but the"):
         export(tmp_path / "r", to="npz", out=tmp_path / "x.npz")
 
 

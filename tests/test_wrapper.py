@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import inspect
 import json
 import logging
 import subprocess
@@ -619,3 +620,9 @@ def test_zero_step_episodes_alone_keep_the_action_layout(space_name, tmp_path):
         assert len(empty) == 0
     else:
         assert layout(empty) == layout(stepped)
+
+
+def test_the_wrapper_shows_its_parameters() -> None:
+    """``help()``, IDEs and ``inspect`` show the constructor's parameters, not ``__new__``'s."""
+    params = inspect.signature(TraceRecordingWrapper).parameters
+    assert list(params)[:2] == ["env", "directory"] and "record_render" in params

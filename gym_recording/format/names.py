@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal, TypeGuard
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "is_writer_id",
     "manifest_name",
     "manifest_writer",
+    "no_recording",
     "segment_id",
     "writer_prefix",
     "write_rank",
@@ -139,6 +140,19 @@ def holds_no_recording(names: Iterable[str]) -> bool:
     """Whether a directory of ``names`` holds files, none of them a trace file (a wrong path)."""
     names = list(names)
     return bool(names) and all(classify(n) is None for n in names)
+
+
+def no_recording(names: Sequence[str] = ()) -> str:
+    """What to say of a directory that holds no recording, after its name.
+
+    ``names``: the other entries it holds, if that is why (see :func:`holds_no_recording`).
+    """
+    msg = f"holds no recording (no {TRACE_PREFIX}*.manifest.json file)"
+    if names:
+        n, shown = len(names), ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+        msg += f", only {n} other entr{'y' if n == 1 else 'ies'} ({shown}); pass the directory"
+        msg += " the recorder wrote"
+    return msg
 
 
 def write_rank(name: str) -> int:

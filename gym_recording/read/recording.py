@@ -28,7 +28,7 @@ from gym_recording.format.limits import (
     MAX_MANIFEST_BYTES,
 )
 from gym_recording.format.manifest import Manifest, decode_manifest
-from gym_recording.format.names import find_manifests, holds_no_recording
+from gym_recording.format.names import find_manifests, holds_no_recording, no_recording
 from gym_recording.format.spaces import space_from_json
 from gym_recording.read import notebook
 from gym_recording.read.episode import Episode
@@ -183,12 +183,7 @@ class Recording(Sequence[Episode]):
         if not self._writers:
             names = self._storage.list_names()
             if holds_no_recording(names):
-                shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
-                msg = (
-                    f"{self.directory} holds no recording (no openaigym.trace.*.manifest.json "
-                    f"file), only {len(names)} other entries ({shown}); pass the directory "
-                    "the recorder wrote"
-                )
+                msg = f"{self.directory} {no_recording(names)}"
                 warnings.warn(msg, NoRecordingWarning, stacklevel=3)
 
     # ---------------------------------------------------------------- index

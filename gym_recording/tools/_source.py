@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from gym_recording._errors import ExportError
 from gym_recording._progress import progress
 from gym_recording.format.limits import fits_int64
+from gym_recording.format.names import no_recording
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording, load
 from gym_recording.storage import is_url
@@ -18,7 +19,7 @@ def open_recording(directory: str | os.PathLike[str]) -> Recording:
     rec = load(directory)
     if not rec.writers:
         rec.close()
-        msg = f"{os.fspath(directory)} holds no recording (no openaigym.trace.*.manifest.json file)"
+        msg = f"{os.fspath(directory)} {no_recording()}"
         raise ExportError(msg)
     return rec
 

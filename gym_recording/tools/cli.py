@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from gym_recording._errors import RecordingError
+from gym_recording._errors import NoRecordingWarning, RecordingError, TraceFormatError
 from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
-from gym_recording.format.names import TRACE_PREFIX
+from gym_recording.format.names import TRACE_PREFIX, no_recording
 from gym_recording.read.recording import load
 from gym_recording.record import steps
 from gym_recording.storage import is_url
@@ -36,6 +36,10 @@ EXIT_USAGE = 2
 
 def _err(msg: str) -> None:
     print(printable(f"gym-recording: error: {msg}"), file=sys.stderr)
+
+
+def _warn(msg: str) -> None:
+    print(printable(f"gym-recording: warning: {msg}"), file=sys.stderr)
 
 
 def _command() -> str:
@@ -150,12 +154,22 @@ def _cmd_record(args: argparse.Namespace) -> int:
         mine = [ep for ep in rec if ep.writer == writer]
         returns = [ep.total_reward for ep in mine]
         steps = sum(ep.length for ep in mine)  # (as recorded: a step interrupted may be too)
+        others = len(rec) - len(mine)
+        envs = {w.env_id for w in rec.writers if w.writer != writer} - {args.env_id}
     q = _path_word(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
     if interrupted:
         print(f"Interrupted: the episodes recorded so far are kept in {directory}")
-    print(f"Recorded {len(returns)} episodes ({steps} steps) of {args.env_id} to {directory}")
+    n = len(returns)
+    print(f"Recorded {n} episode{'s' * (n != 1)} ({steps} steps) of {args.env_id} to {directory}")
+    if others:
+        print(f"It also holds {others} earlier episode{'s' * (others != 1)} of other runs.")
+    if envs:
+        _warn(
+            f"{directory} also holds episodes of {', '.join(sorted(map(str, envs)))}: exports "
+            "need one env per directory (record each env into a directory of its own)"
+        )
     if not returns:
         return 130 if interrupted else EXIT_OK
     print(f"Mean return {np.mean(returns):.2f} (min {min(returns):g}, max {max(returns):g}).")
@@ -186,15 +200,19 @@ def _human_bytes(n: float) -> str:
 def _cmd_info(args: argparse.Namespace) -> int:
     with load(args.directory) as rec:
         if not rec.writers:
-            _err(f"{args.directory} holds no recording (no {TRACE_PREFIX}*.manifest.json file)")
+            _err(f"{args.directory} {no_recording()}")
             return EXIT_PROBLEM
         lengths, returns, term, trunc, cut = [], [], 0, 0, 0
-        for ep in progress(rec, total=len(rec), desc="reading"):
-            lengths.append(ep.length)
-            returns.append(ep.total_reward)
-            term += ep.terminated
-            trunc += ep.truncated
-            cut += not (ep.terminated or ep.truncated)
+        damaged = None  # (the episodes before a damaged file are summed up all the same)
+        try:
+            for ep in progress(rec, total=len(rec), desc="reading"):
+                lengths.append(ep.length)
+                returns.append(ep.total_reward)
+                term += ep.terminated
+                trunc += ep.truncated
+                cut += not (ep.terminated or ep.truncated)
+        except TraceFormatError as exc:
+            damaged = exc
         sizes: list[int | None] = []
         if is_url(rec.directory):  # (as listed by the object store; "-" if it cannot be)
             try:
@@ -255,6 +273,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(printable(f"{k:<{width}}  {v}"))
+    if damaged is not None:
+        _err(
+            f"read {len(lengths)} of {len(rec)} episodes (the figures above are theirs), then: "
+            f"{damaged}. `{_command()} verify {_path_word(rec.directory)}` lists every "
+            "damaged file; `gym_recording.load(...)[i]` still reads the episodes of the others"
+        )
+        return EXIT_PROBLEM
     return EXIT_OK
 
 
@@ -474,7 +499,7 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     """A warning as the command line says things: one line, no source location."""
-    print(printable(f"gym-recording: warning: {message}"), file=sys.stderr)
+    _warn(str(message))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -482,9 +507,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
+        # (a directory that holds no recording: said once, as the error it is here)
+        warnings.simplefilter("error", NoRecordingWarning)
         try:
             return int(args.func(args))
-        except RecordingError as exc:
+        except (RecordingError, NoRecordingWarning) as exc:
             _err(str(exc))
             return EXIT_PROBLEM
         except KeyboardInterrupt:

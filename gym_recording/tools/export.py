@@ -11,14 +11,14 @@
 - ``npz`` (NumPy only): the recording's arrays concatenated over episodes plus the episode
   boundaries, loadable with ``np.load`` without pickle (see :func:`export_npz`). Reset
   options and infos are left out.
-
-Where an export leaves out what some episodes hold, a :class:`~gym_recording.LossyExportWarning`
-says what, and of how many episodes.
 - ``minari`` (the ``minari`` extra): a Minari dataset that ``minari.load_dataset`` reads with
   the same episodes (see :mod:`gym_recording.tools.minari`, which also has
   :func:`import_minari`, a local Minari dataset converted into a recording).
 - ``mp4`` (PyAV, the ``video`` extra): a directory of one H.264 video per episode, of its
   :meth:`~gym_recording.Episode.frames` (see :func:`export_mp4`).
+
+Where an export leaves out what some episodes hold, a :class:`~gym_recording.LossyExportWarning`
+says what, and of how many episodes.
 """
 
 from __future__ import annotations
@@ -417,8 +417,9 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
                     or (not text and prev[0].shape[1:] != arr.shape[1:])
                 ):
                     msg = (
-                        f"{name} of episode {ep.index} is {_npz_kind(arr)}, unlike "
-                        f"{_npz_kind(prev[0])} before; npz needs one shape per array"
+                        f"episode {ep.index}'s {name} are {_npz_kind(arr)}, but the episodes "
+                        f"before it hold {_npz_kind(prev[0])}: npz needs one shape per array "
+                        "(two envs' recordings in one directory? give each its own)"
                     )
                     raise ExportError(msg)
                 prev.append(arr)

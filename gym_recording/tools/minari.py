@@ -92,7 +92,9 @@ class _Lost:
 
     def warn(self, dataset_id: str) -> None:
         if self.counts:
-            parts = "; ".join(f"{w} ({n})" if n > 1 else w for w, n in self.counts.items())
+            parts = "; ".join(
+                f"{w} (in {n} episodes)" if n > 1 else w for w, n in self.counts.items()
+            )
             msg = f"the Minari dataset {dataset_id} leaves out what Minari cannot hold: {parts}"
             warnings.warn(msg, LossyExportWarning, stacklevel=3)
 

@@ -26,7 +26,13 @@ from typing import Any
 from gym_recording._errors import RecordingError, TraceFormatError
 from gym_recording.format.limits import MAX_MANIFEST_BYTES
 from gym_recording.format.manifest import Manifest, decode_manifest
-from gym_recording.format.names import classify, find_manifests, holds_no_recording, is_temp_name
+from gym_recording.format.names import (
+    classify,
+    find_manifests,
+    holds_no_recording,
+    is_temp_name,
+    no_recording,
+)
 from gym_recording.format.spaces import space_from_json
 from gym_recording.read.recording import load, read_ahead, read_batch
 from gym_recording.storage import LocalStorage, Storage, open_storage
@@ -76,6 +82,8 @@ class VerifyReport:
     episodes: int = 0
     arrays: int = 0
     steps: int = 0
+    #: Whether the reader read every episode (else it stopped at a problem).
+    read_all: bool = True
     _seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
     @property
@@ -122,6 +130,7 @@ class VerifyReport:
             f"{self.manifests} manifest(s), {self.batches} batch(es), "
             f"{self.episode_objects} episode object(s), {self.arrays} array(s), "
             f"{self.steps} step(s); {self.episodes} episode(s) read"
+            + ("" if self.read_all else " before the reader stopped at a problem")
         )
         if self.ok:
             verdict = "OK"
@@ -182,9 +191,11 @@ def _read_all(directory: str, report: VerifyReport, options: dict[str, Any] | No
             for _ in rec:
                 report.episodes += 1
     except TraceFormatError as exc:
+        report.read_all = False
         if (exc.path or directory) not in report.problems:
             report.add_error(exc, directory)
     except Exception as exc:  # a reader bug must not hide behind a crash of verify
+        report.read_all = False
         report.add(directory, f"the reader failed unexpectedly: {type(exc).__name__}: {exc}")
 
 
@@ -242,7 +253,7 @@ def verify(
         # No writer has written yet (or one was killed first), or this is no recording at all:
         # a directory of other files only, such as a wrong path.
         if holds_no_recording(names):
-            report.add(directory, "holds no recording (no openaigym.trace.*.manifest.json file)")
+            report.add(directory, no_recording([n for n in names if not is_temp_name(n)]))
         else:
             report.note(directory, "no manifest yet: no episode is written (readers see none)")
     for name in manifests:
@@ -254,7 +265,8 @@ def verify(
                 "no manifest lists this file (a flush interrupted before its manifest was "
                 "written, or a damaged manifest); readers ignore it",
             )
-    _read_all(directory, report, storage_options)
+    if manifests:  # (else there is nothing to read, and the report says why)
+        _read_all(directory, report, storage_options)
     return report
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -364,6 +365,13 @@ class TraceRecordingWrapper(
     def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
+
+
+# ``__new__`` picks the class: ``help()``, IDEs and ``inspect`` show ``__init__``'s parameters.
+_init = inspect.signature(TraceRecordingWrapper.__init__)
+TraceRecordingWrapper.__signature__ = _init.replace(  # type: ignore[attr-defined]
+    parameters=list(_init.parameters.values())[1:], return_annotation=inspect.Signature.empty
+)
 
 
 class _LegacyTraceRecordingWrapper(TraceRecordingWrapper[Any, Any]):

@@ -414,6 +414,57 @@ def test_a_thread_recording_to_s3_past_the_main_thread_is_waited_for(s3: S3Serve
             np.testing.assert_array_equal(ep.observations[:, 0], np.arange(8.0))
 
 
+def test_a_thread_stepping_a_vector_env_the_main_thread_reset_is_waited_for(
+    s3: S3Server,
+) -> None:
+    """The main thread resets a vector wrapper on S3 that a thread then steps past the main
+    thread's end: the exit waits for that thread (its steps reach the recordings in rows,
+    later), and every step is written."""
+    url = f"s3://{s3.new_bucket()}/run"
+    child = textwrap.dedent(
+        f"""
+        import threading, time, numpy as np, gymnasium as gym
+        from gym_recording import TraceRecordingVectorWrapper
+
+        class Long(gym.Env):
+            observation_space = gym.spaces.Box(-1e9, 1e9, (1,), np.float64)
+            action_space = gym.spaces.Discrete(2)
+            def reset(self, *, seed=None, options=None):
+                self.t = 0
+                return np.zeros(1), {{}}
+            def step(self, a):
+                self.t += 1
+                return np.full(1, float(self.t)), 1.0, self.t >= 3000, False, {{}}
+
+        envs = TraceRecordingVectorWrapper(gym.vector.SyncVectorEnv([Long] * 2), {url!r})
+        stepped, go = threading.Event(), threading.Event()
+        def rollout():
+            for _ in range(10):
+                envs.step(np.zeros(2, np.int64))
+            stepped.set()
+            go.wait()
+            for _ in range(2000):
+                envs.step(np.zeros(2, np.int64))
+        envs.reset(seed=0)
+        threading.Thread(target=rollout).start()
+        stepped.wait()
+        envs.reset(seed=1)  # (in the main thread, between the thread's steps)
+        go.set()
+        time.sleep(0.01)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", child],
+        env={**os.environ, **s3.env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "could not" not in proc.stderr, proc.stderr
+    with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+        assert sorted(ep.length for ep in rec) == [10, 10, 2000, 2000]
+
+
 def test_reader_consistent_while_writer_writes(s3: S3Server) -> None:
     """A reader polling the prefix during writing always finds every listed episode whole."""
     url = f"s3://{s3.new_bucket()}/live"

@@ -52,11 +52,14 @@ def register(
     one), which ``concurrent.futures`` stops before ``atexit``: it is closed before them,
     as the main thread ends, once, or again at ``atexit`` if a Ctrl-C stopped it. Before,
     the threads the interpreter waits for (not daemons, nor a thread pool's workers) that
-    last fed one (:func:`fed`) are waited for, so that their steps are recorded. (An
-    ``atexit`` handler meets a closed recording; a daemon thread, or a pool's worker, still
-    recording to it then races its close: close it in that thread.) Others
-    are closed at ``atexit``, after the user's handlers and the threads the interpreter
-    waits for.
+    last fed one (:func:`fed`: started an episode, took rows, stepped a vector wrapper) are
+    waited for, so that their steps are recorded; a thread that waits for the main thread
+    to end never does, and a message says so every minute. (An ``atexit`` handler meets a
+    closed recording; a daemon thread, a pool's worker, a thread that only steps a single
+    env's episode another thread began, still recording to it then races its close: close
+    it in that thread.) Others are closed at ``atexit``, after the user's handlers and the
+    threads the interpreter waits for (in a ``multiprocessing`` worker, at its exit, before
+    its threads are joined).
     """
     with _lock:
         _open[key] = (where, close, forget, early)
@@ -199,10 +202,22 @@ def _close_early_at_exit() -> None:
         # pools' exit hook, which runs after this one).
         workers = set(getattr(concurrent.futures.thread, "_threads_queues", ()))
         for thread in feeders - workers - {None, threading.current_thread()}:
-            if thread is not None and thread.is_alive() and not thread.daemon:
-                logger.info("waiting for %s, which records to object storage, to end", thread)
-                thread.join()
+            if thread is not None and not thread.daemon:
+                _wait_for(thread)
         _close_at_exit(early=True)
+
+
+def _wait_for(thread: threading.Thread) -> None:
+    """Join ``thread``, saying every minute (the first time after 10 s) that exit waits."""
+    thread.join(10.0)
+    while thread.is_alive():
+        logger.warning(
+            "waiting for %s, which records to object storage, to end: its recording is written "
+            "then (a thread that waits for the main thread to end never does: Ctrl-C stops "
+            "waiting, and what it has not written is lost)",
+            thread,
+        )
+        thread.join(60.0)
 
 
 def _close_at_exit(*, early: bool = False) -> None:

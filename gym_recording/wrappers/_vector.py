@@ -342,6 +342,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         """
         if self._closed:
             raise closed_error("reset")
+        self._fed_by = None  # (its episodes start in this thread: the next step's says again)
         try:
             return self._reset(seed, options)
         except Exception:

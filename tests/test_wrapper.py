@@ -626,3 +626,9 @@ def test_the_wrapper_shows_its_parameters() -> None:
     """``help()``, IDEs and ``inspect`` show the constructor's parameters, not ``__new__``'s."""
     params = inspect.signature(TraceRecordingWrapper).parameters
     assert list(params)[:2] == ["env", "directory"] and "record_render" in params
+
+    class Mine(TraceRecordingWrapper[Any, Any]):  # (a subclass shows its own)
+        def __init__(self, env: Any, run: str, *, every: int = 10) -> None:
+            super().__init__(env, run)
+
+    assert list(inspect.signature(Mine).parameters) == ["env", "run", "every"]

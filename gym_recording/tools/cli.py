@@ -150,12 +150,18 @@ def _cmd_record(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True
     directory, writer = env.directory, env.recording.writer_id
-    with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
-        mine = [ep for ep in rec if ep.writer == writer]
-        returns = [ep.total_reward for ep in mine]
-        steps = sum(ep.length for ep in mine)  # (as recorded: a step interrupted may be too)
-        others = len(rec) - len(mine)
-        envs = {w.env_id for w in rec.writers if w.writer != writer} - {args.env_id}
+    try:
+        with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
+            mine = [ep for ep in rec if ep.writer == writer]
+            returns = [ep.total_reward for ep in mine]
+            steps = sum(ep.length for ep in mine)  # (as recorded: an interrupted step may be)
+            others = len(rec) - len(mine)
+            envs = {w.env_id for w in rec.writers if w.writer != writer} - {args.env_id}
+    except TraceFormatError as exc:  # (another run's file is damaged: this run's are written)
+        _warn(f"this run is written, but the directory holds a damaged file: {exc}")
+        n = env.recording.episode_count
+        print(f"Recorded {n} episode{'s' * (n != 1)} of {args.env_id} to {directory}")
+        return 130 if interrupted else EXIT_PROBLEM
     q = _path_word(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
@@ -275,7 +281,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(printable(f"{k:<{width}}  {v}"))
     if damaged is not None:
         _err(
-            f"read {len(lengths)} of {len(rec)} episodes (the figures above are theirs), then: "
+            f"read {len(lengths)} of {len(rec)} episodes (the steps, lengths and returns above "
+            f"are theirs), then: "
             f"{damaged}. `{_command()} verify {_path_word(rec.directory)}` lists every "
             "damaged file; `gym_recording.load(...)[i]` still reads the episodes of the others"
         )

@@ -20,7 +20,7 @@ from gym_recording.format.batch import recode_batch
 from gym_recording.format.codec import make_compressor
 from gym_recording.format.limits import MAX_BATCH_JSON_BYTES, MAX_MANIFEST_BYTES
 from gym_recording.format.manifest import Manifest
-from gym_recording.format.names import find_manifests, no_recording
+from gym_recording.format.names import find_manifests, holds_no_recording, no_recording
 from gym_recording.format.wire import FORMAT_VERSION, decode, encode
 from gym_recording.read.recording import read_batch, read_manifests
 from gym_recording.storage import Storage, open_storage
@@ -68,7 +68,8 @@ def recode(
     src = open_storage(src_dir, create=False)
     manifests = read_manifests(src, src_dir)
     if not manifests:
-        msg = f"{src_dir} {no_recording()}"
+        names = src.list_names()
+        msg = f"{src_dir} {no_recording(names if holds_no_recording(names) else ())}"
         raise RecordingError(msg)
     work = [(m, i) for m in manifests for i in range(len(m.batches))]
     for m, i in progress(work, total=len(work), desc="checking"):

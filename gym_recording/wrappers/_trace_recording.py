@@ -367,11 +367,22 @@ class TraceRecordingWrapper(
         return False
 
 
-# ``__new__`` picks the class: ``help()``, IDEs and ``inspect`` show ``__init__``'s parameters.
-_init = inspect.signature(TraceRecordingWrapper.__init__)
-TraceRecordingWrapper.__signature__ = _init.replace(  # type: ignore[attr-defined]
-    parameters=list(_init.parameters.values())[1:], return_annotation=inspect.Signature.empty
-)
+class _InitSignature:
+    """``TraceRecordingWrapper.__signature__``: its ``__init__``'s parameters.
+
+    ``__new__`` picks the class: ``help()``, IDEs and ``inspect`` show ``__init__``'s
+    parameters all the same (a subclass's own ones: ``None`` there).
+    """
+
+    def __get__(self, obj: object, owner: type) -> inspect.Signature | None:
+        if obj is not None or owner is not TraceRecordingWrapper:
+            return None
+        init = inspect.signature(owner.__init__)
+        params = list(init.parameters.values())[1:]
+        return init.replace(parameters=params, return_annotation=inspect.Signature.empty)
+
+
+TraceRecordingWrapper.__signature__ = _InitSignature()  # type: ignore[attr-defined]
 
 
 class _LegacyTraceRecordingWrapper(TraceRecordingWrapper[Any, Any]):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -410,6 +411,50 @@ def test_a_thread_recording_to_s3_past_the_main_thread_is_waited_for(s3: S3Serve
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     with gym_recording.load(url, storage_options=s3.storage_options) as rec:
         assert [ep.seed for ep in rec] == list(range(60))
+        for ep in rec:
+            np.testing.assert_array_equal(ep.observations[:, 0], np.arange(8.0))
+
+
+def test_a_ctrl_c_while_exit_waits_for_a_thread_leaves_its_recording_to_it(
+    s3: S3Server,
+) -> None:
+    """Ctrl-C while the exit waits for a thread still recording to S3: that recording is not
+    closed under the thread (which met a half-done batch), and the exit says what is lost;
+    the batches written before read back whole."""
+    url = f"s3://{s3.new_bucket()}/run"
+    child = textwrap.dedent(
+        f"""
+        import threading, time, numpy as np
+        from gym_recording import TraceRecording
+        rec = TraceRecording({url!r}, batch_bytes=2000)  # (left open)
+        def work():
+            for e in range(1000):
+                rec.add_reset(np.zeros(1), seed=e)
+                for t in range(1, 8):
+                    rec.add_step(0, np.full(1, float(t)), 1.0, terminated=t == 7)
+                time.sleep(0.01)
+        threading.Thread(target=work).start()
+        time.sleep(0.3)
+        print("main thread done", flush=True)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child],
+        env={**os.environ, **s3.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "main thread done\n"
+        time.sleep(1.0)  # (the exit's wait begun)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert "not writing the recording" in err and "IndexError" not in err, err
+    with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+        assert 0 < len(rec) < 1000
         for ep in rec:
             np.testing.assert_array_equal(ep.observations[:, 0], np.arange(8.0))
 

@@ -201,10 +201,31 @@ def _close_early_at_exit() -> None:
         # Not a daemon (it may never end), nor a thread pool's worker (it waits for the
         # pools' exit hook, which runs after this one).
         workers = set(getattr(concurrent.futures.thread, "_threads_queues", ()))
-        for thread in feeders - workers - {None, threading.current_thread()}:
-            if thread is not None and not thread.daemon:
-                _wait_for(thread)
+        try:
+            for thread in feeders - workers - {None, threading.current_thread()}:
+                if thread is not None and not thread.daemon:
+                    _wait_for(thread)
+        except BaseException:  # (Ctrl-C: a recording still fed is not closed under its thread)
+            _abandon_fed(early)
+            raise
         _close_at_exit(early=True)
+
+
+def _abandon_fed(keys: list[int]) -> None:
+    """Forget the recordings of ``keys`` a live non-daemon thread still feeds, saying so."""
+    with _lock:
+        fed = [(k, _open[k][0], t) for k in keys if k in _open and (t := _feeders.get(k))]
+    # (Not thread.is_alive(): an interrupted join() may take a running thread for stopped.)
+    running = sys._current_frames().keys() - {threading.get_ident()}
+    for key, where, thread in fed:
+        if thread.ident in running and not thread.daemon:
+            logger.error(
+                "not writing the recording in %s at exit: the thread %r still records to it "
+                "(the wait for it was interrupted); what it did not write is lost",
+                where,
+                thread.name,
+            )
+            unregister(key)
 
 
 def _wait_for(thread: threading.Thread) -> None:
@@ -212,10 +233,10 @@ def _wait_for(thread: threading.Thread) -> None:
     thread.join(10.0)
     while thread.is_alive():
         logger.warning(
-            "waiting for %s, which records to object storage, to end: its recording is written "
-            "then (a thread that waits for the main thread to end never does: Ctrl-C stops "
-            "waiting, and what it has not written is lost)",
-            thread,
+            "waiting for the thread %r, which records to object storage, to end: its "
+            "recording is written then (a thread that waits for the main thread to end never "
+            "does: Ctrl-C stops waiting, and what it has not written is lost)",
+            thread.name,
         )
         thread.join(60.0)
 

@@ -267,6 +267,51 @@ def test_an_s3_recording_that_cannot_be_written_at_exit_says_so_once(s3: S3Serve
     assert proc.stderr.count("could not flush the recording") == 1, proc.stderr
 
 
+def _thread_recording(url: str, episodes: int, pause: float) -> str:
+    """Source: a thread (not a daemon) records ``episodes`` of 7 steps to ``url``, pausing
+    ``pause`` s after each; the recording is left open."""
+    return textwrap.dedent(
+        f"""
+        import threading, time, numpy as np
+        from gym_recording import TraceRecording
+        rec = TraceRecording({url!r}, batch_bytes=2000)
+        def work():
+            for e in range({episodes}):
+                rec.add_reset(np.zeros(1), seed=e)
+                for t in range(1, 8):
+                    rec.add_step(0, np.full(1, float(t)), 1.0, terminated=t == 7)
+                time.sleep({pause})
+        threading.Thread(target=work).start()
+        """
+    )
+
+
+def _child(src: str, s3: S3Server) -> subprocess.CompletedProcess[str]:
+    """Run ``src`` in a child process that records to ``s3``."""
+    env = {**os.environ, **s3.env}
+    return subprocess.run(
+        [sys.executable, "-c", src], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _interrupted_child(src: str, s3: S3Server, line: str, after: float = 0.0) -> str:
+    """Run ``src`` in a child; Ctrl-C it ``after`` s once it prints ``line``. Its stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", src],
+        env={**os.environ, **s3.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == line + "\n"
+        time.sleep(after)
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+
+
 def test_a_ctrl_c_during_the_exit_write_to_s3_leaves_nothing_unwritten(s3: S3Server) -> None:
     """Two S3 recordings left open; Ctrl-C lands in the first one's write as they are closed
     before the thread pools stop. Both are still written whole, at ``atexit``: the interrupt
@@ -293,19 +338,7 @@ def test_a_ctrl_c_during_the_exit_write_to_s3_leaves_nothing_unwritten(s3: S3Ser
                 rec.add_step(0, np.ones(2), 1.0)
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", src],
-        env={**os.environ, **s3.env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    err = _interrupted_child(src, s3, "writing")
     assert "KeyboardInterrupt" in err and "could not flush" not in err, err
     for url in urls:
         with gym_recording.load(url, storage_options=s3.storage_options) as rec:
@@ -386,28 +419,9 @@ def test_a_thread_recording_to_s3_past_the_main_thread_is_waited_for(s3: S3Serve
     before the thread pools stop waits for it, and every episode is written. Before, it
     closed the recording under the thread, which lost the rest (and met a half-done batch)."""
     url = f"s3://{s3.new_bucket()}/run"
-    child = textwrap.dedent(
-        f"""
-        import sys, threading, time, numpy as np
-        sys.setswitchinterval(1e-6)
-        from gym_recording import TraceRecording
-        rec = TraceRecording({url!r}, batch_bytes=2000)  # (left open)
-        def work():
-            for e in range(60):
-                rec.add_reset(np.zeros(1), seed=e)
-                for t in range(1, 8):
-                    rec.add_step(0, np.full(1, float(t)), 1.0, terminated=t == 7)
-        threading.Thread(target=work).start()
-        time.sleep(0.05)
-        """
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", child],
-        env={**os.environ, **s3.env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    child = "import sys; sys.setswitchinterval(1e-6)\n" + _thread_recording(url, 60, 0.0)
+    child += "time.sleep(0.05)\n"
+    proc = _child(child, s3)
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     with gym_recording.load(url, storage_options=s3.storage_options) as rec:
         assert [ep.seed for ep in rec] == list(range(60))
@@ -422,36 +436,9 @@ def test_a_ctrl_c_while_exit_waits_for_a_thread_leaves_its_recording_to_it(
     closed under the thread (which met a half-done batch), and the exit says what is lost;
     the batches written before read back whole."""
     url = f"s3://{s3.new_bucket()}/run"
-    child = textwrap.dedent(
-        f"""
-        import threading, time, numpy as np
-        from gym_recording import TraceRecording
-        rec = TraceRecording({url!r}, batch_bytes=2000)  # (left open)
-        def work():
-            for e in range(1000):
-                rec.add_reset(np.zeros(1), seed=e)
-                for t in range(1, 8):
-                    rec.add_step(0, np.full(1, float(t)), 1.0, terminated=t == 7)
-                time.sleep(0.01)
-        threading.Thread(target=work).start()
-        time.sleep(0.3)
-        print("main thread done", flush=True)
-        """
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", child],
-        env={**os.environ, **s3.env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "main thread done\n"
-        time.sleep(1.0)  # (the exit's wait begun)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    child = _thread_recording(url, 1000, 0.01)
+    child += "time.sleep(0.3)\nprint('main thread done', flush=True)\n"
+    err = _interrupted_child(child, s3, "main thread done", after=1.0)  # (the wait begun)
     assert "not writing the recording" in err and "IndexError" not in err, err
     with gym_recording.load(url, storage_options=s3.storage_options) as rec:
         assert 0 < len(rec) < 1000
@@ -498,13 +485,7 @@ def test_a_thread_stepping_a_vector_env_the_main_thread_reset_is_waited_for(
         time.sleep(0.01)
         """
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", child],
-        env={**os.environ, **s3.env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = _child(child, s3)
     assert proc.returncode == 0 and "could not" not in proc.stderr, proc.stderr
     with gym_recording.load(url, storage_options=s3.storage_options) as rec:
         assert sorted(ep.length for ep in rec) == [10, 10, 2000, 2000]

@@ -149,3 +149,23 @@ def test_rows_of_another_layout_are_recorded_one_by_one(tmp_path: Path) -> None:
         obs = ep.observations  # (per-step values once a value leaves the layout)
         assert [o.dtype for o in obs] == [np.float32] * 2 + [np.float64] * 4
         assert [o.tolist() for o in obs] == [[0.0] * 3] * 2 + [[1.0] * 3] * 4
+
+
+def test_reset_options_that_fill_the_batch_write_it_where_the_calls_do(tmp_path: Path) -> None:
+    """Reset options larger than a batch: the batch is written after the episode's first
+    step, by rows at once as by the calls one by one (and by the C step recorder)."""
+    rows = _rows(1, 40, 0.1)
+    recs = [TraceRecording(tmp_path / name, batch_bytes=2_000) for name in "ab"]
+    for rec in recs:  # (an episode waiting for its batch, then the options)
+        rec.add_reset(np.zeros(3, np.float32), started_at=1.0)
+        rec.add_step(0, np.zeros(3, np.float32), 0.0, terminated=True)
+        rec.end_episode(ended_at=2.0)
+        rec.add_reset(np.zeros(3, np.float32), options={"big": "x" * 3000}, started_at=3.0)
+    a, b = recs
+    assert a.add_rows(*rows.values(), reset_first=False) == _one_by_one(b, rows, False)
+    cuts = [[(e["first"], e["len"], e["steps"]) for e in rec.batches] for rec in recs]
+    assert a.steps == b.steps and cuts[0] == cuts[1] and len(cuts[0]) >= 2
+    for rec in recs:
+        rec.end_episode(ended_at=2e9)
+        rec.close()
+    _assert_same(_episodes(tmp_path / "a"), _episodes(tmp_path / "b"))

@@ -290,6 +290,8 @@ class TraceRecording:
         try:
             if frame is not None and store.n >= self._frame_rows and self._pending:
                 self._room = min(self._room, steps)  # (write the others at the next step)
+            if self._values.full:  # (options that fill the batch: written after one step)
+                self._room = min(self._room, steps + 1)
             if not self._sized:
                 self._layout_known()
             self._sync_room()
@@ -460,10 +462,7 @@ class TraceRecording:
         return started
 
     def _put_rows(self, rows: list[np.ndarray]) -> int | None:
-        """Store :meth:`add_rows`' rows, resets and ends at once: the episodes they start.
-
-        ``None`` (nothing stored): they are not of the buffer's layout.
-        """
+        """Store :meth:`add_rows`' rows at once: the episodes started (None: not the layout)."""
         actions, observations, rewards, terminated, truncated, times, resets, done = rows
         ep, steps = self._open, len(self._rew.buf) >> 3
         taken, starts, when, end, spans, opened = buffer.row_spans(

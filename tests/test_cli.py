@@ -479,7 +479,7 @@ def test_a_directory_of_two_envs_says_so(cli: Run, tmp_path: Path) -> None:
     cli("record", "CartPole-v1", "--episodes", "1", "--dir", mixed)
     proc = cli("record", "Acrobot-v1", "--episodes", "1", "--dir", mixed, "--max-steps", "5")
     assert "Recorded 1 episode (5 steps)" in proc.stdout
-    assert "It also holds 1 earlier episode of other runs." in proc.stdout
+    assert "It also holds 1 episode of other runs, recorded earlier." in proc.stdout
     assert "also holds episodes of CartPole-v1: exports need one env" in proc.stderr
     info = cli("info", mixed).stdout
     assert "CartPole-v1, Acrobot-v1" in info

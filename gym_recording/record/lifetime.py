@@ -202,7 +202,7 @@ def _close_early_at_exit() -> None:
         # pools' exit hook, which runs after this one).
         workers = set(getattr(concurrent.futures.thread, "_threads_queues", ()))
         try:
-            for thread in feeders - workers - {None, threading.current_thread()}:
+            for thread in feeders - workers - {threading.current_thread()}:
                 if thread is not None and not thread.daemon:
                     _wait_for(thread)
         except BaseException:  # (Ctrl-C: a recording still fed is not closed under its thread)

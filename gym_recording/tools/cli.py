@@ -42,6 +42,10 @@ def _warn(msg: str) -> None:
     print(printable(f"gym-recording: warning: {msg}"), file=sys.stderr)
 
 
+def _episodes(n: int) -> str:
+    return f"{n} episode{'s' * (n != 1)}"
+
+
 def _command() -> str:
     """How to run ``gym-recording`` again, as typed into a shell.
 
@@ -159,18 +163,16 @@ def _cmd_record(args: argparse.Namespace) -> int:
             envs = {w.env_id for w in rec.writers if w.writer != writer} - {args.env_id}
     except TraceFormatError as exc:  # (another run's file is damaged: this run's are written)
         _warn(f"this run is written, but the directory holds a damaged file: {exc}")
-        n = env.recording.episode_count
-        print(f"Recorded {n} episode{'s' * (n != 1)} of {args.env_id} to {directory}")
+        print(f"Recorded {_episodes(env.recording.episode_count)} of {args.env_id} to {directory}")
         return 130 if interrupted else EXIT_PROBLEM
     q = _path_word(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
     if interrupted:
         print(f"Interrupted: the episodes recorded so far are kept in {directory}")
-    n = len(returns)
-    print(f"Recorded {n} episode{'s' * (n != 1)} ({steps} steps) of {args.env_id} to {directory}")
+    print(f"Recorded {_episodes(len(returns))} ({steps} steps) of {args.env_id} to {directory}")
     if others:
-        print(f"It also holds {others} earlier episode{'s' * (others != 1)} of other runs.")
+        print(f"It also holds {_episodes(others)} of other runs, recorded earlier.")
     if envs:
         _warn(
             f"{directory} also holds episodes of {', '.join(sorted(map(str, envs)))}: exports "

@@ -66,6 +66,13 @@ def blob_dtype(dtype: np.dtype[Any]) -> str | None:
     return _BLOB_NAMES.get(dtype)
 
 
+def _blob_name(arr: np.ndarray) -> str:
+    name = blob_dtype(arr.dtype)
+    if name is None:
+        raise TypeError(f"arrays of dtype {arr.dtype} have no blob form")
+    return name
+
+
 def brief(x: Any) -> str:
     """An untrusted value described for a message: short, never deep, never a huge number."""
     if x is None or isinstance(x, (bool, float)):
@@ -161,10 +168,7 @@ class BlobLayout:
             self._refs.append((ref, arr))
             self.precompressed += arr.nbytes
             return ref
-        name = blob_dtype(arr.dtype)
-        if name is None:
-            msg = f"arrays of dtype {arr.dtype} have no blob form"
-            raise TypeError(msg)
+        name = _blob_name(arr)
         arr = np.asarray(arr, dtype=DTYPE[name], order="C")  # (0-d stays 0-d)
         offset = self._append(arr)
         ref = ArrayRef(list(arr.shape), name, self.name, offset, arr.nbytes)
@@ -181,10 +185,7 @@ class BlobLayout:
         Returns:
             ``ref(start, stop)``: the reference of rows ``start:stop``.
         """
-        name = blob_dtype(column.dtype)
-        if name is None:
-            msg = f"arrays of dtype {column.dtype} have no blob form"
-            raise TypeError(msg)
+        name = _blob_name(column)
         column = np.ascontiguousarray(column, dtype=DTYPE[name])
         tail = list(column.shape[1:])
         row = column.dtype.itemsize * math.prod(tail)

@@ -9,13 +9,12 @@ batch JSON and its blob; :func:`decode_batch` turns a batch file back into a
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from msgspec import convert, to_builtins
+from msgspec import convert
 
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
@@ -687,7 +686,4 @@ def recode_batch(
     doc = walk(doc)
     if compressor is not None:
         layout.compress(compressor)
-    if legacy:  # (version 1 JSON may hold NaN and Infinity tokens: kept as they were)
-        text = json.dumps(to_builtins(doc), allow_nan=True, separators=(",", ":"))
-        return text.encode("utf-8"), layout.chunks, layout.size
-    return encode(doc), layout.chunks, layout.size
+    return encode(doc, legacy=legacy), layout.chunks, layout.size  # (v1: NaN tokens kept)

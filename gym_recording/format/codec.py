@@ -272,29 +272,20 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
     dctx = getattr(_local, "dctx", None)
     if dctx is None:
         dctx = _local.dctx = zstandard.ZstdDecompressor()
-    if not rawsize:  # (zstd returns nothing for a frame declaring nothing, whole or not)
-        obj = dctx.decompressobj()
-        try:
-            data = obj.decompress(frame)
-        except zstandard.ZstdError as exc:
-            msg = f"the zstd frame does not decompress: {exc}"
-            raise CodecError(msg) from None
-        if data or not obj.eof or obj.unused_data:
-            msg = f"expected a whole zstd frame of no bytes, got {n} bytes that are not one"
-            raise CodecError(msg)
-        return np.frombuffer(b"", np.uint8)
-    if rawsize < _LARGE:
-        try:
-            data = dctx.decompress(frame, max_output_size=rawsize, allow_extra_data=False)
-        except zstandard.ZstdError as exc:
-            msg = f"the zstd frame does not decompress: {exc}"
-            raise CodecError(msg) from None
-        if len(data) != rawsize:  # (zstd checks the content size; kept should it ever not)
-            msg = f"the zstd frame holds {len(data)} bytes, expected rawsize {rawsize}"
-            raise CodecError(msg)
-        return np.frombuffer(data, np.uint8)
-    out = np.empty(rawsize, np.uint8)
     try:
+        if not rawsize:  # (zstd returns nothing for a frame declaring nothing, whole or not)
+            obj = dctx.decompressobj()
+            if obj.decompress(frame) or not obj.eof or obj.unused_data:
+                msg = f"expected a whole zstd frame of no bytes, got {n} bytes that are not one"
+                raise CodecError(msg)
+            return np.frombuffer(b"", np.uint8)
+        if rawsize < _LARGE:
+            data = dctx.decompress(frame, max_output_size=rawsize, allow_extra_data=False)
+            if len(data) != rawsize:  # (zstd checks the content size; kept should it ever not)
+                msg = f"the zstd frame holds {len(data)} bytes, expected rawsize {rawsize}"
+                raise CodecError(msg)
+            return np.frombuffer(data, np.uint8)
+        out = np.empty(rawsize, np.uint8)
         # (across frames: bytes after the frame are read as the next one, and refused)
         reader = dctx.stream_reader(frame, read_across_frames=True)
         view, got = memoryview(out.data), 0

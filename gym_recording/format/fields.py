@@ -29,6 +29,7 @@ __all__ = [
     "field_step",
     "join_fields",
     "leaves",
+    "map_leaves",
     "slice_field",
 ]
 
@@ -58,22 +59,23 @@ def field_length(f: Any) -> int | None:
     return lengths.pop() if lengths else 0
 
 
+def map_leaves(f: Any, fn: Callable[[Any], Any]) -> Any:
+    """Field ``f`` with ``fn`` applied to each leaf, keeping its dict/tuple structure."""
+    if isinstance(f, dict):
+        return {k: map_leaves(v, fn) for k, v in f.items()}
+    if isinstance(f, tuple):
+        return tuple(map_leaves(v, fn) for v in f)
+    return fn(f)
+
+
 def slice_field(f: Any, start: int, stop: int | None) -> Any:
     """Steps ``start:stop`` of field ``f``, keeping its dict/tuple structure."""
-    if isinstance(f, dict):
-        return {k: slice_field(v, start, stop) for k, v in f.items()}
-    if isinstance(f, tuple):
-        return tuple(slice_field(v, start, stop) for v in f)
-    return f[start:stop]
+    return map_leaves(f, lambda leaf: leaf[start:stop])
 
 
 def field_step(f: Any, t: int) -> Any:
     """The value of step ``t`` of field ``f`` (a NumPy scalar for a scalar leaf)."""
-    if isinstance(f, dict):
-        return {k: field_step(v, t) for k, v in f.items()}
-    if isinstance(f, tuple):
-        return tuple(field_step(v, t) for v in f)
-    return f[t]
+    return map_leaves(f, lambda leaf: leaf[t])
 
 
 def as_array(values: Any) -> np.ndarray:

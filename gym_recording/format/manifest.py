@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import msgspec
-
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.arrays import brief
 from gym_recording.format.limits import MAX_JSON_DEPTH
@@ -21,6 +19,7 @@ from gym_recording.format.wire import (
     BatchEntry,
     LegacyManifestDoc,
     ManifestDoc,
+    convert,
     decode,
     encode,
     manifest_version,
@@ -112,11 +111,7 @@ def decode_manifest(data: bytes, name: str, path: str) -> Manifest:
     typ: type[LegacyManifestDoc | ManifestDoc] = (
         LegacyManifestDoc if version == "1" else ManifestDoc
     )
-    try:
-        m: LegacyManifestDoc | ManifestDoc = msgspec.convert(doc, typ)
-    except msgspec.ValidationError as exc:
-        msg = f"does not follow FORMAT.md: {str(exc).replace(' - at `', ' at `')}"
-        raise TraceFormatError(msg, path) from None
+    m: LegacyManifestDoc | ManifestDoc = convert(doc, typ, path)
     entries = tuple(m.batches)
     expect_first = 0
     seen: set[str] = set()

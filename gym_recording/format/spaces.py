@@ -370,10 +370,14 @@ def _from_json(d: object, where: str, depth: int, budget: _Budget) -> gspaces.Sp
     return reader(d, where, depth, budget)
 
 
-def _get(d: dict[str, Any], key: str, where: str, kind: type, expected: str) -> Any:
+def _need(d: dict[str, Any], key: str, where: str) -> Any:
     if key not in d:
         raise TraceFormatError(f"{where}: missing key {key!r} ({d.get('type')} space)")
-    value = d[key]
+    return d[key]
+
+
+def _get(d: dict[str, Any], key: str, where: str, kind: type, expected: str) -> Any:
+    value = _need(d, key, where)
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise _fail(f"{where}.{key}", expected, value)
     return value
@@ -384,9 +388,7 @@ def _is_int(value: object) -> bool:
 
 
 def _get_int(d: dict[str, Any], key: str, where: str, minimum: int | None = None) -> int:
-    if key not in d:
-        raise TraceFormatError(f"{where}: missing key {key!r} ({d.get('type')} space)")
-    value = d[key]
+    value = _need(d, key, where)
     if not _is_int(value) or (minimum is not None and value < minimum):
         expected = "an integer" if minimum is None else f"an integer >= {minimum}"
         raise _fail(f"{where}.{key}", expected, value)
@@ -479,9 +481,7 @@ def _read_box(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gsp
     budget.charge(math.prod(shape) * (2 * dtype.itemsize + 2), where)
     bounds = {}
     for key in ("low", "high"):
-        if key not in d:
-            raise TraceFormatError(f"{where}: missing key {key!r} (Box space)")
-        value = d[key]
+        value = _need(d, key, where)
         if shape and not isinstance(value, list):  # one scalar for uniform bounds
             scalar = _to_array(value, [], dtype, f"{where}.{key}")
             bounds[key] = np.full(tuple(shape), scalar, dtype=dtype)
@@ -506,13 +506,11 @@ def _read_multi_discrete(
     d: dict[str, Any], where: str, depth: int, budget: _Budget
 ) -> gspaces.Space[Any]:
     dtype = _get_dtype(d, "dtype", where, _INT_DTYPES)
-    for key in ("nvec", "start"):
-        if key not in d:
-            raise TraceFormatError(f"{where}: missing key {key!r} (MultiDiscrete space)")
-    shape = _infer_shape(d["nvec"], f"{where}.nvec")
+    nvec_json, start_json = _need(d, "nvec", where), _need(d, "start", where)
+    shape = _infer_shape(nvec_json, f"{where}.nvec")
     budget.charge(math.prod(shape) * 4 * dtype.itemsize, where)
-    nvec = _to_array(d["nvec"], shape, dtype, f"{where}.nvec")
-    start = _to_array(d["start"], shape, dtype, f"{where}.start")
+    nvec = _to_array(nvec_json, shape, dtype, f"{where}.nvec")
+    start = _to_array(start_json, shape, dtype, f"{where}.start")
     if not bool((nvec > 0).all()):
         raise _fail(f"{where}.nvec", "positive integers", d["nvec"])
     return _build(where, lambda: gspaces.MultiDiscrete(nvec, dtype=dtype, start=start))
@@ -521,9 +519,7 @@ def _read_multi_discrete(
 def _read_multi_binary(
     d: dict[str, Any], where: str, depth: int, budget: _Budget
 ) -> gspaces.Space[Any]:
-    if "n" not in d:
-        raise TraceFormatError(f"{where}: missing key 'n' (MultiBinary space)")
-    n = d["n"]
+    n = _need(d, "n", where)
     if _is_int(n) and n >= 1:
         return _build(where, lambda: gspaces.MultiBinary(int(n)))
     if isinstance(n, list) and len(n) <= MAX_NDIM and all(_is_int(dim) and dim >= 1 for dim in n):

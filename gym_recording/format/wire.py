@@ -240,12 +240,17 @@ _VERSION = re.compile(r"\d{1,9}(\.\d{1,9}){0,3}")
 T = TypeVar("T")
 
 
-def encode(obj: Any) -> bytes:
+def encode(obj: Any, *, legacy: bool = False) -> bytes:
     """Strict, compact UTF-8 JSON of ``obj`` (a structure of this module, or plain JSON data).
+
+    With ``legacy`` (version 1 JSON, kept as it was) ``NaN``/``Infinity`` tokens may be written.
 
     Raises:
         TypeError, ValueError: ``obj`` holds something JSON cannot represent.
     """
+    if legacy:
+        text = json.dumps(msgspec.to_builtins(obj), allow_nan=True, separators=(",", ":"))
+        return text.encode("utf-8")
     return _encoder.encode(obj)
 
 
@@ -296,11 +301,9 @@ def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) 
                 dec = _decoders[typ] = msgspec.json.Decoder(typ)
             return dec.decode(data)
         text = data.decode("utf-8")  # strict: no other encoding, no surrogates
-        obj = json.loads(text)
-        return msgspec.convert(obj, typ)
+        return msgspec.convert(json.loads(text), typ)
     except msgspec.ValidationError as exc:
-        msg = f"does not follow FORMAT.md: {_problem(exc)}"
-        raise TraceFormatError(msg, path) from None
+        raise TraceFormatError(f"does not follow FORMAT.md: {_problem(exc)}", path) from None
     except (msgspec.DecodeError, ValueError, UnicodeDecodeError) as exc:
         msg = f"expected a UTF-8 JSON document, but it does not parse: {_problem(exc)[:200]}"
         raise TraceFormatError(msg, path) from None
@@ -310,6 +313,18 @@ def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) 
     except MemoryError:
         msg = "JSON is too large to parse in memory"
         raise TraceFormatError(msg, path) from None
+
+
+def convert(obj: Any, typ: type[T] | Any, path: str) -> T:
+    """Parsed JSON ``obj`` checked as ``typ`` (as :func:`decode` checks a file's bytes).
+
+    Raises:
+        TraceFormatError: ``obj`` does not have the structure ``typ`` says.
+    """
+    try:
+        return msgspec.convert(obj, typ)
+    except msgspec.ValidationError as exc:
+        raise TraceFormatError(f"does not follow FORMAT.md: {_problem(exc)}", path) from None
 
 
 def manifest_version(doc: Any, path: str) -> str:

@@ -23,6 +23,7 @@ from gym_recording._progress import progress
 from gym_recording.format.fields import field_step, leaves, slice_field
 from gym_recording.format.limits import fits_int64
 from gym_recording.format.spaces import space_from_json
+from gym_recording.format.values import stack_steps
 
 # (Episode and Recording are not imported: they import this module. Their methods pass
 # themselves in.)
@@ -80,18 +81,13 @@ def _picture_frames(leaf: Any) -> np.ndarray | None:
     return leaf
 
 
+def _stack(leaf: Any) -> Any:
+    return stack_steps(leaf) if isinstance(leaf, list) else leaf
+
+
 def _is_image(leaf: Any) -> bool:
     """Whether a leaf's steps are pictures: images or frame stacks (see Episode.frames)."""
     return _picture_frames(leaf) is not None
-
-
-def _stack_list(leaf: Any) -> Any:
-    """A list of same-shape arrays as one array, else the list itself."""
-    if isinstance(leaf, list) and leaf and all(isinstance(v, np.ndarray) for v in leaf):
-        first = leaf[0]
-        if all(v.shape == first.shape and v.dtype == first.dtype for v in leaf):
-            return np.stack(leaf)
-    return leaf
 
 
 def _describe_field(f: Any, name: str) -> str:
@@ -260,30 +256,11 @@ def recording_steps(
 def recording_summary(rec: Recording) -> Any:
     """See :meth:`gym_recording.Recording.summary`."""
     pd = require("pandas", "notebook", "Recording.summary()")
-    rows: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "index",
-            "writer",
-            "length",
-            "total_reward",
-            "terminated",
-            "truncated",
-            "seed",
-            "started_at",
-            "ended_at",
-        )
-    }
+    keys = "index writer length total_reward terminated truncated seed started_at ended_at"
+    rows: dict[str, list[Any]] = {k: [] for k in keys.split()}
     for ep in progress(rec, total=len(rec), desc="summary"):
-        rows["index"].append(ep.index)
-        rows["writer"].append(ep.writer)
-        rows["length"].append(ep.length)
-        rows["total_reward"].append(ep.total_reward)
-        rows["terminated"].append(ep.terminated)
-        rows["truncated"].append(ep.truncated)
-        rows["seed"].append(ep.seed)
-        rows["started_at"].append(ep.started_at)
-        rows["ended_at"].append(ep.ended_at)
+        for k, values in rows.items():
+            values.append(getattr(ep, k))
     int64s = all(s is None or fits_int64(s) for s in rows["seed"])  # (else Python ints)
     df = pd.DataFrame(
         {
@@ -523,7 +500,7 @@ def _plot_leaf(ax: Any, leaf: np.ndarray, label: str, max_dims: int, steps: bool
 def _plottable(f: Any, name: str) -> list[tuple[str, np.ndarray]]:
     out = []
     for leaf_name, raw in leaves(f, name):
-        leaf = _stack_list(raw)
+        leaf = _stack(raw)
         if _numeric(leaf) and not _is_image(leaf) and leaf.ndim >= 1:
             out.append((leaf_name, leaf))
     return out
@@ -534,7 +511,7 @@ def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
     plt = _pyplot("Episode.plot()")
     actions = _plottable(ep.actions, "action")
     observations = _plottable(ep.observations, "obs")
-    images = [n for n, leaf in leaves(ep.observations, "obs") if _is_image(_stack_list(leaf))]
+    images = [n for n, leaf in leaves(ep.observations, "obs") if _is_image(_stack(leaf))]
     panels = 1 + (1 if actions else 0) + len(observations)
     if not observations:
         panels += 1  # say why there is no observation plot
@@ -595,22 +572,15 @@ def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _as_frames(leaf: np.ndarray) -> np.ndarray:
-    frames = _picture_frames(leaf)
-    if frames is None:  # pragma: no cover - candidates are pictures
-        raise NoFramesError("not pictures")
-    return frames
-
-
 def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
     """See :meth:`gym_recording.Episode.frames`."""
     if key is None and ep.render_frames is not None:
         return ep.render_frames
     candidates: list[tuple[str | None, np.ndarray]] = []
     for name, raw in leaves(ep.observations, "obs"):
-        leaf = _stack_list(raw)
-        if _is_image(leaf):
-            candidates.append((name[4:] or None, leaf))
+        frames = _picture_frames(_stack(raw))
+        if frames is not None:
+            candidates.append((name[4:] or None, frames))
     if not candidates:
         what = _describe_field(ep.observations, "obs")
         msg = (
@@ -624,7 +594,7 @@ def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
     if key is not None:
         for cand, leaf in candidates:
             if cand == key:
-                return _as_frames(leaf)
+                return leaf
         names = [n for n, _ in candidates]
         msg = f"no image observation {key!r} in episode {ep.index}; image keys are {names}"
         raise NoFramesError(msg)
@@ -632,8 +602,8 @@ def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
     for pref in preferred:
         for cand, leaf in candidates:
             if cand is not None and cand.split(".")[-1] == pref:
-                return _as_frames(leaf)
-    return _as_frames(candidates[0][1])
+                return leaf
+    return candidates[0][1]
 
 
 @dataclass(frozen=True)

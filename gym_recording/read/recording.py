@@ -131,6 +131,26 @@ class _Writer:
         return cls(m, tuple(starts), tuple(first_obj), cum)
 
 
+def _episodes(batch: DecodedBatch, m: Manifest, first: int, k: int, idx: int) -> Iterator[Episode]:
+    """Episodes ``idx ..`` of writer ``m``: the ``k`` objects of ``batch`` from ``first`` on."""
+    s = slice(first, first + k)
+    return map(
+        Episode,
+        batch.observations[s],
+        batch.actions[s],
+        batch.rewards[s],
+        batch.keys[s],
+        batch.options[s],
+        batch.infos[s],
+        range(idx, idx + k),
+        itertools.repeat(m.writer, k),
+        itertools.repeat(m.env_id, k),
+        itertools.repeat(m.env_spec, k),
+        batch.render_frames[s],
+        itertools.repeat(m.render_fps, k),
+    )
+
+
 class Recording(Sequence[Episode]):
     """The episodes of a recording directory, in writer order; random access loads one batch.
 
@@ -276,21 +296,7 @@ class Recording(Sequence[Episode]):
                 stop = first + n
                 joined = batch.continues[stop - 1]  # (only a batch's last object continues)
                 k = n - joined
-                yield from map(
-                    Episode,
-                    batch.observations[first : first + k],
-                    batch.actions[first : first + k],
-                    batch.rewards[first : first + k],
-                    batch.keys[first : first + k],
-                    batch.options[first : first + k],
-                    batch.infos[first : first + k],
-                    range(idx, idx + k),
-                    itertools.repeat(m.writer, k),
-                    itertools.repeat(m.env_id, k),
-                    itertools.repeat(m.env_spec, k),
-                    batch.render_frames[first : first + k],
-                    itertools.repeat(m.render_fps, k),
-                )
+                yield from _episodes(batch, m, first, k, idx)
                 idx += k
                 if joined:
                     yield self._episode(idx, m, b, stop - 1, ahead=True)
@@ -351,20 +357,7 @@ class Recording(Sequence[Episode]):
             parts.append((self._batch(m, b, ahead=ahead), 0))
         if len(parts) > 1 or batch.part[j]:
             batch, j = join_parts(parts, os.path.join(self.directory, m.name)), 0
-        return Episode(
-            batch.observations[j],
-            batch.actions[j],
-            batch.rewards[j],
-            batch.keys[j],
-            batch.options[j],
-            batch.infos[j],
-            idx,
-            m.writer,
-            m.env_id,
-            m.env_spec,
-            batch.render_frames[j],
-            m.render_fps,
-        )
+        return next(_episodes(batch, m, j, 1, idx))
 
     # ---------------------------------------------------------------- lifetime
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gym_recording._errors import NoFramesError, RecordingError, ReplayMismatchWarning
-from gym_recording.format.fields import field_step
+from gym_recording.format.fields import field_step, map_leaves
 from gym_recording.read.notebook import _STYLE, Animation, _kv_table, animate
 
 __all__ = ["ReplayResult", "make_env", "replay_episode"]
@@ -145,13 +145,7 @@ def _same(got: Any, want: Any, rtol: float, atol: float) -> tuple[bool, float]:
 
 def _owned(value: Any) -> Any:
     """A writable copy of the arrays in a value (recorded arrays are read-only views)."""
-    if isinstance(value, dict):
-        return {k: _owned(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_owned(v) for v in value)
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    return value
+    return map_leaves(value, lambda v: v.copy() if isinstance(v, np.ndarray) else v)
 
 
 def _frame(env: Any) -> np.ndarray:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from gym_recording._errors import ExportError
-from gym_recording.format.fields import as_array
+from gym_recording.format.fields import as_array, map_leaves
 from gym_recording.read.episode import Episode
 
 __all__ = ["iter_transitions"]
@@ -51,14 +52,6 @@ def _layout(field: Any) -> str:
     if isinstance(field, tuple):
         return f"a tuple of {len(field)}"
     return "steps"
-
-
-def _take(field: Any, rows: np.ndarray) -> Any:
-    if isinstance(field, dict):
-        return {k: _take(v, rows) for k, v in field.items()}
-    if isinstance(field, tuple):
-        return tuple(_take(v, rows) for v in field)
-    return field[rows]
 
 
 def iter_transitions(
@@ -141,10 +134,10 @@ def iter_transitions(
             return
         rows = obs_rows[idx]
         yield {
-            "obs": _take(obs, rows),
-            "action": _take(actions, idx),
+            "obs": map_leaves(obs, itemgetter(rows)),
+            "action": map_leaves(actions, itemgetter(idx)),
             "reward": rewards[idx],
-            "next_obs": _take(obs, rows + 1),
+            "next_obs": map_leaves(obs, itemgetter(rows + 1)),
             "done": done[idx],
             "truncated": truncated[idx],
         }

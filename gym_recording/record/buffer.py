@@ -19,6 +19,7 @@ whatever the env returns.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import struct
@@ -141,10 +142,6 @@ class RowLeaf:
         self.buf.extend(np.ascontiguousarray(rows))
         return True
 
-    def count(self) -> int:
-        """How many steps it holds."""
-        return len(self.buf) // self.row
-
     def take(self, start: int, stop: int) -> np.ndarray:
         """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
         # A copy (one memcpy); the view it is copied from goes at once, so that the bytearray
@@ -221,10 +218,6 @@ class FrameLeaf:
         """Make room for ``rows`` rows at once (a batch's, once its size is known)."""
         if rows > len(self.buf):
             self._grow(rows)
-
-    def count(self) -> int:
-        """How many steps it holds."""
-        return self.n
 
     def take(self, start: int, stop: int) -> np.ndarray:
         """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
@@ -351,10 +344,6 @@ class ListLeaf:
 
         self.put: Put = put
 
-    def count(self) -> int:
-        """How many steps it holds."""
-        return len(self.values)
-
     def take(self, start: int, stop: int) -> list[Any]:
         """Steps ``start:stop`` (a value that stays valid after :meth:`release`)."""
         return self.values[start:stop]
@@ -380,10 +369,6 @@ class _Branch:
     """A Dict or Tuple value: one child per key or position, stored in step."""
 
     children: list[Any]
-
-    def count(self) -> int:
-        """How many steps it holds."""
-        return min(c.count() for c in self.children)
 
     def release(self, keep_from: int) -> None:
         """Drop the steps before ``keep_from``."""
@@ -642,19 +627,15 @@ class OpenSpan(Span):
     def part_so_far(self, obs_stop: int, act_stop: int, frame_stop: int) -> Span:
         """The episode's rows so far (up to the stops), as a part that it continues from."""
         first = self.part == 0
-        return Span(
-            self.obs_start,
-            obs_stop,
-            self.act_start,
-            act_stop,
-            part_keys(self.keys, first=first, last=False),
-            self.options if first else None,
-            list(self.infos) if self.infos is not None else None,
-            self.part,
-            True,
-            self.frame_start,
-            frame_stop,
-            self.info_rows,
+        return dataclasses.replace(
+            self,
+            obs_stop=obs_stop,
+            act_stop=act_stop,
+            keys=part_keys(self.keys, first=first, last=False),
+            options=self.options if first else None,
+            infos=list(self.infos) if self.infos is not None else None,
+            continues=True,
+            frame_stop=frame_stop,
         )
 
 
@@ -777,14 +758,9 @@ class Rewards:
 
     def __init__(self) -> None:
         self.buf = bytearray()
-        self._pack = struct.Struct("<d").pack
 
     def __len__(self) -> int:
         return len(self.buf) >> 3
-
-    def append(self, reward: float) -> None:
-        """Store one step's reward."""
-        self.buf += self._pack(reward)
 
     def take(self, stop: int) -> np.ndarray:
         """The first ``stop`` rewards, as float64 (a copy)."""

@@ -260,10 +260,6 @@ class StreamedFrames:
         msg = f"cannot take back {self.n - rows} rows: all but the last are compressed already"
         raise RecordingError(msg)
 
-    def count(self) -> int:
-        """How many steps it holds."""
-        return self.n
-
     def get(self, i: int) -> Any:
         """A copy of row ``i`` (read back from the parts: slow, for a field's fallback).
 

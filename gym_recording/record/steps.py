@@ -33,7 +33,6 @@ __all__ = [
     "Recorders",
     "Rows",
     "StepRecorder",
-    "configure",
     "step_recorder",
 ]
 
@@ -132,22 +131,6 @@ def _layout(leaf: Any) -> Layout | None:
 _INT64 = np.dtype(np.int64)
 
 
-def configure(
-    recorder: StepRecorder, observations: Field, actions: Field, keep_info: KeepInfo | None
-) -> None:
-    """Tell ``recorder`` the buffer's layouts it may store itself.
-
-    It may when both fields are one :class:`~gym_recording.record.buffer.RowLeaf` (a small
-    array, or a scalar); otherwise every step takes the Python code. ``keep_info`` keeps
-    each step's info, if infos are kept.
-    """
-    o, a = _layout(observations.root), _layout(actions.root)
-    if o is None or a is None:
-        recorder.configure(None, None)
-    else:
-        recorder.configure(o, a, keep_info)
-
-
 class Recorders:
     """The step recorders of one recording (one per wrapper), told what they may do together."""
 
@@ -166,9 +149,10 @@ class Recorders:
         self.keep_rows |= INFO_ROWS_IN_C and not isinstance(recorder, PlainStepRecorder)
 
     def configure(self, observations: Field, actions: Field, keep_info: KeepInfo | None) -> None:
-        """:func:`configure` each of them."""
+        """Tell each the layouts it may store itself: both fields one RowLeaf, else none."""
+        o, a = _layout(observations.root), _layout(actions.root)
         for r in self._all:
-            configure(r, observations, actions, keep_info)
+            r.configure(None, None) if o is None or a is None else r.configure(o, a, keep_info)
 
     def sync(self, room: int, open_span: OpenSpan | None, values: Values) -> None:
         """Tell each the steps it may store, and the open episode's info rows it may append to.

@@ -37,3 +37,8 @@ def int64_seed(seed: int | None) -> int | None:
 def episodes(rec: Recording, desc: str) -> Iterator[Episode]:
     """The episodes of ``rec``, with a progress bar labelled ``desc`` where one is shown."""
     yield from progress(rec, total=len(rec), desc=desc)
+
+
+def episodes_text(n: int) -> str:
+    """``n`` episodes, in words (``"1 episode"``, ``"2 episodes"``)."""
+    return f"{n} episode{'s' * (n != 1)}"

@@ -25,6 +25,7 @@ from gym_recording.format.names import TRACE_PREFIX, no_recording
 from gym_recording.read.recording import load
 from gym_recording.record import steps
 from gym_recording.storage import is_url
+from gym_recording.tools._source import episodes_text
 from gym_recording.tools.verify import printable, verify_cli
 
 __all__ = ["main"]
@@ -40,10 +41,6 @@ def _err(msg: str) -> None:
 
 def _warn(msg: str) -> None:
     print(printable(f"gym-recording: warning: {msg}"), file=sys.stderr)
-
-
-def _episodes(n: int) -> str:
-    return f"{n} episode{'s' * (n != 1)}"
 
 
 def _command() -> str:
@@ -163,16 +160,18 @@ def _cmd_record(args: argparse.Namespace) -> int:
             envs = {w.env_id for w in rec.writers if w.writer != writer} - {args.env_id}
     except TraceFormatError as exc:  # (another run's file is damaged: this run's are written)
         _warn(f"this run is written, but the directory holds a damaged file: {exc}")
-        print(f"Recorded {_episodes(env.recording.episode_count)} of {args.env_id} to {directory}")
+        print(
+            f"Recorded {episodes_text(env.recording.episode_count)} of {args.env_id} to {directory}"
+        )
         return 130 if interrupted else EXIT_PROBLEM
     q = _path_word(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
     if interrupted:
         print(f"Interrupted: the episodes recorded so far are kept in {directory}")
-    print(f"Recorded {_episodes(len(returns))} ({steps} steps) of {args.env_id} to {directory}")
+    print(f"Recorded {episodes_text(len(returns))} ({steps} steps) of {args.env_id} to {directory}")
     if others:
-        print(f"It also holds {_episodes(others)} of other runs, recorded earlier.")
+        print(f"It also holds {episodes_text(others)} of other runs, recorded earlier.")
     if envs:
         _warn(
             f"{directory} also holds episodes of {', '.join(sorted(map(str, envs)))}: exports "

@@ -47,7 +47,13 @@ from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
 from gym_recording.storage import is_url
 from gym_recording.storage.local import atomic_output, directory_mode, make_parent
-from gym_recording.tools._source import episodes, int64_seed, open_recording, source_location
+from gym_recording.tools._source import (
+    episodes,
+    episodes_text,
+    int64_seed,
+    open_recording,
+    source_location,
+)
 from gym_recording.tools.minari import export_minari, import_minari
 
 __all__ = [
@@ -338,20 +344,17 @@ class _LeftOut:
         said = []
         if frames:
             said.append(
-                f"the rendered frames of {_count(frames)} (`export --to mp4` writes them as videos)"
+                f"the rendered frames of {episodes_text(frames)} "
+                "(`export --to mp4` writes them as videos)"
             )
         if rest:
             said.append(
-                " and ".join(f"the {k} of {_count(n)}" for k, n in rest)
+                " and ".join(f"the {k} of {episodes_text(n)}" for k, n in rest)
                 + " (`export --to minari` keeps them)"
             )
         if said:
             msg = f"{self.what} leaves out {'; and '.join(said)}"
             warnings.warn(msg, LossyExportWarning, stacklevel=4)
-
-
-def _count(episodes: int) -> str:
-    return f"{episodes} episode{'s' if episodes != 1 else ''}"
 
 
 def export_npz(directory: str | os.PathLike[str], out: str) -> str:
@@ -435,10 +438,8 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             arrays["rewards"] = np.zeros(0, dtype=np.float64)
         n = np.asarray(lengths, dtype=np.int64)
         arrays["episode_lengths"] = n
-        arrays["episode_starts"] = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
-        arrays["observation_starts"] = np.concatenate([[0], np.cumsum(n + 1)[:-1]]).astype(np.int64)
-        if not len(n):
-            arrays["episode_starts"] = arrays["observation_starts"] = np.zeros(0, np.int64)
+        arrays["episode_starts"] = np.cumsum(n) - n
+        arrays["observation_starts"] = np.cumsum(n + 1) - (n + 1)
         arrays["terminated"] = np.asarray(terminated, dtype=bool)
         arrays["truncated"] = np.asarray(truncated, dtype=bool)
         arrays["seeds"] = np.asarray(seeds, dtype=np.int64)

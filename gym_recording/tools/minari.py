@@ -117,7 +117,7 @@ def _complete(space: Any, fields: list[Any], where: str) -> Any:
         return spaces.Tuple(
             [_complete(s, [f[i] for f in fields], f"{where}[{i}]") for i, s in enumerate(space)]
         )
-    if space is not None and not isinstance(space, UnknownSpace):
+    if not _unknown(space):
         return space
     head = fields[0] if fields else None
     if isinstance(head, dict):
@@ -190,9 +190,8 @@ def _is_array_space(space: Any) -> bool:
     return isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary))
 
 
-def _holds_arrays(space: Any) -> bool:
-    """Whether Minari stores (part of) ``space`` as fixed-size lists (Box and the like)."""
-    return _any_leaf(space, _is_array_space)
+def _unknown(space: Any) -> bool:
+    return space is None or isinstance(space, UnknownSpace)
 
 
 def _has_image_space(space: Any) -> bool:
@@ -335,7 +334,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         _check_one_env(rec)
         obs_space = rec.observation_space
         act_space = rec.action_space
-        if _unknown_in(obs_space) or _unknown_in(act_space):
+        if _any_leaf(obs_space, _unknown) or _any_leaf(act_space, _unknown):
             everything = list(rec)
             obs_space = _complete(obs_space, [e.observations for e in everything], "observations")
             act_space = _complete(act_space, [e.actions for e in everything], "actions")
@@ -362,7 +361,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         # (Minari would make the env to check it: the spec goes in the metadata afterwards, so
         # that an env that cannot be made here still exports with its spec.)
         spec = _recorded_spec(rec, lost)
-        skip_empty = formats[0] == "arrow" and _holds_arrays(act_space)
+        skip_empty = formats[0] == "arrow" and _any_leaf(act_space, _is_array_space)
 
         def buffers() -> Iterator[tuple[Episode, Any]]:
             for ep in episodes(rec, "minari"):
@@ -428,16 +427,6 @@ def _check_one_env(rec: Recording) -> None:
 
 def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
-
-
-def _unknown_in(space: Any) -> bool:
-    from gymnasium import spaces
-
-    if isinstance(space, spaces.Dict):
-        return any(_unknown_in(s) for s in space.spaces.values())
-    if isinstance(space, spaces.Tuple):
-        return any(_unknown_in(s) for s in space.spaces)
-    return space is None or isinstance(space, UnknownSpace)
 
 
 def _options(options: Any, lost: _Lost) -> dict[str, Any] | None:

@@ -23,16 +23,6 @@ from gym_recording.tools._source import int64_seed
 
 __all__ = ["read_traces"]
 
-_EPISODE_SCALARS = (
-    "episode",
-    "writer",
-    "length",
-    "total_reward",
-    "terminated",
-    "truncated",
-    "seed",
-)
-
 
 def _batch_tasks(rec: Recording) -> list[dict[str, Any]]:
     """One descriptor per batch file: the range of episode indices that start in it.
@@ -40,30 +30,20 @@ def _batch_tasks(rec: Recording) -> list[dict[str, Any]]:
     The ranges only decide which task reads which episodes (each task reads ``rec[i]`` through
     the reader), so they always cover ``range(len(rec))`` exactly, whatever the layout.
     """
-    counts: list[tuple[str, str, int]] = []
-    for m in rec.writers:
-        starts = []
-        prev_continues = False
-        for entry in m.batches:
-            starts.append(max(entry.len - (1 if prev_continues else 0), 0))
-            prev_continues = entry.continues
-        if prev_continues and starts:
-            # The episode whose last part is not written yet is hidden by the reader; it starts
-            # in the last batch where any episode starts.
-            k = len(starts) - 1
-            while k > 0 and starts[k] == 0:
-                k -= 1
-            starts[k] = max(starts[k] - 1, 0)
-        counts.extend((m.writer, e.fn, c) for e, c in zip(m.batches, starts, strict=True))
     tasks: list[dict[str, Any]] = []
-    start, n = 0, len(rec)
-    for writer, fn, count in counts:
-        stop = min(start + count, n)
-        if stop > start:
-            tasks.append({"start": start, "stop": stop, "writer": writer, "batch": fn})
-        start = stop
-    if start < n:  # a layout counted differently from the reader: read the rest too
-        tasks.append({"start": start, "stop": n, "writer": "", "batch": ""})
+    start = 0
+    for w in rec._writers:  # (the episodes that start in each batch, as the reader counts them)
+        for entry, count in zip(w.manifest.batches, w.starts, strict=True):
+            if count > 0:
+                tasks.append(
+                    {
+                        "start": start,
+                        "stop": start + count,
+                        "writer": w.manifest.writer,
+                        "batch": entry.fn,
+                    }
+                )
+                start += count
     return tasks
 
 

@@ -9,7 +9,6 @@ that it is a sound recording at every moment.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -109,9 +108,6 @@ def _read_doc(storage: Storage, m: Manifest) -> Any:
 
 def _write_doc(storage: Storage, m: Manifest, doc: Any) -> None:
     """Write the copy's manifest: version 1 JSON as version 1 wrote it, else strict JSON."""
-    if m.legacy:
-        data = json.dumps(doc, allow_nan=True, separators=(",", ":")).encode("utf-8")
-    else:
+    if not m.legacy:
         doc["format_version"] = FORMAT_VERSION
-        data = encode(doc)
-    storage.write_atomic(m.name, [data])
+    storage.write_atomic(m.name, [encode(doc, legacy=m.legacy)])

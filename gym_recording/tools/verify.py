@@ -360,14 +360,9 @@ def verify_cli(directory: str | os.PathLike[str], *, clean: bool = False) -> int
         print(printable(f"{os.path.join(directory, name)}: removed"))
     for name, why in kept:
         print(printable(f"{os.path.join(directory, name)}: kept ({why})"))
-    if removed:
-        gone = set(removed)
-        keep = [
-            (n, a)
-            for n, a in zip(report.temp_files, report.temp_ages, strict=True)
-            if n not in gone
-        ]
-        report.temp_files = [n for n, _ in keep]
-        report.temp_ages = [a for _, a in keep]
+    left = [
+        (n, a) for n, a in zip(report.temp_files, report.temp_ages, strict=True) if n not in removed
+    ]
+    report.temp_files, report.temp_ages = [n for n, _ in left], [a for _, a in left]
     print(printable(report.summary()))
     return 0 if report.ok else 1

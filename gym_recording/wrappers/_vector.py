@@ -663,24 +663,23 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         errors: list[RecordingError],
     ) -> None:
         mode = self.autoreset_mode
+
+        def rows(a: int, b: int, reset_first: bool) -> None:  # (rows a:b to the recording)
+            act, obs, rew, term, trunc = (
+                x[a:b, i] for x in (cols.act, cols.obs, cols.rew, cols.term, cols.trunc)
+            )
+            try:
+                rec.add_rows(act, obs, rew, term, trunc, cols.times[a:b], reset_first=reset_first)
+            except WriteError as exc:  # (every row is recorded)
+                errors.append(exc)
+
         if (
             mode == AutoresetMode.NEXT_STEP
             and self.episode_trigger is None
             and (self._active[i] or self._pending_reset[i])
         ):
             first = self._pending_reset[i]
-            try:
-                rec.add_rows(
-                    cols.act[:t, i],
-                    cols.obs[:t, i],
-                    cols.rew[:t, i],
-                    cols.term[:t, i],
-                    cols.trunc[:t, i],
-                    cols.times[:t],
-                    reset_first=first,
-                )
-            except WriteError as exc:  # (every row is recorded)
-                errors.append(exc)
+            rows(0, t, first)
             self.episode_ids[i] += first + int(np.count_nonzero(ended[: t - 1, i]))
             self._active[i] = rec.in_episode
             self._pending_reset[i] = not rec.in_episode
@@ -698,18 +697,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 k += 1
             d = stops[k] if k < len(stops) else t
             if d > r and self._active[i]:
-                try:
-                    rec.add_rows(
-                        cols.act[r:d, i],
-                        cols.obs[r:d, i],
-                        cols.rew[r:d, i],
-                        cols.term[r:d, i],
-                        cols.trunc[r:d, i],
-                        cols.times[r:d],
-                        reset_first=False,
-                    )
-                except WriteError as exc:  # (every row is recorded)
-                    errors.append(exc)
+                rows(r, d, False)
             if d == t:
                 break
             k += 1

@@ -287,29 +287,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         extra: dict[str, str] | None = None,
     ) -> None:
         body = (message + "\n").encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
+        self._head(code, "text/plain; charset=utf-8", len(body), extra or {})
         if send_body:
             self.wfile.write(body)
+
+    def _head(self, code: int, content_type: str, length: int, extra: dict[str, str]) -> None:
+        """Send the status line and the headers every response has, then ``extra``."""
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for key, value in extra.items():
+            self.send_header(key, value)
+        self.end_headers()
 
     def _send_bytes(
         self, body: bytes, content_type: str, *, send_body: bool, csp: bool = False
     ) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        if csp:
-            self.send_header("Content-Security-Policy", _CSP)
-        self.end_headers()
+        extra = {
+            "Referrer-Policy": "no-referrer",
+            **({"Content-Security-Policy": _CSP} if csp else {}),
+        }
+        self._head(200, content_type, len(body), extra)
         if send_body:
             self.wfile.write(body)
 
@@ -392,15 +392,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 start, end = parsed
                 status = 206
         length = max(0, end - start + 1)
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(length))
-        self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
+        extra = {"Accept-Ranges": "bytes"}
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.end_headers()
+            extra["Content-Range"] = f"bytes {start}-{end}/{size}"
+        self._head(status, content_type, length, extra)
         if not send_body:
             return
         handle.seek(start)

@@ -81,6 +81,22 @@ def test_report_counts(tmp_path):
     assert report.steps == sum(3 + 5 * (e % 3) for e in range(6))
 
 
+def test_names_that_only_look_like_trace_files_are_not_read(tmp_path):
+    """A manifest's copy named with a trailing newline is no manifest (FORMAT.md §1): its
+    episodes are not read twice, by ``load`` or by ``verify``."""
+    import gym_recording
+
+    make_recording(tmp_path)
+    (manifest,) = tmp_path.glob("*.manifest.json")
+    shutil.copy(manifest, f"{manifest}\n")
+    batch = next(tmp_path.glob("*.ep*.json"))
+    shutil.copy(batch, f"{batch}\n")
+    assert len(gym_recording.load(tmp_path)) == 6
+    report = verify(tmp_path)
+    assert report.ok and report.manifests == 1 and report.episodes == 6
+    assert not any("\n" in note for notes in report.notes.values() for note in notes)
+
+
 def test_help_exits_0():
     """--help works through the module entry point and documents --clean."""
     out = subprocess.run(

@@ -403,10 +403,13 @@ def _lengths(fields: list[Any]) -> list[int | None]:
 
 def _rewards(r: Any, blob: BatchBlob, where: str) -> np.ndarray:
     if isinstance(r, list):
+        if not all(isinstance(x, (int, float)) for x in r):  # (not strings, None, bytes)
+            bad = next(x for x in r if not isinstance(x, (int, float)))
+            raise blob.fail(where, f"expected rewards to be numbers, got {brief(bad)}")
         try:
             r = np.asarray(r, dtype=np.float64)
-        except (TypeError, ValueError, OverflowError):
-            raise blob.fail(where, "expected rewards to be numbers") from None
+        except OverflowError:
+            raise blob.fail(where, "expected rewards to be float64 numbers") from None
     if not isinstance(r, np.ndarray) or r.ndim != 1 or r.dtype.kind not in "biuf":
         raise blob.fail(where, "expected rewards to be a 1-D numeric array")
     return r
@@ -532,12 +535,12 @@ def decode_batch(
     if entry.steps is not None and entry.steps != total:
         msg = f"the manifest lists {entry.steps} steps for this batch, but it holds {total}"
         raise TraceFormatError(msg, path)
-    if entry.bytes is not None and entry.bin is not None:
-        size = len(data) + len(blob.bytes())
+    if entry.bytes is not None:  # (a batch that names no blob and holds no array has none)
+        size = len(data) + (len(blob.bytes()) if entry.bin is not None or blob.arrays else 0)
         if size != entry.bytes:
             msg = (
                 f"the manifest gives {entry.bytes} bytes for this batch and its blob "
-                f"{entry.bin}, but they hold {size} bytes (a truncated or altered file)"
+                f"{blob.name}, but they hold {size} bytes (a truncated or altered file)"
             )
             raise TraceFormatError(msg, path)
     return batch

@@ -250,8 +250,7 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
     Raises:
         CodecError: ``codec`` is unknown, ``rawsize`` is more than :data:`MAX_RATIO` times the
             frame, or the frame does not declare and hold exactly ``rawsize`` bytes
-            (a decompression bomb, a truncated or corrupt frame, bytes after it but for
-            zstd skippable frames, which large arrays let pass).
+            (a decompression bomb, a truncated or corrupt frame, bytes after it).
     """
     if codec not in CODECS:
         msg = f"unknown codec {codec[:40]!r} (this reader knows {', '.join(CODECS)})"
@@ -301,5 +300,22 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
     if got != rawsize or more:
         msg = f"the zstd frame holds {got + len(more)} bytes or more, expected rawsize {rawsize}"
         raise CodecError(msg)
+    if (end := _frame_end(memoryview(frame).cast("B"))) != n:  # (the reader lets a piece pass)
+        msg = f"expected one whole zstd frame, got {n - end} bytes after it"
+        raise CodecError(msg)
     out.flags.writeable = False
     return out
+
+
+def _frame_end(frame: memoryview) -> int:
+    """Where the zstd frame at the start of ``frame`` ends (RFC 8878, 3.1.1).
+
+    Its blocks' headers are walked, then its checksum counted; the frame decompressed whole.
+    """
+    at = zstandard.frame_header_size(frame)
+    last = False
+    while not last and at + 3 <= len(frame):
+        header = int.from_bytes(frame[at : at + 3], "little")
+        last, kind, size = bool(header & 1), (header >> 1) & 3, header >> 3
+        at += 3 + (1 if kind == 1 else size)  # (an RLE block holds one byte)
+    return at + 4 * zstandard.get_frame_parameters(frame).has_checksum

@@ -49,9 +49,9 @@ TEMP_PREFIX = ".gymrec-tmp-"
 
 _WRITER_ID = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
 _WRITER_ID_RE = re.compile(_WRITER_ID)
-_MANIFEST = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.manifest\.json$")
-_BATCH = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.ep\d{{9,}}\.(json|bin)$")
-_PLAIN = re.compile(r"^[^/\\\x00]+$")
+_MANIFEST = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.manifest\.json\Z")
+_BATCH = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.ep\d{{9,}}\.(json|bin)\Z")
+_PLAIN = re.compile(r"^[^/\\\x00]+\Z")
 
 FileKind = Literal["manifest", "batch", "blob", "temp"]
 

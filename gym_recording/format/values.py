@@ -364,9 +364,9 @@ def decode_value(v: Any, blob: BatchBlob, where: str, _depth: int = 0) -> Any:
         return [decode_value(x, blob, where, _depth + 1) for x in v]
     if type(v) is not dict:  # pragma: no cover - JSON has no other kinds
         raise blob.fail(where, f"unexpected JSON value {brief(v)}")
-    t = v.get("__type")
-    if t is None:
+    if "__type" not in v:
         return {k: decode_value(x, blob, where, _depth + 1) for k, x in v.items()}
+    t = v["__type"]
     if t == "ndarray":
         try:
             ref = msgspec.convert(v, ArrayRef)
@@ -424,9 +424,15 @@ def _decode_scalar(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -
     if type(inner) not in (bool, int, float, complex):
         raise blob.fail(where, f"expected a number for a {dt} scalar, got {brief(inner)}")
     try:
-        return np.dtype(dt).type(inner)
+        with np.errstate(all="ignore"):  # (a value the dtype cannot hold is refused below)
+            out = np.dtype(dt).type(inner)
+            exact = out.item() == inner or inner != inner  # (NaN is NaN in every float dtype)
     except (TypeError, ValueError, OverflowError) as exc:
         raise blob.fail(where, f"scalar {brief(inner)} is not a valid {dt}: {exc}") from None
+    if not exact:
+        msg = f"scalar {brief(inner)} does not fit dtype {dt} (it would read as {out})"
+        raise blob.fail(where, msg)
+    return out
 
 
 _SCALAR_DTYPES = frozenset(DTYPES)

@@ -331,8 +331,8 @@ def manifest_version(doc: Any, path: str) -> str:
     """The format version of a parsed manifest (``"1"`` without one), checked (§3).
 
     Raises:
-        TraceFormatError: not a JSON object, a malformed version, or a major version newer
-            than this reader knows.
+        TraceFormatError: not a JSON object, a malformed version, or a major version this
+            reader does not know (newer, or other than 1 and 2).
     """
     if not isinstance(doc, dict):
         msg = f"expected a JSON object at the top of a manifest, got {type(doc).__name__}"
@@ -341,10 +341,14 @@ def manifest_version(doc: Any, path: str) -> str:
     if not (isinstance(version, str) and _VERSION.fullmatch(version)):
         msg = f"expected format_version to be a string like '2.0', got {str(version)[:40]!r}"
         raise TraceFormatError(msg, path)
-    if int(version.split(".")[0]) > KNOWN_MAJOR:
+    major = int(version.split(".")[0])
+    if major > KNOWN_MAJOR:
         msg = (
             f"format version {version} is newer than this reader knows ({FORMAT_VERSION}); "
             "upgrade gym-recording to read it"
         )
+        raise TraceFormatError(msg, path)
+    if major < 1 or (major == 1 and version != "1"):  # (version 1 has no minor versions)
+        msg = f"expected format_version '1' or '2.<minor>', got unknown version {version!r}"
         raise TraceFormatError(msg, path)
     return version

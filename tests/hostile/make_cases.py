@@ -702,6 +702,22 @@ def _(rec: Rec) -> None:
     rec.json[MANIFEST]["format_version"] = 2
 
 
+@case("format-version-zero", "`format_version` 0.9: a major version no writer wrote")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST]["format_version"] = "0.9"
+
+
+@case("format-version-1-minor", "`format_version` 1.5: version 1 has no minor versions")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST]["format_version"] = "1.5"
+
+
+@case("bytes-without-bin", "a batch entry without `bin` whose `bytes` do not match its files")
+def _(rec: Rec) -> None:
+    del entry(rec)["bin"]
+    entry(rec)["bytes"] = 1
+
+
 # ---- batch and episode structure
 
 
@@ -750,6 +766,11 @@ def _(rec: Rec) -> None:
 @case("rewards-complex", "rewards of dtype complex64")
 def _(rec: Rec) -> None:
     ref(rec, "rewards")["dtype"] = "complex64"
+
+
+@case("rewards-strings", 'rewards stored as a list holding the string `"1.5"`')
+def _(rec: Rec) -> None:
+    ep(rec, 1)["rewards"] = ["1.5"]
 
 
 @case("rewards-huge-int", "rewards stored as a list holding 10**400 (no float can hold it)")
@@ -979,6 +1000,21 @@ def _(rec: Rec) -> None:
 @case("scalar-overflow", "an int8 scalar of value 1000")
 def _(rec: Rec) -> None:
     ep(rec)["options"] = {"__type": "scalar", "dtype": "int8", "value": 1000}
+
+
+@case("scalar-fraction", "an int64 scalar of value 1.5 (numpy would make it 1)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "scalar", "dtype": "int64", "value": 1.5}
+
+
+@case("scalar-float16-overflow", "a float16 scalar of value 1e300 (numpy would make it inf)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": "scalar", "dtype": "float16", "value": 1e300}
+
+
+@case("type-null", 'a value `{"__type": null}`: a typed value of no type')
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"__type": None}
 
 
 @case("complex-overflow", "a complex value whose real part is 10**400")
@@ -1220,6 +1256,16 @@ def _(rec: Rec) -> None:
     r = ref(rec)
     data = bytes(rec.raw[BIN0][r["npyoff"] : r["npyoff"] + r["size"]])
     zstd_ref(rec, frame=zstandard.ZstdCompressor(level=3).compress(data) + b"junk")
+
+
+@case("zstd-large-partial-tail", "6 MiB of image observations whose frame is followed by 3 bytes")
+def _(rec: Rec) -> None:
+    import zstandard
+
+    data = bytes(3 * 2**21)  # (4 MiB or more: decompressed by the reader's streaming path)
+    frame = zstandard.ZstdCompressor(level=3).compress(data) + b"\x28\xb5\x2f"
+    r = zstd_ref(rec, frame=frame, raw=data)
+    r.update(shape=[3, 1024, 512, 4], dtype="uint8", size=len(frame), rawsize=len(data))
 
 
 @case("zstd-not-a-frame", "the compressed bytes are not a zstd frame")

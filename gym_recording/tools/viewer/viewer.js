@@ -429,6 +429,19 @@
     return !(v.__type === undefined || v.__type === "mapping" || v.__type === "ndarray" || v.__type === "jsonarray");
   }
 
+  /** Whether a bool or float scalar of `dtype` holds `n` exactly, as FORMAT.md §9 asks. */
+  function holdsExactly(dtype, n) {
+    if (dtype === "bool") return n === 0 || n === 1;
+    if (!Number.isFinite(n) || n === 0) return true; // (NaN is NaN in every float dtype)
+    if (dtype === "float32" || dtype === "complex64") return Math.fround(n) === n;
+    if (dtype !== "float16") return true;
+    const a = Math.abs(n); // float16: an integer times 2 ** (e - 10), e its exponent (>= -14)
+    if (a > 65504) return false;
+    let e = Math.max(-14, Math.floor(Math.log2(a)));
+    if (e > -14 && 2 ** e > a) e -= 1; // (log2 rounded up near a power of two)
+    return Number.isInteger(a / 2 ** (e - 10));
+  }
+
   /** A decoded §6 value's number (for scalars and complex parts), or undefined. */
   function plainNumber(v) {
     if (isNumber(v)) return Number(v);
@@ -468,8 +481,11 @@
         const n = plainNumber(v.value);
         if (n === undefined && !isComplex) throw fail(`a ${v.dtype} scalar needs a number, not ${show(v.value)}`);
         const range = INT_RANGE[v.dtype];
-        if (range && n !== undefined && (!Number.isFinite(n) || Math.trunc(n) < range[0] || Math.trunc(n) > range[1])) {
+        if (range && n !== undefined && (!Number.isInteger(n) || n < range[0] || n > range[1])) {
           throw fail(`scalar ${show(v.value)} is not a valid ${v.dtype}`);
+        }
+        if (n !== undefined && !holdsExactly(v.dtype, n)) {
+          throw fail(`scalar ${show(v.value)} does not fit dtype ${v.dtype}`);
         }
         return;
       }
@@ -666,9 +682,11 @@
       const what = declared === null ? "is not a zstd frame" : declared < 0 ? "declares no content size" : `declares ${declared} bytes`;
       throw new TraceFormatError(ref.npyfile, `${at}: the frame ${what}, expected rawsize ${ref.rawsize}`);
     }
-    // (zstd decoders return nothing for a frame declaring nothing, whole or not: its length says)
-    if (ref.rawsize === 0 && zstdFrameLength(frame) !== frame.length) {
-      throw new TraceFormatError(ref.npyfile, `${at}: expected a whole zstd frame of no bytes, got ${frame.length} bytes that are not one`);
+    // (decoders let a cut frame of no bytes, or a piece of a frame after one, pass: its length says)
+    const length = zstdFrameLength(frame);
+    if (length !== frame.length) {
+      const what = length === null ? "a frame cut short" : `${frame.length - length} bytes after it`;
+      throw new TraceFormatError(ref.npyfile, `${at}: expected one whole zstd frame, got ${what}`);
     }
     const out = new Uint8Array(ref.rawsize);
     let got;
@@ -718,8 +736,12 @@
     if (typeof version !== "string" || version.length > 20 || !/^\d+(\.\d+)*$/.test(version)) {
       throw new TraceFormatError(name, `format_version ${show(version)} is not a version like "2.0"`);
     }
-    if (Number(version.split(".")[0]) > 2) {
+    const major = Number(version.split(".")[0]);
+    if (major > 2) {
       throw new TraceFormatError(name, `format_version ${version} is newer than this viewer knows (2.3)`);
+    }
+    if (major < 1 || (major === 1 && version !== "1")) {
+      throw new TraceFormatError(name, `expected format_version "1" or "2.<minor>", got unknown version ${show(version)}`);
     }
     if (!Array.isArray(doc.batches)) throw new TraceFormatError(name, 'has no "batches" list');
     const seen = new Set();
@@ -966,17 +988,19 @@
     }
     const refs = collectRefs(doc.episodes, []);
     const names = new Set(refs.map((r) => r.npyfile).filter((n) => n === entry.blob));
-    if (entry.bytes !== null && entry.bin !== null) names.add(entry.bin);
+    // (the blob whose size `bytes` counts: a batch that names none and holds no array has none)
+    const counted = entry.bin !== null ? entry.bin : refs.length ? entry.blob : null;
+    if (entry.bytes !== null && counted !== null) names.add(counted);
     const sizes = new Map();
     await Promise.all([...names].map(async (name) => {
       const size = await blobSize(name);
       if (size !== undefined) sizes.set(name, size);
     }));
-    if (entry.bytes !== null && entry.bin !== null) {
-      const size = sizes.get(entry.bin);
-      if (size === undefined) throw new TraceFormatError(file, `its blob ${entry.bin} ${refusedReason(entry.bin) || "does not exist"}`);
+    if (entry.bytes !== null) {
+      const size = counted === null ? 0 : sizes.get(counted);
+      if (size === undefined) throw new TraceFormatError(file, `its blob ${counted} ${refusedReason(counted) || "does not exist"}`);
       if (bytes.byteLength + size !== entry.bytes) {
-        throw new TraceFormatError(file, `the manifest gives ${entry.bytes} bytes for this batch and ${entry.bin}, but they hold ${bytes.byteLength + size} (a truncated or altered file)`);
+        throw new TraceFormatError(file, `the manifest gives ${entry.bytes} bytes for this batch and its blob ${counted}, but they hold ${bytes.byteLength + size} (a truncated or altered file)`);
       }
     }
     const budget = { bytes: 0, limit: Math.min(MAX_DECODED_BYTES, JSONARRAY_RATIO * bytes.byteLength) };

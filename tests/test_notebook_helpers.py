@@ -246,6 +246,15 @@ def test_steps_choose_episodes_by_mask(cartpole: Path) -> None:
             rec.steps([True, False, True])
 
 
+def test_steps_refuses_what_is_not_an_episode_index(cartpole: Path) -> None:
+    """A bool, a float or a string is no episode index: refused, not read as another one."""
+    rec = gym_recording.load(cartpole)
+    for bad in (True, [1.9], ["x"], 1.5):
+        with pytest.raises(TypeError, match="expected episode"):
+            rec.steps(bad)
+    assert set(rec.steps([1])["episode"]) == {1}
+
+
 def test_steps_of_a_zero_step_episode_keep_the_others_columns(tmp_path: Path) -> None:
     """An episode of no steps adds no column and changes no dtype: int64 actions past 2**53
     stay exact (its actions, stored before any action was seen, are float64 of no rows)."""
@@ -619,6 +628,23 @@ def test_replay_needs_an_env_id(tmp_path: Path) -> None:
         ep.replay()
     with pytest.raises(RecordingError, match="cannot make environment 'NoSuchEnv-v0'"):
         ep.replay("NoSuchEnv-v0")
+
+
+def test_replay_of_an_env_under_a_wrapper_that_cannot_be_made_again(tmp_path: Path) -> None:
+    """A user's wrapper without RecordConstructorArgs is in the recorded spec but cannot be
+    made again: the error says so and how to replay; with ``env_id`` the replay reproduces."""
+
+    class Plain(gymnasium.Wrapper):  # type: ignore[type-arg]
+        pass
+
+    with TraceRecordingWrapper(Plain(gymnasium.make("CartPole-v1")), tmp_path) as env:
+        env.reset(seed=3)
+        env.step(0)
+        env.step(1)
+    ep = gym_recording.load(tmp_path)[0]
+    with pytest.raises(RecordingError, match="wrappers Plain cannot be made again; pass env_id="):
+        ep.replay(render=False)
+    assert ep.replay("CartPole-v1", render=False).reproduced
 
 
 def test_cartpole_replay_reproduces(cartpole: Path) -> None:

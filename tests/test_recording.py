@@ -454,6 +454,7 @@ def test_manifest_segments_keep_episode_order(trace_dir, monkeypatch):
         for i, trace in enumerate(traces):
             assert_episode_exact(r[i], trace)
         assert len({ep.writer for ep in r}) == 1
+        assert repr(r).endswith("from 1 writer(s)>")  # (segments are one writer's)
 
 
 # --------------------------------------------------------------------------------------------

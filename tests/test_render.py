@@ -242,6 +242,23 @@ def test_trace_recording_takes_frames_of_each_episode_and_new_sizes(tmp_path: Pa
         assert r[4].render_frames.shape == (2, 4, 5, 3)
 
 
+def test_frames_of_a_key_that_is_no_picture_say_so_not_that_nothing_is_rendered(
+    tmp_path: Path,
+) -> None:
+    """``frames(key=...)`` of a symbolic grid, in an episode with rendered frames: the key is
+    the problem, and its rendered frames are ``frames()``."""
+    with TraceRecording(tmp_path) as rec:
+        grid = {"image": np.zeros((7, 7, 3), np.uint8)}
+        rec.add_reset(grid, render_frame=np.zeros((16, 16, 3), np.uint8))
+        rec.add_step(0, grid, 0.0, render_frame=np.ones((16, 16, 3), np.uint8))
+    ep = gym_recording.load(tmp_path)[0]
+    assert ep.frames().shape == (2, 16, 16, 3)
+    with pytest.raises(NoFramesError, match="no image observation 'image'") as exc:
+        ep.frames(key="image")
+    assert "ep.frames(), without a key" in str(exc.value)
+    assert "has no rendered frames" not in str(exc.value)
+
+
 def test_readers_that_do_not_know_render_frames_still_read_the_episodes(tmp_path: Path) -> None:
     """FORMAT.md 2.2 is additive: the original gym-recording's reader (tests/seed_reader.py)
     reads the episodes of a raw recording with frames, which it ignores."""

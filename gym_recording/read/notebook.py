@@ -197,9 +197,13 @@ def _select(rec: Recording, episodes: Any) -> Iterable[int]:
         return range(len(rec))
     if isinstance(episodes, slice):
         return range(*episodes.indices(len(rec)))
-    if isinstance(episodes, (int, np.integer)):
+    if isinstance(episodes, (int, np.integer)) and not isinstance(episodes, (bool, np.bool_)):
         return [int(episodes)]
-    chosen = list(episodes)
+    try:
+        chosen = list(episodes)
+    except TypeError:
+        msg = f"expected episodes as an index, a slice, indices or a mask, got {episodes!r}"
+        raise TypeError(msg) from None
     if chosen and all(isinstance(i, (bool, np.bool_)) for i in chosen):  # a mask
         if len(chosen) != len(rec):
             msg = (
@@ -208,6 +212,10 @@ def _select(rec: Recording, episodes: Any) -> Iterable[int]:
             )
             raise ValueError(msg)
         return [i for i, keep in enumerate(chosen) if keep]
+    for i in chosen:
+        if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
+            msg = f"expected episode indices (ints) or a mask (bools), got {i!r} among them"
+            raise TypeError(msg)
     return [int(i) for i in chosen]
 
 
@@ -581,22 +589,26 @@ def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
         frames = _picture_frames(_stack(raw))
         if frames is not None:
             candidates.append((name[4:] or None, frames))
-    if not candidates:
-        what = _describe_field(ep.observations, "obs")
-        msg = (
-            f"episode {ep.index} has no rendered frames and no image observations (uint8 "
-            f"[H, W], [H, W, C] or a frame stack [k, H, W] per step, sides of at least "
-            f"{MIN_PICTURE_SIDE} pixels); its observations are {what}. Record frames with "
-            "record_render=True, or render them by replaying the episode through its "
-            "environment: ep.replay().frames, or ep.show(replay=True)"
-        )
-        raise NoFramesError(msg)
+    pictures = (
+        f"(uint8 [H, W], [H, W, C] or a frame stack [k, H, W] per step, sides of at least "
+        f"{MIN_PICTURE_SIDE} pixels); its observations are "
+        f"{_describe_field(ep.observations, 'obs')}"
+    )
     if key is not None:
         for cand, leaf in candidates:
             if cand == key:
                 return leaf
         names = [n for n, _ in candidates]
-        msg = f"no image observation {key!r} in episode {ep.index}; image keys are {names}"
+        msg = f"no image observation {key!r} in episode {ep.index}: image keys are {names} "
+        if ep.render_frames is not None:
+            pictures += ". Its rendered frames are ep.frames(), without a key"
+        raise NoFramesError(msg + pictures)
+    if not candidates:
+        msg = (
+            f"episode {ep.index} has no rendered frames and no image observations {pictures}. "
+            "Record frames with record_render=True, or render them by replaying the episode "
+            "through its environment: ep.replay().frames, or ep.show(replay=True)"
+        )
         raise NoFramesError(msg)
     preferred = ("pixels", "image", "rgb", "frame", "render")
     for pref in preferred:

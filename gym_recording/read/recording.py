@@ -381,7 +381,7 @@ class Recording(Sequence[Episode]):
     def __repr__(self) -> str:
         return (
             f"<Recording {self.directory!r}: {len(self)} episodes from "
-            f"{len(self._writers)} writer(s)>"
+            f"{len({w.manifest.writer for w in self._writers})} writer(s)>"
         )
 
     # ---------------------------------------------------------------- notebook helpers

@@ -57,7 +57,15 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
         return gymnasium.make(target, **kwargs)
     except Exception as exc:  # unknown id, missing extra, unsupported render mode
         name = getattr(target, "id", target)
-        msg = f"cannot make environment {name!r} to replay episode {ep.index}: {exc}"
+        why = str(exc).rstrip(".")
+        msg = f"cannot make environment {name!r} to replay episode {ep.index}: {why}"
+        lost = [w.name for w in getattr(spec, "additional_wrappers", ()) if w.kwargs is None]
+        if lost:  # (wrappers that do not record their arguments cannot be made again)
+            msg += (
+                f". Its recorded wrappers {', '.join(lost)} cannot be made again; pass "
+                f"env_id={name!r} to replay it without its wrappers, or make them inherit "
+                "gymnasium.utils.RecordConstructorArgs"
+            )
         raise RecordingError(msg) from exc
 
 

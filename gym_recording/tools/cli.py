@@ -244,7 +244,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 or "(not recorded)",
             ),
             ("format", ", ".join(sorted({w.version for w in rec.writers})) or "-"),
-            ("writers", len(rec.writers)),
+            ("writers", len({w.writer for w in rec.writers})),
             ("batches", sum(len(w.batches) for w in rec.writers)),
             ("episodes", len(rec)),
             ("steps", int(np.sum(lengths)) if lengths else 0),

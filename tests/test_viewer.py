@@ -954,6 +954,27 @@ def test_cartpole_recorded_by_the_library(
     viewer.screenshot(artifacts / "viewer-cartpole.png")
 
 
+def test_a_recording_of_many_batches_is_shown_as_they_are_read(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """Batches are read at most 64 a poll, the next poll at once: 200 one-episode batches
+    take at least 4 polls, their episodes shown as they come, and then all of them."""
+    import gym_recording
+
+    directory = tmp_path / "rec"
+    with gym_recording.TraceRecording(directory, batch_bytes=1) as rec:
+        for e in range(200):
+            rec.add_reset(np.full(2, e, np.float32))
+            rec.add_step(0, np.zeros(2, np.float32), 1.0, terminated=True)
+            rec.save_complete()
+    assert len(list(directory.glob("*.ep*.json"))) == 200
+    viewer = open_viewer(directory)
+    viewer.wait_count(200)
+    assert int(viewer.page.evaluate("document.body.dataset.polls")) >= 4
+    _assert_page_matches_reader(viewer, directory)
+    assert not viewer.error_visible()
+
+
 def test_recorded_infos_with_episode_statistics(
     open_viewer: Callable[[Path], Viewer], tmp_path: Path
 ) -> None:

@@ -16,6 +16,8 @@
   // ---------------------------------------------------------------------------------------
 
   const POLL_MS = 2000;
+  // The most batches one poll reads before the episodes they hold are shown.
+  const BATCHES_A_POLL = 64;
   const MAX_COMPONENTS = 64; // per array field: more components are described, not plotted
   const MAX_TEXT = 200; // characters shown for a non-numeric value
   const RANGE_GAP = 64 * 1024; // byte ranges closer than this are fetched as one
@@ -1286,6 +1288,7 @@
     polls: 0,
     unfinished: [], // step counts of episodes still being recorded (not listed)
     refused: new Map(), // trace-named entries the server refuses to serve -> why
+    readingOn: false, // batches are left that the last poll did not read: the next comes at once
   };
 
   function setError(key, message) {
@@ -1334,28 +1337,30 @@
       }
       changed = true;
     }
-    // Load the batches not read yet (batch files never change once listed; see FORMAT.md §2).
-    const jobs = [];
+    // Load the batches not read yet (batch files never change once listed; see FORMAT.md §2),
+    // at most BATCHES_A_POLL of them, each writer's in order: the episodes they complete are
+    // shown while the next poll, at once, reads on.
+    const todo = [];
     for (const writer of state.writers.values()) {
       if (!writer.manifest) continue;
       for (const entry of writer.manifest.batches) {
-        const key = batchKey(entry);
-        const known = writer.batches.get(key);
-        if (known && (known.objects || known.error)) continue;
-        jobs.push((async () => {
-          try {
-            writer.batches.set(key, await loadBatch(entry));
-          } catch (err) {
-            if (err instanceof FetchError) throw err; // retried at the next poll
-            if (!(err instanceof TraceFormatError)) console.error(err);
-            writer.batches.set(key, { error: describe(err) });
-            setError(entry.fn, describe(err));
-          }
-        })());
+        const known = writer.batches.get(batchKey(entry));
+        if (!(known && (known.objects || known.error))) todo.push([writer, entry]);
       }
     }
+    state.readingOn = todo.length > BATCHES_A_POLL;
+    const jobs = todo.slice(0, BATCHES_A_POLL).map(([writer, entry]) => (async () => {
+      try {
+        writer.batches.set(batchKey(entry), await loadBatch(entry));
+      } catch (err) {
+        if (err instanceof FetchError) throw err; // retried at the next poll
+        if (!(err instanceof TraceFormatError)) console.error(err);
+        writer.batches.set(batchKey(entry), { error: describe(err) });
+        setError(entry.fn, describe(err));
+      }
+    })());
     if (jobs.length) {
-      setStatus(`Reading ${jobs.length} batch${jobs.length === 1 ? "" : "es"}…`);
+      setStatus(`Reading ${todo.length} batch${todo.length === 1 ? "" : "es"}…`);
       const results = await Promise.allSettled(jobs);
       changed = true;
       const failure = results.find((r) => r.status === "rejected");
@@ -1449,15 +1454,17 @@
       const open = state.unfinished.length
         ? ` · ${state.unfinished.length} episode${state.unfinished.length === 1 ? "" : "s"} being recorded (${state.unfinished.join(", ")} steps so far)`
         : "";
-      setStatus(`${state.episodes.length || open ? "Live" : "Waiting for a recording"}${open} · checked ${new Date().toLocaleTimeString()}`, "live");
+      if (state.readingOn) setStatus(`Reading the recording: ${state.episodes.length} episodes so far…`);
+      else setStatus(`${state.episodes.length || open ? "Live" : "Waiting for a recording"}${open} · checked ${new Date().toLocaleTimeString()}`, "live");
     } catch (err) {
+      state.readingOn = false; // (the next poll tries again after POLL_MS)
       setStatus(err instanceof FetchError ? `Offline: ${err.message}; retrying` : describe(err), "offline");
       if (!(err instanceof FetchError)) console.error(err);
     } finally {
       state.polls++;
       document.body.dataset.polls = String(state.polls);
       document.body.dataset.state = "ready";
-      setTimeout(pollLoop, POLL_MS);
+      setTimeout(pollLoop, state.readingOn ? 0 : POLL_MS);
     }
   }
 

@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -467,6 +468,18 @@ def assert_episode_exact(ep: Any, trace: Trace, *, infos: bool = False, where: s
 def observation_space_name(request: pytest.FixtureRequest) -> str:
     """The name of each observation space of OBSERVATION_SPACES in turn."""
     return str(request.param)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _temp_files_under_pytests_basetemp(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What the code under test puts in the temporary directory (a recording made with
+    ``directory=None``, a subprocess's files) goes under pytest's own, not ``/tmp``."""
+    where = str(tmp_path_factory.mktemp("tempdir"))
+    patch = pytest.MonkeyPatch()
+    patch.setattr(tempfile, "tempdir", where)
+    patch.setenv("TMPDIR", where)
+    yield
+    patch.undo()
 
 
 @pytest.fixture

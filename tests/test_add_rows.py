@@ -110,10 +110,10 @@ def test_rows_recorded_as_the_calls_they_stand_for(
     assert got[0]["seed"] == 5 and got[0]["started_at"] == 1.6e9
 
 
-def test_a_reset_row_that_sets_a_flag_is_a_reset() -> None:
+def test_a_reset_row_that_sets_a_flag_is_a_reset(tmp_path: Path) -> None:
     """Rows are resets by the order they come in: a reset row's flags are ignored, so the
     row after it is a step."""
-    rec = TraceRecording()
+    rec = TraceRecording(tmp_path)
     rows = {
         "actions": np.array([0, 1, 2, 0], np.int64),
         "observations": np.arange(12, dtype=np.float32).reshape(4, 3),

@@ -285,7 +285,7 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
                 raise CodecError(msg)
             return np.frombuffer(data, np.uint8)
         out = np.empty(rawsize, np.uint8)
-        # (across frames: bytes after the frame are read as the next one, and refused)
+        # (across frames: a whole frame after it is read, and refused; a piece of one, below)
         reader = dctx.stream_reader(frame, read_across_frames=True)
         view, got = memoryview(out.data), 0
         while got < rawsize:

@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -471,15 +472,17 @@ def observation_space_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _temp_files_under_pytests_basetemp(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def _temp_files_in_one_directory_removed_at_the_end() -> Any:
     """What the code under test puts in the temporary directory (a recording made with
-    ``directory=None``, a subprocess's files) goes under pytest's own, not ``/tmp``."""
-    where = str(tmp_path_factory.mktemp("tempdir"))
+    ``directory=None``, a subprocess's files, Ray's session) goes in one directory of its
+    own, removed when the tests end. (A short name: Ray's sockets must fit 107 bytes.)"""
+    where = tempfile.mkdtemp(prefix="gr-")
     patch = pytest.MonkeyPatch()
     patch.setattr(tempfile, "tempdir", where)
     patch.setenv("TMPDIR", where)
     yield
     patch.undo()
+    shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture

@@ -712,6 +712,16 @@ def _(rec: Rec) -> None:
     rec.json[MANIFEST]["format_version"] = "1.5"
 
 
+@case("nan-token-v2", "a version 2 batch holds a `NaN` token (only version 1 files may)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = {"x": float("nan")}
+
+
+@case("render-fps-zero", "the manifest's `render_fps` is 0 (it must be positive)")
+def _(rec: Rec) -> None:
+    rec.json[MANIFEST]["render_fps"] = 0
+
+
 @case("bytes-without-bin", "a batch entry without `bin` whose `bytes` do not match its files")
 def _(rec: Rec) -> None:
     del entry(rec)["bin"]

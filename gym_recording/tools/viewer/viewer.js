@@ -225,6 +225,9 @@
     return text.length > 80 ? `${text.slice(0, 77)}...` : text;
   };
 
+  // Set on a parsed document that held NaN/Infinity tokens: only version 1 files may (§2).
+  const NON_FINITE_TOKENS = Symbol("NaN or Infinity tokens");
+
   /** Replace the NaN/Infinity tokens that version 1 files may hold (§2) by §6 float objects. */
   function replaceNonFinite(text) {
     const out = [];
@@ -298,6 +301,7 @@
       try {
         if (fixed === null) throw err;
         doc = JSON.parse(fixed, revive);
+        if (doc !== null && typeof doc === "object") doc[NON_FINITE_TOKENS] = true;
       } catch (_) {
         if (err instanceof RangeError) throw new TraceFormatError(file, "JSON nests too deeply to be a trace file");
         throw new TraceFormatError(file, `is not valid JSON (${err.message.slice(0, 160)})`);
@@ -745,6 +749,13 @@
     if (major < 1 || (major === 1 && version !== "1")) {
       throw new TraceFormatError(name, `expected format_version "1" or "2.<minor>", got unknown version ${show(version)}`);
     }
+    if (doc[NON_FINITE_TOKENS] && version !== "1") {
+      throw new TraceFormatError(name, "holds a NaN or Infinity token, which only version 1 files may (FORMAT.md §2)");
+    }
+    if (version !== "1" && doc.render_fps !== undefined && doc.render_fps !== null &&
+        !(isNumber(doc.render_fps) && doc.render_fps > 0 && doc.render_fps <= 1e6)) {
+      throw new TraceFormatError(name, `render_fps ${show(doc.render_fps)} is not a number in (0, 1000000] (FORMAT.md §3)`);
+    }
     if (!Array.isArray(doc.batches)) throw new TraceFormatError(name, 'has no "batches" list');
     const seen = new Set();
     const prefix = name.slice(0, -".manifest.json".length);
@@ -785,7 +796,7 @@
       }
       prevContinues = continues;
       return {
-        first: batch.first, len: batch.len, fn: batch.fn, bin, blob: `${own}.bin`, continues,
+        first: batch.first, len: batch.len, fn: batch.fn, bin, blob: `${own}.bin`, continues, legacy: version === "1",
         steps: isCount(batch.steps) ? batch.steps : null, bytes: isCount(batch.bytes) ? batch.bytes : null,
       };
     });
@@ -979,6 +990,9 @@
     if (bytes === null) throw new TraceFormatError(file, `is listed in the manifest but ${refusedReason(file) || "does not exist"}`);
     const doc = parseJson(bytes, file);
     if (!isObject(doc) || !Array.isArray(doc.episodes)) throw new TraceFormatError(file, 'is not an object with an "episodes" list');
+    if (doc[NON_FINITE_TOKENS] && !entry.legacy) {
+      throw new TraceFormatError(file, "holds a NaN or Infinity token, which only version 1 files may (FORMAT.md §2)");
+    }
     if (doc.episodes.length !== entry.len) {
       throw new TraceFormatError(file, `holds ${doc.episodes.length} episode objects; the manifest says ${entry.len}`);
     }

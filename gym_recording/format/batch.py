@@ -403,9 +403,9 @@ def _lengths(fields: list[Any]) -> list[int | None]:
 
 def _rewards(r: Any, blob: BatchBlob, where: str) -> np.ndarray:
     if isinstance(r, list):
-        if not all(isinstance(x, (int, float)) for x in r):  # (not strings, None, bytes)
-            bad = next(x for x in r if not isinstance(x, (int, float)))
-            raise blob.fail(where, f"expected rewards to be numbers, got {brief(bad)}")
+        for x in r:  # (not strings, None, bytes)
+            if not isinstance(x, (int, float)):
+                raise blob.fail(where, f"expected rewards to be numbers, got {brief(x)}")
         try:
             r = np.asarray(r, dtype=np.float64)
         except OverflowError:

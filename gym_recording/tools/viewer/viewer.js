@@ -808,7 +808,7 @@
       segment: isCount(doc.segment) ? doc.segment : 0,
       envId: typeof doc.env_id === "string" ? doc.env_id : null,
       // FORMAT.md §3 (2.2): the env's frame rate, the player's default speed for rendered frames.
-      renderFps: isNumber(doc.render_fps) && doc.render_fps > 0 && doc.render_fps <= 1e6 ? Number(doc.render_fps) : null,
+      renderFps: version !== "1" && isNumber(doc.render_fps) ? Number(doc.render_fps) : null, // (checked above)
       version,
     };
   }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -29,6 +31,20 @@ def test_every_declared_key_is_a_key_of_the_episode_object_with_its_default():
         assert f.metadata["part"] in ("first", "last")
     assert set(EPISODE_KEYS) == {f.name for f in dataclasses.fields(EpisodeKeys)}
     assert {f.name for f in dataclasses.fields(Episode)} >= set(EPISODE_KEYS)
+
+
+def test_the_viewer_declares_the_same_keys_with_the_same_parts():
+    """viewer.js, the other reader (FORMAT.md), holds the keys in one table: EPISODE_KEYS."""
+    source = (Path(gym_recording.__file__).parent / "tools" / "viewer" / "viewer.js").read_text()
+    start = source.index("const EPISODE_KEYS = {")
+    table = source[start : source.index("\n  };\n", start)]
+    entries = re.split(r"^ {4}(\w+): \{", table, flags=re.M)[1:]
+    parts = {}
+    for key, body in zip(entries[::2], entries[1::2], strict=True):
+        part = re.search(r'part: "(\w+)"', body)
+        assert part is not None, key
+        parts[key] = part.group(1)
+    assert parts == EPISODE_KEYS
 
 
 def test_part_keys_splits_an_episodes_keys_between_its_first_and_last_parts():

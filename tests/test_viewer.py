@@ -12,6 +12,7 @@ Needs the ``playwright`` Python package and Debian's ``chromium`` at /usr/bin/ch
 from __future__ import annotations
 
 import base64
+import datetime
 import importlib.util
 import json
 import math
@@ -165,6 +166,10 @@ class Viewer:
 
     def reward_points(self) -> int:
         return int(self.page.get_attribute("[data-testid=reward-plot]", "data-points") or -1)
+
+    def facts(self) -> str:
+        """The selected episode's facts line (writer, steps, return, seed, ...)."""
+        return str(self.page.locator("#detail .facts").inner_text())
 
     def error_text(self) -> str:
         locator = self.page.locator("[data-testid=error]")
@@ -943,6 +948,11 @@ def test_cartpole_recorded_by_the_library(
     for ep in (episodes[0], episodes[-1]):
         viewer.select(ep.index)
         assert viewer.reward_points() == ep.length
+        # (the keys of a split episode's first part: its seed, and when it started)
+        assert ep.started_at is not None
+        started = datetime.datetime.fromtimestamp(ep.started_at, datetime.timezone.utc)
+        assert f"seed {ep.seed}" in viewer.facts()
+        assert f"started {started:%Y-%m-%d %H:%M:%S} UTC" in viewer.facts()
         for step in (0, ep.length // 2, ep.length):
             viewer.set_step(step)
             shown = viewer.components()

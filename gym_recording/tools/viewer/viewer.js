@@ -858,6 +858,29 @@
     }
   }
 
+  /**
+   * The episode object's keys that hold one JSON value each (FORMAT.md §4), as
+   * format/wire.py's EpisodeKeys declares them for the Python reader: the value a missing key
+   * has, what a value must be, which part of a split episode gives the value ("first" or
+   * "last"), and, for those the episode's facts show, the label and the text shown.
+   */
+  const EPISODE_KEYS = {
+    terminated: { missing: false, valid: (v) => typeof v === "boolean", expected: "true or false", part: "last" },
+    truncated: { missing: false, valid: (v) => typeof v === "boolean", expected: "true or false", part: "last" },
+    seed: {
+      missing: null, valid: (v) => v === null || (typeof v === "number" && Number.isInteger(v)), expected: "an int or null",
+      part: "first", label: "seed", text: String,
+    },
+    started_at: {
+      missing: null, valid: (v) => v === null || isNumber(v), expected: "a unix time or null", part: "first",
+      label: "started", text: (v) => {
+        const date = new Date(Number(v) * 1000);
+        return Number.isNaN(date.getTime()) ? String(v) : date.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+      },
+    },
+    ended_at: { missing: null, valid: (v) => v === null || isNumber(v), expected: "a unix time or null", part: "last" },
+  };
+
   function parseEpisodeObject(obj, file, position, sizes, blob, budget) {
     const at = `episodes[${position}]`;
     const fail = (problem) => new TraceFormatError(file, `${at}: ${problem}`);
@@ -895,12 +918,14 @@
     if (nObs !== steps + 1 || nAct !== steps) {
       throw fail(`expected N+1 observations and N actions for N=${steps} rewards, got ${nObs} observations and ${nAct} actions`);
     }
-    for (const key of ["terminated", "truncated", "continues"]) {
-      if (key in obj && typeof obj[key] !== "boolean") throw fail(`"${key}" must be true or false, got ${show(obj[key])}`);
-    }
+    if ("continues" in obj && typeof obj.continues !== "boolean") throw fail(`"continues" must be true or false, got ${show(obj.continues)}`);
     if ("part" in obj && !isCount(obj.part)) throw fail(`"part" must be a non-negative int, got ${show(obj.part)}`);
-    const seed = obj.seed === undefined ? null : obj.seed;
-    if (seed !== null && !(typeof seed === "number" && Number.isInteger(seed))) throw fail(`"seed" must be an int or null, got ${show(seed)}`);
+    const keys = {};
+    for (const [key, spec] of Object.entries(EPISODE_KEYS)) {
+      const value = key in obj ? obj[key] : spec.missing;
+      if (!spec.valid(value)) throw fail(`"${key}" must be ${spec.expected}, got ${show(value)}`);
+      keys[key] = value;
+    }
     checkValue(obj.options, file, `${at}.options`, 0, budget);
     if (obj.infos !== undefined && obj.infos !== null) {
       if (!Array.isArray(obj.infos) || obj.infos.length !== steps + 1) throw fail(`"infos" must be a list of N+1 = ${steps + 1} values`);
@@ -915,9 +940,6 @@
       }
       if (!shape[1] || !shape[2]) throw fail(`"render_frames" of ${shape[1]}×${shape[2]} pixels`);
     }
-    for (const key of ["started_at", "ended_at"]) {
-      if (isObject(obj[key]) && obj[key].__type === "overflow") throw fail(`"${key}" is not a unix time`);
-    }
     return {
       file,
       position,
@@ -928,12 +950,10 @@
       render,
       rewardsNode: rewards,
       rewards: null,
-      terminated: obj.terminated === true,
-      truncated: obj.truncated === true,
+      keys,
       continues: obj.continues === true,
       part: isCount(obj.part) ? obj.part : 0,
       hasInfos: obj.infos !== undefined && obj.infos !== null,
-      seed,
     };
   }
 
@@ -1447,10 +1467,8 @@
       ep.key = `${ep.writerName}/${ep.position}`;
       ep.length = ep.parts.reduce((a, p) => a + p.steps, 0);
       ep.return = ep.parts.reduce((a, p) => a + p.rewards.reduce((x, y) => x + y, 0), 0);
-      ep.terminated = last.terminated;
-      ep.truncated = last.truncated;
+      for (const [key, spec] of Object.entries(EPISODE_KEYS)) ep[key] = (spec.part === "first" ? ep.parts[0] : last).keys[key];
       ep.inProgress = last.continues;
-      ep.seed = ep.parts[0].seed;
       ep.signature = `${ep.parts.length}:${ep.length}:${ep.inProgress}`;
       byKey.set(ep.key, ep);
     });
@@ -1959,7 +1977,9 @@
     fact("steps", String(ep.length));
     fact("return", fmt(ep.return));
     fact("end", end);
-    if (ep.seed !== null) fact("seed", String(ep.seed));
+    for (const [key, spec] of Object.entries(EPISODE_KEYS)) {
+      if (spec.label && ep[key] !== spec.missing) fact(spec.label, spec.text(ep[key]));
+    }
     if (ep.parts.length > 1) fact("parts", String(ep.parts.length));
 
     const play = el("button", { type: "button", id: "play", "aria-label": "play", text: "▶ play" });

@@ -803,6 +803,11 @@ def _(rec: Rec) -> None:
     ep(rec)["started_at"] = 10**400
 
 
+@case("ended-at-string", "`ended_at` is the string `now`")
+def _(rec: Rec) -> None:
+    ep(rec)["ended_at"] = "now"
+
+
 @case("infos-wrong-length", "`infos` holds 1 value for an episode of 2 steps (needs 3)")
 def _(rec: Rec) -> None:
     ep(rec)["infos"] = [{}]

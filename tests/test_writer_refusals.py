@@ -239,6 +239,49 @@ def test_a_value_that_fits_nothing_in_an_observation_is_refused(tmp_path: Path) 
     assert [ep.observations for ep in eps] == [["a", "b"], ["c", "d"]]
 
 
+def test_a_refused_value_that_does_not_fit_the_layout_leaves_the_layout_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """A float128 observation fits neither the float32 rows nor a per-step value: refused,
+    and the next episodes' steps, through the wrapper's step recorder, are kept as before."""
+
+    class Once(gymnasium.Env[Any, Any]):
+        observation_space = spaces.Box(-1, 1, (3,), np.float32)
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            self.t = 0
+            return np.zeros(3, np.float32), {}
+
+        def step(self, action: Any) -> Any:
+            self.t += 1
+            bad = self.t == 2 and not hasattr(self, "refused")
+            if bad:
+                self.refused = True
+            obs = np.zeros(3, np.longdouble) if bad else np.full(3, self.t, np.float32)
+            return obs, 1.0, self.t == 5, False, {}
+
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("long double is float64 here")
+    env = TraceRecordingWrapper(Once(), tmp_path)
+    errors = []
+    for _ in range(3):
+        env.reset()
+        terminated = False
+        while not terminated:
+            try:
+                terminated = env.step(0)[2]
+            except RecordingError as exc:
+                errors.append(str(exc))
+    env.close()
+    assert len(errors) == 1 and "float128" in errors[0]
+    eps = _check_readable(tmp_path)
+    assert [ep.length for ep in eps] == [1, 5, 5]
+    for ep in eps[1:]:
+        assert ep.observations.dtype == np.float32
+        assert ep.observations.tolist() == [[t] * 3 for t in range(6)]
+
+
 def test_arrays_of_as_many_dimensions_as_readers_accept_round_trip(tmp_path: Path) -> None:
     """FORMAT.md §9 allows an array 32 dimensions; a field's steps or an info column add one.
 

@@ -526,9 +526,14 @@ class Field:
         return bool(put_rows(rows, starts)) if put_rows is not None else False
 
     def fallback(self, v: Any, rows: int) -> None:
-        """``v`` did not fit: keep the first ``rows`` values, store per-step values from now on."""
+        """``v`` did not fit: keep the first ``rows`` values, store per-step values from now on.
+
+        If ``v`` cannot be stored as a per-step value either, it raises, and the layout is
+        left as it was.
+        """
         root = self.root
-        values = [root.get(i) for i in range(rows)] if root is not None else []
+        leaf = ListLeaf([root.get(i) for i in range(rows)] if root is not None else [])
+        leaf.put(v)  # (first: a value refused here changes nothing)
         self.close()
         logger.warning(
             "%s: a %s does not match the layout of the earlier values; storing them as "
@@ -536,9 +541,7 @@ class Field:
             self.what,
             type(v).__name__,
         )
-        leaf = ListLeaf(values)
         self.root, self.put = leaf, leaf.put
-        leaf.put(v)
 
     def take(self, start: int, stop: int) -> Any:
         """The stored steps ``start .. stop-1`` as a field (``format.fields``' tree form).

@@ -760,12 +760,13 @@ write_task_wait(WriteTask *self, PyObject *published)
                             self->waited ? "this write was waited for already"
                                          : "published must be a list");
     }
+    self->waited = 1;  /* (first: another thread's wait() meanwhile is refused, not joined) */
     if (write_task_join(self) < 0) {
+        self->waited = 0;
         return PyErr_Format(PyExc_RuntimeError, "wait: this write runs in process %ld, which "
                             "this one was forked from (record in the child with a "
                             "TraceRecording of its own)", (long)self->owner);
     }
-    self->waited = 1;
     PyObject *result = group_result(&self->g, published);
     group_clear(&self->g);
     return result;

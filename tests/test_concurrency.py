@@ -133,3 +133,51 @@ def test_eight_threads_with_separate_wrappers(tmp_path):
     assert not errors, errors
     print(f"8 threads: {loads} loads while writing, up to {most} episodes seen")
     _check_final(tmp_path, seeds)
+
+
+def test_a_recording_closed_while_another_thread_records_to_it(tmp_path: Path) -> None:
+    """A thread records episodes while another closes the recording (as exit closes one a
+    daemon thread still records to): the recording thread meets a closed recording, nothing
+    else; the close writes every episode ended before it, whole."""
+    import numpy as np
+
+    from gym_recording import RecordingClosedError, RecordingError, TraceRecording
+
+    for trial in range(30):
+        directory = tmp_path / str(trial)
+        rec = TraceRecording(directory, batch_bytes=2_000)
+        met: list[BaseException] = []
+        ended = [0]
+
+        def record(
+            rec: TraceRecording = rec, met: list[BaseException] = met, ended: list[int] = ended
+        ) -> None:
+            obs = np.zeros(3, np.float32)
+            try:
+                while True:
+                    rec.add_reset(obs)
+                    for t in range(20):
+                        rec.add_step(t, obs + t, 1.0, terminated=t == 19)
+                    rec.end_episode()
+                    ended[0] += 1
+            except RecordingClosedError:
+                pass
+            except RecordingError as exc:  # (its open episode was ended by the close)
+                if "no open episode" not in str(exc):
+                    met.append(exc)
+            except BaseException as exc:
+                met.append(exc)
+
+        thread = threading.Thread(target=record)
+        thread.start()
+        time.sleep(0.002 * (trial % 10))
+        rec.close()
+        thread.join()
+        assert met == [], trial
+        assert verify(directory).ok
+        with gym_recording.load(directory) as r:
+            episodes = list(r)
+        assert ended[0] <= len(episodes) <= ended[0] + 1
+        for ep in episodes[: ended[0]]:
+            assert ep.length == 20 and ep.terminated
+            assert ep.observations[1:].tolist() == [[float(t)] * 3 for t in range(20)]

@@ -5,7 +5,9 @@ closes (:func:`unregister`). At interpreter exit each one still registered is cl
 writes what it buffered. A forked child forgets its parent's recordings (they are the
 parent's to write) and counts the fork in :data:`forks`: a recording made under another
 count refuses to record. Nor can a recording be copied or pickled (:func:`refuse_copy`).
-A Ctrl-C waits while a recording updates its books at a batch (:func:`uninterrupted`).
+A Ctrl-C waits while a recording updates its books at a batch (:func:`uninterrupted`), and
+a thread that closes a recording waits for another's call that starts, ends or writes
+episodes, and the other way round (:func:`serialized`).
 """
 
 from __future__ import annotations
@@ -13,17 +15,27 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # (no stub: signal's C functions)
 import atexit
 import concurrent.futures.thread  # (its exit hook first: see the end)
+import functools
 import logging
 import os
 import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from gym_recording._errors import RecordingError
 
-__all__ = ["before_exit", "fed", "forks", "refuse_copy", "register", "uninterrupted", "unregister"]
+__all__ = [
+    "before_exit",
+    "fed",
+    "forks",
+    "refuse_copy",
+    "register",
+    "serialized",
+    "uninterrupted",
+    "unregister",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +120,26 @@ def refuse_copy(recording: Any, *args: Any) -> NoReturn:
         "TraceRecording (or wrapper) where it is needed, e.g. in each worker process"
     )
     raise RecordingError(msg)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def serialized(method: F) -> F:
+    """Run ``method`` holding its object's ``_lock`` (a ``threading.RLock``).
+
+    A recording's close and the calls that start, end or write its episodes hold it, so that
+    a thread still recording as another closes it (a daemon thread at exit, say) waits for
+    the close, then meets a closed recording, rather than racing it for the same buffers
+    and writes. The steps between them do not take it (a lock a step would cost more than
+    the rest of the step's recording).
+    """
+
+    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return functools.update_wrapper(locked, method)  # type: ignore[return-value]
 
 
 class uninterrupted:  # (named as the function it stands for: ``with uninterrupted():``)

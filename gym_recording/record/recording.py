@@ -16,6 +16,7 @@ import os
 import secrets
 import struct
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -88,11 +89,6 @@ class TraceRecording:
             ``metadata["render_fps"]``), stored in the manifest for players and videos of the
             frames passed as ``render_frame``.
 
-    Rendered frames (``render_frame`` of :meth:`add_reset` and :meth:`add_step`, what
-    ``env.render()`` returned: ``uint8[H, W, 3]``) are stored per episode as one
-    ``uint8[N + 1, H, W, 3]`` array (FORMAT.md §4, ``render_frames``); an episode that starts
-    with one takes one at every step, all of one size.
-
     Example:
         >>> import tempfile, numpy as np, gym_recording
         >>> d = tempfile.mkdtemp()
@@ -126,13 +122,6 @@ class TraceRecording:
             msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
             raise ValueError(msg)
         compressor = make_compressor(compression, compression_level)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
-            raise TypeError(msg)
-        if directory is None:
-            directory = tempfile.mkdtemp(prefix="gym-recording-")
-        self.directory = os.fspath(directory)
-        self._storage = open_storage(self.directory, create=True, storage_options=storage_options)
         self.writer_id = f"{next(_writer_counter)}.{os.getpid()}.{secrets.token_hex(5)}"
         self.batch_bytes = batch_bytes
         self.record_infos = record_infos
@@ -147,7 +136,11 @@ class TraceRecording:
             metadata=metadata,
             record_infos=record_infos,
             render_fps=render_fps,
-        )
+        )  # (checked before the directory is made)
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="gym-recording-")
+        self.directory = os.fspath(directory)
+        self._storage = open_storage(self.directory, create=True, storage_options=storage_options)
         self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes, compressor)
         #: ``"zstd"`` or ``None``: how arrays are stored.
         self.compression = compression
@@ -166,6 +159,7 @@ class TraceRecording:
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None
         self._recorders = _steps.Recorders()
+        self._lock = threading.RLock()  # (see lifetime.serialized)
         early = not isinstance(self._storage, LocalStorage)  # (see lifetime.register)
         lifetime.register(id(self), self.directory, self.close, self._forget, early=early)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
@@ -211,6 +205,7 @@ class TraceRecording:
             )
             raise RecordingError(msg)
 
+    @lifetime.serialized
     def add_reset(
         self,
         observation: Any,
@@ -232,7 +227,8 @@ class TraceRecording:
                 episodes recorded elsewhere, as :func:`~gym_recording.tools.minari.import_minari`
                 brings them.
             render_frame: What ``env.render()`` returned after the reset (``uint8[H, W,
-                3]``): the episode then records a frame at every step.
+                3]``): the episode then records a frame at every step, all of one size,
+                stored as one ``uint8[N + 1, H, W, 3]`` array (FORMAT.md §4).
 
         Raises:
             RecordingError: a value cannot be stored (the message says which), or a frame
@@ -386,6 +382,7 @@ class TraceRecording:
                 self._settle(steps + 1)
         self._writer.raise_kept()
 
+    @lifetime.serialized
     def add_rows(
         self,
         actions: np.ndarray,
@@ -543,6 +540,7 @@ class TraceRecording:
         ep.keys["terminated"], ep.keys["truncated"] = bool(terminated), bool(truncated)
         ep.flagged_at = (len(self._rew.buf) >> 3) + 1 if steps is None else steps
 
+    @lifetime.serialized
     def end_episode(self, *, ended_at: float | None = None) -> None:
         """End the open episode, if any (at ``ended_at``, unix seconds; default: now).
 
@@ -627,14 +625,14 @@ class TraceRecording:
 
     # ---------------------------------------------------------------- batching
 
+    @lifetime.serialized
     def _make_room(self) -> None:
         """The buffer holds ``_room`` steps inside an episode: write out what can be written.
 
         Completed episodes are written if there are any (the open episode's steps move to the
-        front of the buffer). An open episode alone is given more room, up to its split size,
-        then written as a part that continues in the next batch (FORMAT.md §4). So is one
-        that records rendered frames, alone or not: moving its frames would copy megabytes,
-        and once it ends the batch is written whole.
+        front of the buffer). An open episode alone (or one with rendered frames, which are
+        not moved) is given more room, up to its split size, then written as a part that
+        continues in the next batch (FORMAT.md §4).
         """
         ep = self._open
         if ep is None:  # pragma: no cover - add_step checks
@@ -675,6 +673,7 @@ class TraceRecording:
             rows, ep.info_rows = ep.info_rows, None
             ep.infos = ep.infos[-1:] if rows is None else rows.dicts(len(rows) - 1)
 
+    @lifetime.serialized
     def _submit_batch(self, *, background: bool = False) -> None:
         """Hand the completed episodes (and parts) to the writer, and have it write them."""
         if self._pending:
@@ -722,6 +721,7 @@ class TraceRecording:
         self._values.clear()  # (the open episode's infos, if any, are not counted again)
         self._writer.submit(obs, act, rewards, pending, frames)
 
+    @lifetime.serialized
     def save_complete(self) -> None:
         """Write the completed episodes as one batch and update the manifest; wait for it.
 
@@ -737,6 +737,7 @@ class TraceRecording:
         self._writer.raise_kept()
         self._writer.save()
 
+    @lifetime.serialized
     def close(self, *, keep_empty: bool = True, wait: bool = True) -> None:
         """End the open episode, write everything buffered, and close. Safe to call twice.
 
@@ -752,7 +753,7 @@ class TraceRecording:
                 the recording takes no more steps; the next ``close()`` waits for the write
                 (and raises its error). Closing many, do so for each, then close each again.
         """
-        if self.closed and not self._closing:
+        if self.closed and not self._closing:  # (also when it waited for another close)
             return
         if self._forks != lifetime.forks:
             self.closed = True
@@ -783,6 +784,7 @@ class TraceRecording:
     def _forget(self) -> None:
         """In a forked child: no open episode, so that the checks refuse the next step."""
         self._open = None
+        self._lock = threading.RLock()  # (another thread of the parent's may have held it)
         self._sync_room()
 
     __copy__ = __deepcopy__ = __reduce_ex__ = __getstate__ = lifetime.refuse_copy

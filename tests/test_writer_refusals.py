@@ -422,3 +422,20 @@ def test_a_forked_child_cannot_record_into_its_parents_writer(tmp_path: Path) ->
     rec.close()
     (ep,) = _check_readable(tmp_path)
     assert ep.actions.tolist() == [0, 3] and ep.rewards.tolist() == [1.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [{"metadata": {"note": "caf\udce9"}}, {"env_id": "Caf\udce9-v0"}, {"metadata": {"\udce9": 1}}],
+)
+def test_a_head_holding_a_lone_surrogate_is_refused_before_anything_is_made(
+    tmp_path: Path, head: dict[str, Any]
+) -> None:
+    """FORMAT.md §2: no writer writes a lone surrogate; refused at the constructor (before,
+    every batch's manifest failed to encode, and the episodes were dropped)."""
+    with pytest.raises(RecordingError, match="lone surrogate"):
+        TraceRecording(tmp_path / "rec", **head)
+    assert not (tmp_path / "rec").exists()
+    with pytest.raises(TypeError, match="expected metadata to be a dict"):
+        TraceRecording(tmp_path / "rec", metadata=[1])  # type: ignore[arg-type]
+    assert not (tmp_path / "rec").exists()

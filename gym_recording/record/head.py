@@ -94,9 +94,14 @@ def manifest_head(
     """A writer's manifest keys other than ``batches`` and ``segment``, checked.
 
     Raises:
-        RecordingError: ``env_spec`` or ``metadata`` is not plain JSON.
+        RecordingError: ``env_spec`` or ``metadata`` is not plain JSON, or a string of the
+            head holds a lone surrogate, which UTF-8 cannot (FORMAT.md §2).
+        TypeError: ``metadata`` is not a mapping.
         ValueError: ``render_fps`` is not a positive number (or ``None``).
     """
+    if metadata is not None and not isinstance(metadata, Mapping):
+        msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
+        raise TypeError(msg)
     if render_fps is not None and (
         isinstance(render_fps, bool)
         or not isinstance(render_fps, (int, float, np.integer, np.floating))
@@ -104,7 +109,7 @@ def manifest_head(
     ):
         msg = f"expected render_fps to be a positive number or None, got {render_fps!r}"
         raise ValueError(msg)
-    return {
+    head = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "writer": writer_id,
@@ -118,3 +123,10 @@ def manifest_head(
         "record_infos": record_infos,
         "render_fps": None if render_fps is None else float(render_fps),
     }
+    try:
+        json.dumps(head, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:  # (else every batch's manifest would fail to encode)
+        bad = exc.object[max(0, exc.start - 20) : exc.end + 20]
+        msg = f"expected the env id, spec, spaces and metadata to be UTF-8 text, got {bad!r}"
+        raise RecordingError(f"{msg}, which holds a lone surrogate") from None
+    return head

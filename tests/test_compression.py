@@ -392,3 +392,42 @@ def test_frames_made_piece_by_piece_at_the_highest_levels_keep_level_19s_window(
         frame = stream.finish()
         assert zstandard.get_frame_parameters(frame).window_size <= 8 * 1024 * 1024
         assert decompress(frame, len(data), "zstd").tobytes() == data
+
+
+def test_a_compressor_error_is_a_write_error_and_the_batch_is_written_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """zstd failing twice (out of memory, say) is a WriteError, as a failed write is: the
+    call that met it records what it brought, and the batch is written at a later flush.
+    (It patches the codec's compressor: the one way to make zstd fail on demand.)"""
+    from gym_recording.format import codec
+
+    compress, failures = codec.Compressor.compress, [2]  # (the write and its retry)
+
+    def failing(self: Any, data: Any) -> Any:
+        if failures[0]:
+            failures[0] -= 1
+            raise MemoryError("zstd could not allocate")
+        return compress(self, data)
+
+    monkeypatch.setattr(codec.Compressor, "compress", failing)
+    rng = np.random.default_rng(0)
+    expected, met = [], []
+    rec = TraceRecording(tmp_path, batch_bytes=1500, compression="zstd")
+    for _ in range(30):
+        obs = [rng.random(8)]
+        for t in range(21):
+            try:
+                if t == 0:
+                    rec.add_reset(obs[0])
+                else:
+                    obs.append(rng.random(8))
+                    rec.add_step(t, obs[-1], 1.0)
+            except gym_recording.WriteError as exc:
+                met.append(str(exc))
+        expected.append(np.stack(obs))
+    rec.close()
+    assert len(met) == 1 and "could not compress the batch" in met[0] and not failures[0]
+    with gym_recording.load(tmp_path) as r:
+        got = [ep.observations for ep in r]
+    assert len(got) == 30 and all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))

@@ -77,7 +77,13 @@ class _WriteJob:
         published: list[str] = []
         try:
             if self.prepare is not None:
-                self.files = self.prepare()
+                try:
+                    self.files = self.prepare()
+                except RecordingError:
+                    raise
+                except Exception as exc:  # (zstd's, or memory: the batch stays, as a write's)
+                    msg = f"could not compress the batch ({exc!r}); it is tried again"
+                    raise WriteError(msg) from exc
                 self.prepare = None
             self.storage.write_files(self.files[self.done :], published)
         except Exception as exc:  # raised by wait()

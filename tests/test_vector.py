@@ -10,6 +10,7 @@ recorded with ``TraceRecordingWrapper``; the episodes must be equal.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -502,6 +503,34 @@ def test_a_vector_wrapper_closed_by_an_atexit_handler_closes_cleanly(tmp_path: P
     assert proc.stdout == "closed\n" and not proc.stderr, proc.stderr
     with gym_recording.load(tmp_path) as rec:
         assert sorted(ep.length for ep in rec) == [5, 5]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_child_forked_after_a_vector_step_leaves_the_parents_steps_alone(
+    tmp_path: Path,
+) -> None:
+    """A child forked while the wrapper holds steps in columns exits quietly (before, at its
+    exit it handed the parent's columns to the parent's recordings and logged their refusal); the
+    parent writes them."""
+    src = textwrap.dedent(
+        f"""
+        import os, sys, numpy as np, gymnasium as gym
+        from gym_recording import TraceRecordingVectorWrapper
+        env = TraceRecordingVectorWrapper(gym.make_vec("CartPole-v1", 2, "sync"), {str(tmp_path)!r})
+        env.reset(seed=0)
+        for _ in range(3):
+            env.step(np.zeros(2, np.int64))
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        env.close()
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    with gym_recording.load(tmp_path) as rec:
+        assert sorted(ep.length for ep in rec) == [3, 3]
 
 
 def test_a_closed_vector_wrapper_refuses_reset_and_step(tmp_path: Path) -> None:

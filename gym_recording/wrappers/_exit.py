@@ -11,6 +11,7 @@ between a lock's acquire and its release would leave it held, and the next step 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -63,3 +64,5 @@ def _step_ended(wrapper: Any) -> bool:
 
 
 lifetime.before_exit(_hand_over)
+if hasattr(os, "register_at_fork"):  # (a forked child's wrappers hold the parent's steps)
+    os.register_at_fork(after_in_child=holding.clear)

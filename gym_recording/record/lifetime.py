@@ -67,9 +67,10 @@ def register(
     last fed one (:func:`fed`: started an episode, took rows, stepped a vector wrapper) are
     waited for, so that their steps are recorded; a thread that waits for the main thread
     to end never does, and a message says so every minute. (An ``atexit`` handler meets a
-    closed recording; a daemon thread, a pool's worker, a thread that only steps a single
-    env's episode another thread began, still recording to it then races its close: close
-    it in that thread.) Others are closed at ``atexit``, after the user's handlers and the
+    closed recording; so does a daemon thread, a pool's worker, a thread that only steps a
+    single env's episode another thread began, still recording to it then: the close waits
+    for its call that starts, ends or writes an episode (:func:`serialized`), and the steps
+    it has not ended are lost. Close it in that thread to keep them.) Others are closed at ``atexit``, after the user's handlers and the
     threads the interpreter waits for (in a ``multiprocessing`` worker, at its exit, before
     its threads are joined).
     """

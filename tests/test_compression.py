@@ -287,6 +287,37 @@ def test_compress_of_a_damaged_recording_copies_nothing(tmp_path, capsys):
     assert not (tmp_path / "z").exists()
 
 
+def test_compress_of_a_recording_still_written_copies_what_it_checked(tmp_path, monkeypatch):
+    """A writer adds a batch while compress checks the others: the copy holds the batches it
+    checked and copied, and verifies (its manifest listed the new batch, never copied). The
+    batch is added from compress's check of a batch (patched: one way to time it)."""
+    from gym_recording.tools import recode as recode_module
+
+    src = tmp_path / "src"
+    rec = TraceRecording(src)
+    for e in range(2):
+        rec.add_reset(np.zeros(8), seed=e)
+        rec.add_step(0, np.ones(8), 1.0, terminated=True)
+        rec.end_episode()
+        rec.save_complete()
+    check = recode_module.read_batch
+
+    def check_while_written(*args):
+        if rec.episode_count == 2:
+            rec.add_reset(np.zeros(8), seed=2)
+            rec.add_step(0, np.ones(8), 1.0, terminated=True)
+            rec.end_episode()
+            rec.save_complete()
+        return check(*args)
+
+    monkeypatch.setattr(recode_module, "read_batch", check_while_written)
+    assert cli(["compress", str(src), str(tmp_path / "z")]) == 0
+    rec.close()
+    assert cli(["verify", str(tmp_path / "z")]) == 0
+    with gym_recording.load(tmp_path / "z") as r:
+        assert [ep.seed for ep in r] == [0, 1]
+
+
 def test_split_episodes_keep_their_parts_when_compressed(tmp_path):
     """An episode split across batches is compressed part by part and joins again."""
     src = tmp_path / "src"

@@ -70,9 +70,9 @@ def register(
     closed recording; so does a daemon thread, a pool's worker, a thread that only steps a
     single env's episode another thread began, still recording to it then: the close waits
     for its call that starts, ends or writes an episode (:func:`serialized`), and the steps
-    it has not ended are lost. Close it in that thread to keep them.) Others are closed at ``atexit``, after the user's handlers and the
-    threads the interpreter waits for (in a ``multiprocessing`` worker, at its exit, before
-    its threads are joined).
+    it has not ended are lost. Close it in that thread to keep them.) Others are closed at
+    ``atexit``, after the user's handlers and the threads the interpreter waits for (in a
+    ``multiprocessing`` worker, at its exit, before its threads are joined).
     """
     with _lock:
         _open[key] = (where, close, forget, early)

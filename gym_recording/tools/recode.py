@@ -102,8 +102,13 @@ def recode(
 
 
 def _read_doc(storage: Storage, m: Manifest) -> Any:
-    """A manifest's JSON, parsed as it is (checked already by ``read_manifests``)."""
-    return decode(storage.read_bytes(m.name, MAX_MANIFEST_BYTES), Any, m.name, legacy=m.legacy)
+    """A manifest's JSON, parsed as it is (checked already by ``read_manifests``).
+
+    It keeps the batches ``m`` lists, those copied, when a writer has added more since.
+    """
+    doc = decode(storage.read_bytes(m.name, MAX_MANIFEST_BYTES), Any, m.name, legacy=m.legacy)
+    doc["batches"] = doc["batches"][: len(m.batches)]
+    return doc
 
 
 def _write_doc(storage: Storage, m: Manifest, doc: Any) -> None:

@@ -605,3 +605,33 @@ def test_a_multiprocessing_worker_writes_its_recording_as_it_exits(
     assert run.returncode == 0, run.stderr
     with gym_recording.load(d) as r:
         assert [ep.seed for ep in r] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("compression", "batch_bytes"), [(None, 10**6), ("zstd", 10**6), (None, 300)]
+)
+def test_an_episode_read_again_shares_nothing_with_one_changed_before(
+    tmp_path: Path, compression: str | None, batch_bytes: int
+) -> None:
+    """Infos, options and Dict observations are plain containers: changing those of one
+    episode read leaves every later read of it as the file holds it (they were shared with
+    the recording's cache of decoded batches). Episodes split across batches too."""
+    with TraceRecording(
+        tmp_path, record_infos=True, compression=compression, batch_bytes=batch_bytes
+    ) as rec:
+        for e in range(3):
+            rec.add_reset({"x": np.zeros(2)}, options={"level": e}, info={"e": e})
+            for t in range(4):
+                rec.add_step(t, {"x": np.full(2, t, float)}, 1.0, terminated=t == 3, info={"t": t})
+
+    def as_read(ep: gym_recording.Episode) -> Any:
+        return (ep.options, ep.infos, sorted(ep.observations), ep.observations["x"].tolist())
+
+    with gym_recording.load(tmp_path) as r:
+        expected = [as_read(ep) for ep in gym_recording.load(tmp_path)]
+        for first in (r[1], *r):  # (by index, then by iterating, then by index again)
+            first.options["level"] = 99
+            first.infos[0]["note"] = "changed"
+            first.observations["y"] = 1
+        assert [as_read(r[i]) for i in range(len(r))] == expected
+        assert [as_read(ep) for ep in r] == expected

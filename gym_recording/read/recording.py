@@ -194,7 +194,9 @@ class Recording(Sequence[Episode]):
         self._storage: Storage = open_storage(
             self.directory, create=False, storage_options=storage_options, mmap=mmap
         )
-        self._cache: OrderedDict[tuple[str, int], DecodedBatch] = OrderedDict()
+        # Decoded batches, each with the objects whose episodes were handed out: an episode
+        # handed out again is decoded again, so that no two share an info or option dict.
+        self._cache: OrderedDict[tuple[str, int], tuple[DecodedBatch, set[int]]] = OrderedDict()
         self._ahead: set[tuple[str, int]] = set()  # batches a remote storage fetched ahead
         self.closed = False
         self._writers: list[_Writer] = []
@@ -292,18 +294,23 @@ class Recording(Sequence[Episode]):
                 if not n:
                     continue
                 self._check_open()
-                batch = self._batch(m, b, ahead=True)  # once per batch, not per episode
-                stop = first + n
-                joined = batch.continues[stop - 1]  # (only a batch's last object continues)
-                k = n - joined
+                # Only a batch's last object continues (as its entry says): if it is this
+                # batch's last episode, _episode joins it with its parts, after the others.
+                entry, last = m.batches[b], first + n - 1
+                k = n - (entry.continues and last == entry.len - 1)
+                batch = self._batch(m, b, range(first, first + k), ahead=True)  # (once a batch)
                 yield from _episodes(batch, m, first, k, idx)
                 idx += k
-                if joined:
-                    yield self._episode(idx, m, b, stop - 1, ahead=True)
+                if k < n:
+                    yield self._episode(idx, m, b, last, ahead=True)
                     idx += 1
 
-    def _batch(self, m: Manifest, b: int, *, ahead: bool = False) -> DecodedBatch:
-        """Batch ``b`` of manifest ``m``, decoded whole and cached.
+    def _batch(
+        self, m: Manifest, b: int, objs: Iterable[int], *, ahead: bool = False
+    ) -> DecodedBatch:
+        """Batch ``b`` of manifest ``m``, decoded whole and cached, for its objects ``objs``.
+
+        Decoded again if an object of ``objs`` was handed out from the cached one.
 
         From a remote storage, with ``ahead`` (reading in order), its files and those of the
         next batches are fetched at once; not for reads out of order (``rec[i]``), which
@@ -311,15 +318,17 @@ class Recording(Sequence[Episode]):
         """
         key = (m.name, b)
         hit = self._cache.get(key)
-        if hit is not None:
+        if hit is not None and hit[1].isdisjoint(objs):
             self._cache.move_to_end(key)
-            return hit
+            hit[1].update(objs)
+            return hit[0]
         if key in self._ahead:
             self._ahead.discard(key)
         elif ahead and self._storage.parallel_reads > 1:
             self._read_ahead(m, b)
         batch = read_batch(self._storage, self.directory, m, b)
-        self._cache[key] = batch
+        self._cache[key] = (batch, set(objs))
+        self._cache.move_to_end(key)
         while len(self._cache) > _BATCH_CACHE:
             self._cache.popitem(last=False)
         return batch
@@ -347,14 +356,14 @@ class Recording(Sequence[Episode]):
 
     def _episode(self, idx: int, m: Manifest, b: int, j: int, *, ahead: bool = False) -> Episode:
         """Episode ``idx``: object ``j`` of batch ``b`` of manifest ``m``, joined with its parts."""
-        batch = self._batch(m, b, ahead=ahead)
+        batch = self._batch(m, b, (j,), ahead=ahead)
         parts = [(batch, j)]
         while parts[-1][0].continues[parts[-1][1]]:
             b += 1
             if b >= len(m.batches):  # (the manifest's check rules this out)
                 msg = "an episode continues past the last batch listed"
                 raise TraceFormatError(msg, os.path.join(self.directory, m.name))
-            parts.append((self._batch(m, b, ahead=ahead), 0))
+            parts.append((self._batch(m, b, (0,), ahead=ahead), 0))
         if len(parts) > 1 or batch.part[j]:
             batch, j = join_parts(parts, os.path.join(self.directory, m.name)), 0
         return next(_episodes(batch, m, j, 1, idx))

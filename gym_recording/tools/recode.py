@@ -106,7 +106,7 @@ def _read_doc(storage: Storage, m: Manifest) -> Any:
 
     It keeps the batches ``m`` lists, those copied, when a writer has added more since.
     """
-    doc = decode(storage.read_bytes(m.name, MAX_MANIFEST_BYTES), Any, m.name, legacy=m.legacy)
+    doc: Any = decode(storage.read_bytes(m.name, MAX_MANIFEST_BYTES), Any, m.name, legacy=m.legacy)
     doc["batches"] = doc["batches"][: len(m.batches)]
     return doc
 

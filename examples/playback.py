@@ -6,11 +6,32 @@ python examples/playback.py DIRECTORY
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import numpy as np
 
 import gym_recording
 from gym_recording.playback import scan_recorded_traces
+
+
+def describe(field: Any) -> str:
+    """A field's layout: an array a step, or a dict or tuple of them (Dict and Tuple spaces)."""
+    if isinstance(field, np.ndarray):
+        return f"{field.dtype}{list(field.shape)}"
+    if isinstance(field, dict):
+        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in field.items()) + "}"
+    if isinstance(field, tuple):
+        return "(" + ", ".join(describe(v) for v in field) + ")"
+    return f"{len(field)} values, one a step"
+
+
+def first(field: Any) -> Any:
+    """The field's value at the reset."""
+    if isinstance(field, dict):
+        return {k: first(v) for k, v in field.items()}
+    if isinstance(field, tuple):
+        return tuple(first(v) for v in field)
+    return field[0]
 
 
 def main(directory: str) -> None:
@@ -21,8 +42,8 @@ def main(directory: str) -> None:
         print(f"{len(rec)} episodes, mean return {returns.mean():.1f}, best {returns.max():.0f}")
         best = rec[int(returns.argmax())]  # random access loads one batch only
         print(f"best episode: {best}")
-        print(f"  observations {best.observations.shape} {best.observations.dtype}")
-        print(f"  first observation {best.observations[0]}, seed {best.seed}")
+        print(f"  observations {describe(best.observations)}, seed {best.seed}")
+        print(f"  first observation {first(best.observations)}")
         print(f"  ended terminated={best.terminated} truncated={best.truncated}")
 
     # The original gym-recording API keeps working.

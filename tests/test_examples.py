@@ -35,6 +35,25 @@ def test_train_then_play_back(tmp_path: Path) -> None:
     assert f"scan_recorded_traces saw {episodes} episodes" in played.stdout
 
 
+def test_playback_of_dict_and_tuple_observations(tmp_path: Path) -> None:
+    import numpy as np
+
+    from gym_recording import TraceRecording
+
+    cases = {
+        "dict": ({"pos": np.zeros(2), "id": np.int64(3)}, "{'pos': float64[2, 2], 'id': int64[2]}"),
+        "tuple": ((np.zeros(3, np.uint8), np.float32(2.5)), "(uint8[2, 3], float32[2])"),
+    }
+    for name, (obs, layout) in cases.items():
+        with TraceRecording(tmp_path / name) as rec:
+            rec.add_reset(obs, seed=0)
+            rec.add_step(0, obs, 1.0, terminated=True)
+        played = _run(str(EXAMPLES / "playback.py"), str(tmp_path / name), cwd=tmp_path)
+        assert played.returncode == 0, played.stderr
+        assert f"observations {layout}, seed 0" in played.stdout
+        assert "scan_recorded_traces saw 1 episodes" in played.stdout
+
+
 def test_playback_without_a_directory_says_what_it_needs(tmp_path: Path) -> None:
     got = _run(str(EXAMPLES / "playback.py"), cwd=tmp_path)
     assert got.returncode == 2

@@ -104,6 +104,17 @@ def test_frames_take_far_less_disk_compressed(tmp_path: Path) -> None:
 def test_env_that_does_not_render_rgb_arrays_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match=r'render_mode="rgb_array".*None'):
         TraceRecordingWrapper(gym.make("CartPole-v1"), tmp_path, record_render=True)
+    with pytest.raises(RecordingError, match=r"gym\.make_vec\(env_id, num_envs, render_mode="):
+        TraceRecordingVectorWrapper(gym.make_vec("CartPole-v1", 2), tmp_path, record_render=True)
+
+    class TextOnly(gym.Env[Any, Any]):  # (made with render_mode="rgb_array", which it ignores)
+        metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+        observation_space, action_space = gym.spaces.Discrete(2), gym.spaces.Discrete(2)
+
+    with pytest.raises(
+        RecordingError, match=r"does not \(its metadata's render_modes are \['ansi'\]"
+    ):
+        TraceRecordingWrapper(TextOnly(), tmp_path, record_render=True)
     with pytest.raises(TypeError, match="record_render"):
         TraceRecordingWrapper(_cartpole(), tmp_path, record_render="yes")  # type: ignore[arg-type]
     assert not list(tmp_path.glob("*.manifest.json"))

@@ -18,7 +18,9 @@ def _always(_: int) -> bool:
     return True
 
 
-def render_choice(record_render: bool | RenderChoice, env: Any, what: str) -> RenderChoice | None:
+def render_choice(
+    record_render: bool | RenderChoice, env: Any, *, vector: bool
+) -> RenderChoice | None:
     """The episodes ``record_render`` renders (``None``: none), once ``env`` is checked.
 
     Raises:
@@ -35,12 +37,16 @@ def render_choice(record_render: bool | RenderChoice, env: Any, what: str) -> Re
         raise TypeError(msg)
     mode = getattr(env, "render_mode", None)
     if mode != "rgb_array":
-        msg = (
-            f"record_render needs {what} that renders RGB frames: make it with "
-            f'render_mode="rgb_array" (gym.make(env_id, render_mode="rgb_array")); its '
-            f"render_mode is {mode!r}"
-        )
-        raise RecordingError(msg)
+        metadata = getattr(env, "metadata", None)
+        modes = metadata.get("render_modes") if isinstance(metadata, dict) else None
+        if isinstance(modes, (list, tuple)) and "rgb_array" not in modes:
+            fix = f"this one does not (its metadata's render_modes are {list(modes)!r})"
+        else:
+            make = "gym.make_vec(env_id, num_envs, " if vector else "gym.make(env_id, "
+            fix = f'make it with render_mode="rgb_array" ({make}render_mode="rgb_array"))'
+        what = "a vector env" if vector else "an env"
+        msg = f"record_render needs {what} that renders RGB frames: {fix}; its render_mode is"
+        raise RecordingError(f"{msg} {mode!r}")
     return _always if record_render is True else record_render
 
 

@@ -182,7 +182,7 @@ class TraceRecordingWrapper(
         if episode_trigger is not None and not callable(episode_trigger):
             msg = f"expected episode_trigger to be callable or None, got {episode_trigger!r}"
             raise TypeError(msg)
-        self._render_choice = render_choice(record_render, env, "an env")
+        self._render_choice = render_choice(record_render, env, vector=False)
         spec = getattr(env, "spec", None)
         self.recording = TraceRecording(
             directory,

@@ -231,7 +231,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         n = int(env.num_envs)
         #: The autoreset mode followed (read from the vector env's metadata).
         self.autoreset_mode = autoreset_mode(env)
-        self._render_choice = render_choice(record_render, env, "a vector env")
+        self._render_choice = render_choice(record_render, env, vector=True)
         if self._render_choice is not None and self.autoreset_mode == AutoresetMode.SAME_STEP:
             msg = (
                 "record_render cannot record a vector env under the SAME_STEP autoreset mode: "

@@ -368,7 +368,10 @@ def test_exports_read_compressed_recordings(tmp_path):
         ({"compression": "zstd", "compression_level": 0}, "from 1 to 22"),
         ({"compression": "zstd", "compression_level": 23}, "from 1 to 22"),
         ({"compression": "zstd", "compression_level": True}, "from 1 to 22"),
+        ({"compression": "zstd", "compression_level": 3.0}, "from 1 to 22"),
         ({"compression_level": 3}, "needs compression='zstd'"),
+        ({"batch_bytes": 0}, "batch_bytes to be a positive int, got 0"),
+        ({"batch_bytes": 1e6}, "batch_bytes to be a positive int, got 1000000.0"),
     ],
 )
 def test_bad_compression_arguments_are_refused(kwargs, match, tmp_path):
@@ -376,6 +379,15 @@ def test_bad_compression_arguments_are_refused(kwargs, match, tmp_path):
         TraceRecording(tmp_path, **kwargs)
     with pytest.raises(ValueError, match=match):
         TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path / "w", **kwargs)
+    assert not list(tmp_path.iterdir())  # (refused before a directory is made)
+
+
+def test_numpy_integers_are_taken_for_level_and_batch_bytes(tmp_path):
+    with TraceRecording(
+        tmp_path, compression="zstd", compression_level=np.int64(9), batch_bytes=np.int32(4000)
+    ) as rec:
+        rec.add_reset(np.zeros(3))
+    assert rec.batch_bytes == 4000 and type(rec.batch_bytes) is int
 
 
 def test_record_command_compresses(tmp_path, capsys):

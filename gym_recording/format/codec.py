@@ -234,10 +234,14 @@ def make_compressor(compression: str | None, level: int | None) -> Compressor | 
         raise ValueError(msg)
     if level is None:
         return Compressor()
-    if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= MAX_LEVEL:
+    if (
+        not isinstance(level, (int, np.integer))
+        or isinstance(level, bool)
+        or not 1 <= level <= MAX_LEVEL
+    ):
         msg = f"expected compression_level to be an int from 1 to {MAX_LEVEL}, got {level!r}"
         raise ValueError(msg)
-    return Compressor(level)
+    return Compressor(int(level))
 
 
 def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:

@@ -31,7 +31,7 @@ from gym_recording.record import steps as _steps
 from gym_recording.record.buffer import Field, OpenSpan, Rewards
 from gym_recording.record.head import manifest_head
 from gym_recording.record.infos import Values
-from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter
+from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter, checked_batch_bytes
 from gym_recording.storage import LocalStorage, open_storage
 
 __all__ = ["TraceRecording"]
@@ -118,9 +118,7 @@ class TraceRecording:
         compression_level: int | None = None,
         render_fps: float | None = None,
     ) -> None:
-        if not isinstance(batch_bytes, int) or isinstance(batch_bytes, bool) or batch_bytes < 1:
-            msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
-            raise ValueError(msg)
+        batch_bytes = checked_batch_bytes(batch_bytes)
         compressor = make_compressor(compression, compression_level)
         self.writer_id = f"{next(_writer_counter)}.{os.getpid()}.{secrets.token_hex(5)}"
         self.batch_bytes = batch_bytes

@@ -25,7 +25,7 @@ from gym_recording.format.wire import BatchEntry, ManifestDoc
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.storage.base import BytesLike, PendingWrite, Storage
 
-__all__ = ["BatchWriter"]
+__all__ = ["BatchWriter", "checked_batch_bytes"]
 
 #: Steps per batch are clamped to this range (as in the original writer).
 MIN_BATCH_STEPS = 1
@@ -47,6 +47,19 @@ FOREGROUND_PROBE_EVERY = 32
 MAX_RAW_BATCH_BYTES = 64 * 1024 * 1024
 
 Files = list[tuple[str, list[BytesLike], bool]]
+
+
+def checked_batch_bytes(batch_bytes: Any) -> int:
+    """``batch_bytes``, the size batches aim at, as an int (a NumPy integer too).
+
+    Raises:
+        ValueError: it is not a positive integer.
+    """
+    integer = isinstance(batch_bytes, (int, np.integer)) and not isinstance(batch_bytes, bool)
+    if not integer or batch_bytes < 1:
+        msg = f"expected batch_bytes to be a positive int, got {batch_bytes!r}"
+        raise ValueError(msg)
+    return int(batch_bytes)
 
 
 class _WriteJob:

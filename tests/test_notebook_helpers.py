@@ -334,9 +334,9 @@ def test_recording_repr_html_is_cheap(tmp_path: Path, monkeypatch: pytest.Monkey
     read: list[tuple[str, int]] = []
     original = rec._batch
 
-    def counting(m: Any, b: int, **kwargs: Any) -> Any:
+    def counting(m: Any, b: int, *args: Any, **kwargs: Any) -> Any:
         read.append((m.name, b))
-        return original(m, b, **kwargs)
+        return original(m, b, *args, **kwargs)
 
     monkeypatch.setattr(rec, "_batch", counting)
     page = rec._repr_html_()

@@ -635,3 +635,9 @@ def test_an_episode_read_again_shares_nothing_with_one_changed_before(
             first.observations["y"] = 1
         assert [as_read(r[i]) for i in range(len(r))] == expected
         assert [as_read(ep) for ep in r] == expected
+    # An episode of read-only arrays only is read again from the batch decoded once.
+    with TraceRecording(tmp_path / "arrays", batch_bytes=batch_bytes) as rec:
+        rec.add_reset(np.zeros(2))
+        rec.add_step(0, np.ones(2), 1.0)
+    with gym_recording.load(tmp_path / "arrays") as r:
+        assert r[0].observations is r[0].observations

@@ -131,6 +131,16 @@ class _Writer:
         return cls(m, tuple(starts), tuple(first_obj), cum)
 
 
+def _frozen(batch: DecodedBatch, j: int) -> bool:
+    """Whether the episode of object ``j`` holds only read-only arrays: nothing to change."""
+    values = (batch.observations[j], batch.actions[j], batch.rewards[j])
+    return (
+        all(type(v) is np.ndarray and not v.flags.writeable for v in values)
+        and batch.options[j] is None
+        and batch.infos[j] is None
+    )
+
+
 def _episodes(batch: DecodedBatch, m: Manifest, first: int, k: int, idx: int) -> Iterator[Episode]:
     """Episodes ``idx ..`` of writer ``m``: the ``k`` objects of ``batch`` from ``first`` on."""
     s = slice(first, first + k)
@@ -195,7 +205,8 @@ class Recording(Sequence[Episode]):
             self.directory, create=False, storage_options=storage_options, mmap=mmap
         )
         # Decoded batches, each with the objects whose episodes were handed out: an episode
-        # handed out again is decoded again, so that no two share an info or option dict.
+        # handed out again is decoded again if it holds a container (an info or option dict,
+        # a Dict observation) the user may have changed.
         self._cache: OrderedDict[tuple[str, int], tuple[DecodedBatch, set[int]]] = OrderedDict()
         self._ahead: set[tuple[str, int]] = set()  # batches a remote storage fetched ahead
         self.closed = False
@@ -310,7 +321,8 @@ class Recording(Sequence[Episode]):
     ) -> DecodedBatch:
         """Batch ``b`` of manifest ``m``, decoded whole and cached, for its objects ``objs``.
 
-        Decoded again if an object of ``objs`` was handed out from the cached one.
+        Decoded again if an object of ``objs`` holding a container was handed out from the
+        cached one.
 
         From a remote storage, with ``ahead`` (reading in order), its files and those of the
         next batches are fetched at once; not for reads out of order (``rec[i]``), which
@@ -318,7 +330,7 @@ class Recording(Sequence[Episode]):
         """
         key = (m.name, b)
         hit = self._cache.get(key)
-        if hit is not None and hit[1].isdisjoint(objs):
+        if hit is not None and (hit[1].isdisjoint(objs) or all(_frozen(hit[0], j) for j in objs)):
             self._cache.move_to_end(key)
             hit[1].update(objs)
             return hit[0]
@@ -328,7 +340,7 @@ class Recording(Sequence[Episode]):
             self._read_ahead(m, b)
         batch = read_batch(self._storage, self.directory, m, b)
         self._cache[key] = (batch, set(objs))
-        self._cache.move_to_end(key)
+        self._cache.move_to_end(key)  # (in place of one decoded before)
         while len(self._cache) > _BATCH_CACHE:
             self._cache.popitem(last=False)
         return batch

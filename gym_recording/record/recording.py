@@ -118,13 +118,12 @@ class TraceRecording:
         compression_level: int | None = None,
         render_fps: float | None = None,
     ) -> None:
-        batch_bytes = checked_batch_bytes(batch_bytes)
+        self.batch_bytes = batch_bytes = checked_batch_bytes(batch_bytes)
         compressor = make_compressor(compression, compression_level)
         self.writer_id = f"{next(_writer_counter)}.{os.getpid()}.{secrets.token_hex(5)}"
-        self.batch_bytes = batch_bytes
         self.record_infos = record_infos
-        self.closed = False
-        self._closing = False  # closed with its last write in flight (close(wait=False))
+        # (_closing: closed with its last write in flight, by close(wait=False))
+        self.closed, self._closing = False, False
         head = manifest_head(
             self.writer_id,
             env_id=env_id,
@@ -162,8 +161,6 @@ class TraceRecording:
         lifetime.register(id(self), self.directory, self.close, self._forget, early=early)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
 
-    # ---------------------------------------------------------------- what was written
-
     @property
     def file_prefix(self) -> str:
         """The prefix of the files of the current segment."""
@@ -192,9 +189,6 @@ class TraceRecording:
     # ---------------------------------------------------------------- feeding
 
     def _check_usable(self, what: str) -> None:
-        if self.closed:
-            msg = f"{what}() on a closed TraceRecording; create a new one to record more"
-            raise RecordingClosedError(msg)
         if self._forks != lifetime.forks:
             msg = (
                 f"{what}() in a forked child of the process that made this TraceRecording "
@@ -202,6 +196,10 @@ class TraceRecording:
                 "TraceRecording (or wrapper) in the child to record there"
             )
             raise RecordingError(msg)
+        with self._lock:  # (closing in another thread: closed once that is done)
+            if self.closed:
+                msg = f"{what}() on a closed TraceRecording; create a new one to record more"
+                raise RecordingClosedError(msg)
 
     @lifetime.serialized
     def add_reset(
@@ -363,10 +361,13 @@ class TraceRecording:
         except Exception as exc:  # (refused: no trace of the step, the episode ends before it)
             if self._open is ep:  # (not cut already, by an info refused)
                 self._cut(steps)
+            self._check_usable("add_step")  # (or ended by a close in another thread)
             raise buffer.refusal(what, exc) from None
         except BaseException:  # (interrupted: no trace of the step, the episode goes on)
             self._cut(steps, end=False)
             raise
+        if self._open is not ep:  # (ended meanwhile by a close in another thread)
+            self._check_usable("add_step")
         try:
             if not self._sized:
                 self._layout_known()
@@ -633,8 +634,8 @@ class TraceRecording:
         continues in the next batch (FORMAT.md §4).
         """
         ep = self._open
-        if ep is None:  # pragma: no cover - add_step checks
-            return
+        if ep is None:  # (ended by a close in another thread, which this call waited for)
+            return self._check_usable("add_step")
         steps = len(self._rew)
         rendered = ep.frame_start >= 0
         if (

@@ -91,6 +91,18 @@ def test_gymnasium_make_env_records_spec(trace_dir):
     assert manifest["env_spec"]["max_episode_steps"] == 500
 
 
+def test_the_wrapped_envs_spec_is_json_with_a_path_and_numpy_integers(tmp_path):
+    """gymnasium's env.spec.to_json() holds the wrapper's arguments: a Path directory and
+    NumPy integers are stored as a str and ints (it raised "not JSON serializable")."""
+    import numpy as np
+
+    kwargs = {"batch_bytes": np.int64(5000), "compression": "zstd", "compression_level": np.int8(4)}
+    with TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path / "rec", **kwargs) as env:
+        (mine,) = json.loads(env.spec.to_json())["additional_wrappers"][-1:]
+    assert mine["kwargs"]["directory"] == str(tmp_path / "rec")
+    assert (mine["kwargs"]["batch_bytes"], mine["kwargs"]["compression_level"]) == (5000, 4)
+
+
 def _play_legacy(env: Any, n_episodes: int) -> list[Trace]:
     """Drive an env with the legacy API (reset -> obs, step -> 4-tuple); keep what it returned."""
     traces = []

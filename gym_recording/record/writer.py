@@ -95,7 +95,7 @@ class _WriteJob:
                 except RecordingError:
                     raise
                 except Exception as exc:  # (zstd's, or memory: the batch stays, as a write's)
-                    msg = f"could not compress the batch ({exc!r}); it is tried again"
+                    msg = f"could not encode or compress the batch ({exc!r}); it is tried again"
                     raise WriteError(msg) from exc
                 self.prepare = None
             self.storage.write_files(self.files[self.done :], published)

@@ -151,18 +151,6 @@ class TraceRecordingWrapper(
         compression_level: int | None = None,
         record_render: bool | RenderChoice = False,
     ) -> None:
-        gymnasium.utils.RecordConstructorArgs.__init__(
-            self,
-            directory=directory,
-            batch_bytes=batch_bytes,
-            record_infos=record_infos,
-            episode_trigger=episode_trigger,
-            metadata=metadata,
-            storage_options=storage_options,
-            compression=compression,
-            compression_level=compression_level,
-            record_render=record_render,
-        )
         self._gymnasium_env = isinstance(env, gymnasium.Env)
         if self._gymnasium_env:
             gymnasium.Wrapper.__init__(self, env)
@@ -197,6 +185,18 @@ class TraceRecordingWrapper(
             compression=compression,
             compression_level=compression_level,
             render_fps=render_fps(env),
+        )
+        gymnasium.utils.RecordConstructorArgs.__init__(  # (plain JSON: env.spec.to_json())
+            self,
+            directory=None if directory is None else os.fspath(directory),
+            batch_bytes=self.recording.batch_bytes,
+            record_infos=record_infos,
+            episode_trigger=episode_trigger,
+            metadata=metadata,
+            storage_options=storage_options,
+            compression=compression,
+            compression_level=compression_level and int(compression_level),  # (checked)
+            record_render=record_render,
         )
         #: The directory the traces are written to.
         self.directory: str = self.recording.directory

@@ -10,6 +10,7 @@ with the recorder inside each worker or under a vector wrapper; ``gym-recording 
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import pickle
 import subprocess
@@ -101,6 +102,25 @@ def test_replay_makes_the_env_with_its_recorded_kwargs(tmp_path: Path) -> None:
     ep = gym_recording.load(d)[0]
     assert ep.actions.dtype == np.float32 and ep.actions.shape[1:] == (2,)
     assert ep.replay().reproduced
+
+
+def test_replay_of_a_recording_of_a_recorded_env_records_nothing(tmp_path: Path) -> None:
+    """Two recording wrappers: the outer one's env spec holds the inner one. A replay makes
+    the env without it, so that it does not record into the inner recording's directory."""
+    inner = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path / "inner")
+    outer = TraceRecordingWrapper(gymnasium.wrappers.ClipReward(inner, -1, 1), tmp_path / "outer")
+    outer.reset(seed=0)
+    for _ in range(3):
+        outer.step(0)
+    outer.close()
+    before = sorted(p.name for p in (tmp_path / "inner").iterdir())
+    with gym_recording.load(tmp_path / "outer") as rec:
+        wrappers = [w["name"] for w in rec[0].env_spec["additional_wrappers"]]
+        assert wrappers == ["TraceRecordingWrapper", "ClipReward"]
+        assert rec[0].replay().reproduced
+    del rec
+    gc.collect()  # (a recording made by the replay would write at its collection)
+    assert sorted(p.name for p in (tmp_path / "inner").iterdir()) == before
 
 
 def test_replay_of_atari_with_its_obs_type(tmp_path: Path) -> None:

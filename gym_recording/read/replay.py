@@ -12,7 +12,7 @@ import html
 import json
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,9 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
             spec = EnvSpec.from_json(json.dumps(ep.env_spec))
         except Exception:  # a summary of a spec whose kwargs did not serialise
             spec = None
+        else:  # (not a recording wrapper inside: replaying would record into its directory)
+            kept = [w for w in spec.additional_wrappers if "gym_recording" not in w.entry_point]
+            spec = replace(spec, additional_wrappers=tuple(kept))
     target = spec if spec is not None else (env_id or ep.env_id)
     if not target:
         msg = (

@@ -641,3 +641,10 @@ def test_an_episode_read_again_shares_nothing_with_one_changed_before(
         rec.add_step(0, np.ones(2), 1.0)
     with gym_recording.load(tmp_path / "arrays") as r:
         assert r[0].observations is r[0].observations
+    # (An array of Python objects is read-only, and its objects are not.)
+    with TraceRecording(tmp_path / "objects", batch_bytes=batch_bytes) as rec:
+        rec.add_reset(np.array([{"a": [1]}], dtype=object))
+        rec.add_step(0, np.array([{"a": [2]}], dtype=object), 1.0)
+    with gym_recording.load(tmp_path / "objects") as r:
+        r[0].observations[0][0]["a"].append(99)
+        assert r[0].observations[0][0]["a"] == [1]

@@ -132,10 +132,10 @@ class _Writer:
 
 
 def _frozen(batch: DecodedBatch, j: int) -> bool:
-    """Whether the episode of object ``j`` holds only read-only arrays: nothing to change."""
+    """Whether episode ``j`` holds read-only arrays of no Python objects: nothing to change."""
     values = (batch.observations[j], batch.actions[j], batch.rewards[j])
     return (
-        all(type(v) is np.ndarray and not v.flags.writeable for v in values)
+        all(type(v) is np.ndarray and not (v.flags.writeable or v.dtype.hasobject) for v in values)
         and batch.options[j] is None
         and batch.infos[j] is None
     )

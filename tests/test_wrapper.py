@@ -103,6 +103,20 @@ def test_the_wrapped_envs_spec_is_json_with_a_path_and_numpy_integers(tmp_path):
     assert (mine["kwargs"]["batch_bytes"], mine["kwargs"]["compression_level"]) == (5000, 4)
 
 
+def test_arguments_gymnasium_cannot_copy_are_refused_before_a_recording_is_made(tmp_path):
+    """gymnasium's RecordConstructorArgs deep-copies the arguments: an episode_trigger that
+    holds a lock fails there, and no directory (nor, at exit, a manifest) is left."""
+    import functools
+    import threading
+
+    trigger = functools.partial(lambda lock, i: True, threading.Lock())
+    with pytest.raises(TypeError, match="pickle"):
+        TraceRecordingWrapper(
+            gymnasium.make("CartPole-v1"), tmp_path / "rec", episode_trigger=trigger
+        )
+    assert not (tmp_path / "rec").exists()
+
+
 def _play_legacy(env: Any, n_episodes: int) -> list[Trace]:
     """Drive an env with the legacy API (reset -> obs, step -> 4-tuple); keep what it returned."""
     traces = []

@@ -10,11 +10,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, NoReturn, SupportsFloat, TypeVar
 
 import gymnasium
+import numpy as np
 
 from gym_recording._errors import RecordingClosedError, RecordingError, WriteError
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
+from gym_recording.record.writer import checked_batch_bytes
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 
 __all__ = ["TraceRecordingWrapper"]
@@ -151,6 +153,20 @@ class TraceRecordingWrapper(
         compression_level: int | None = None,
         record_render: bool | RenderChoice = False,
     ) -> None:
+        if isinstance(compression_level, np.integer):  # (plain JSON in env.spec, as below)
+            compression_level = int(compression_level)
+        gymnasium.utils.RecordConstructorArgs.__init__(  # (plain JSON: env.spec.to_json())
+            self,
+            directory=None if directory is None else os.fspath(directory),
+            batch_bytes=checked_batch_bytes(batch_bytes),
+            record_infos=record_infos,
+            episode_trigger=episode_trigger,
+            metadata=metadata,
+            storage_options=storage_options,
+            compression=compression,
+            compression_level=compression_level,
+            record_render=record_render,
+        )
         self._gymnasium_env = isinstance(env, gymnasium.Env)
         if self._gymnasium_env:
             gymnasium.Wrapper.__init__(self, env)
@@ -185,18 +201,6 @@ class TraceRecordingWrapper(
             compression=compression,
             compression_level=compression_level,
             render_fps=render_fps(env),
-        )
-        gymnasium.utils.RecordConstructorArgs.__init__(  # (plain JSON: env.spec.to_json())
-            self,
-            directory=None if directory is None else os.fspath(directory),
-            batch_bytes=self.recording.batch_bytes,
-            record_infos=record_infos,
-            episode_trigger=episode_trigger,
-            metadata=metadata,
-            storage_options=storage_options,
-            compression=compression,
-            compression_level=compression_level and int(compression_level),  # (checked)
-            record_render=record_render,
         )
         #: The directory the traces are written to.
         self.directory: str = self.recording.directory

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,6 +23,10 @@ from gym_recording.format.fields import field_step, map_leaves
 from gym_recording.read.notebook import _STYLE, Animation, _kv_table, animate
 
 __all__ = ["ReplayResult", "make_env", "replay_episode"]
+
+#: The package of gym-recording's wrappers (``gym_recording:TraceRecordingWrapper``), whose
+#: entry points a replayed spec leaves out.
+_OURS = "gym_recording"
 
 # (Episode is not imported: it imports this module.)
 Episode = Any
@@ -47,7 +52,8 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
         except Exception:  # a summary of a spec whose kwargs did not serialise
             spec = None
         else:  # (not a recording wrapper inside: replaying would record into its directory)
-            kept = [w for w in spec.additional_wrappers if "gym_recording" not in w.entry_point]
+            wrappers = spec.additional_wrappers
+            kept = [w for w in wrappers if re.split("[.:]", str(w.entry_point))[0] != _OURS]
             spec = replace(spec, additional_wrappers=tuple(kept))
     target = spec if spec is not None else (env_id or ep.env_id)
     if not target:

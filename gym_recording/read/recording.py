@@ -330,7 +330,7 @@ class Recording(Sequence[Episode]):
         """
         key = (m.name, b)
         hit = self._cache.get(key)
-        if hit is not None and (hit[1].isdisjoint(objs) or all(_frozen(hit[0], j) for j in objs)):
+        if hit is not None and all(_frozen(hit[0], j) for j in hit[1].intersection(objs)):
             self._cache.move_to_end(key)
             hit[1].update(objs)
             return hit[0]

@@ -153,12 +153,13 @@ class TraceRecordingWrapper(
         compression_level: int | None = None,
         record_render: bool | RenderChoice = False,
     ) -> None:
-        if isinstance(compression_level, np.integer):  # (plain JSON in env.spec, as below)
+        batch_bytes = checked_batch_bytes(batch_bytes)  # (plain JSON in env.spec, as below)
+        if isinstance(compression_level, np.integer):
             compression_level = int(compression_level)
         gymnasium.utils.RecordConstructorArgs.__init__(  # (plain JSON: env.spec.to_json())
             self,
             directory=None if directory is None else os.fspath(directory),
-            batch_bytes=checked_batch_bytes(batch_bytes),
+            batch_bytes=batch_bytes,
             record_infos=record_infos,
             episode_trigger=episode_trigger,
             metadata=metadata,

@@ -366,7 +366,7 @@ class TraceRecording:
         except BaseException:  # (interrupted: no trace of the step, the episode goes on)
             self._cut(steps, end=False)
             raise
-        if self._open is not ep:  # (ended meanwhile by a close in another thread)
+        if ep.ended:  # (meanwhile by a close in another thread: the step may be lost)
             self._check_usable("add_step")
         try:
             if not self._sized:
@@ -559,8 +559,10 @@ class TraceRecording:
         ep = self._open
         if ep is None:
             return -1
+        ep.ended = True  # (first: a step another thread is storing is refused, not lost)
+        self._recorders.sync(-1, None, self._values)  # (and no step stored with no episode)
         steps = len(self._rew.buf) >> 3
-        self._finish(ep, steps, steps + self._resets, ended_at)  # (the recorders told)
+        self._finish(ep, steps, steps + self._resets, ended_at)
         return steps
 
     def _finish(self, ep: OpenSpan, steps: int, obs_stop: int, ended_at: float | None) -> None:
@@ -570,7 +572,6 @@ class TraceRecording:
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
         ep.keys, ep.options = keys, None if ep.part else ep.options
-        self._recorders.sync(-1, None, self._values)  # (first: no step stored with no episode)
         self._open = None  # (a store, then a list's append: no signal is handled between)
         self._pending.append(ep)
         self.episode_count += 1

@@ -244,9 +244,17 @@ def assert_value(shown: str, expected: float) -> None:
 # ------------------------------------------------------------------------------ compat cases
 
 
-def test_page_works_under_its_content_security_policy(browser: Any) -> None:
-    """With the server's CSP enforced, the page loads, reads and draws without violations."""
+@pytest.mark.parametrize("compressed", [False, True], ids=["raw", "zstd"])
+def test_page_works_under_its_content_security_policy(
+    browser: Any, tmp_path: Path, compressed: bool
+) -> None:
+    """With the server's CSP enforced, the page loads, reads and draws without violations;
+    compressed, it also compiles xxhash-wasm's WebAssembly to check the frames' checksums."""
+    from gym_recording.tools.recode import recode
+
     directory = compat_case("image")
+    if compressed:
+        directory = Path(recode(directory, tmp_path / "zstd", compression="zstd"))
     server, url = make_server(str(directory))
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     context = browser.new_context()

@@ -1264,6 +1264,21 @@ def _(rec: Rec) -> None:
     r["rawsize"] = len(data)
 
 
+@case("zstd-checksum-mismatch", "the frame decodes, to bytes its content checksum does not match")
+def _(rec: Rec) -> None:
+    import zstandard
+
+    r = ref(rec)
+    data = bytes(rec.raw[BIN0][r["npyoff"] : r["npyoff"] + r["size"]])
+    checksum = zstandard.ZstdCompressor(write_checksum=True).compress(data)[-4:]
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0x10  # (a bit flipped on the disk: the frame still decodes)
+    # One raw block (RFC 8878 §3.1.1): single segment, a 4-byte content size, a checksum.
+    header = b"\x28\xb5\x2f\xfd\xa4" + len(data).to_bytes(4, "little")
+    block = (len(data) << 3 | 1).to_bytes(3, "little")  # (the last block, raw)
+    zstd_ref(rec, frame=header + block + bytes(flipped) + checksum)
+
+
 @case("zstd-trailing-bytes", "the frame's `size` takes in bytes after the frame")
 def _(rec: Rec) -> None:
     import zstandard

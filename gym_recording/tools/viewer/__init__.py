@@ -46,12 +46,14 @@ _STATIC_FILES = {
     "viewer.js": "text/javascript; charset=utf-8",
     # fzstd, the zstd decompressor of compressed recordings (vendored from npm, MIT).
     "fzstd.js": "text/javascript; charset=utf-8",
+    # xxhash-wasm, which checks their frames' content checksums (vendored from npm, MIT).
+    "xxhash-wasm.js": "text/javascript; charset=utf-8",
     "viewer.css": "text/css; charset=utf-8",
 }
-_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'"
+_CSP = (  # ('wasm-unsafe-eval': xxhash-wasm compiles its WebAssembly; no JavaScript eval)
+    "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; "
+    "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 # (at most 19 digits: an int64; a longer number is no range a file can have)
 _RANGE_RE = re.compile(r"^\s*bytes\s*=\s*(\d{0,19})\s*-\s*(\d{0,19})\s*$", re.IGNORECASE)

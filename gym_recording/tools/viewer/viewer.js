@@ -674,12 +674,20 @@
     return at <= b.length ? at : null;
   }
 
+  // XXH64 (xxhash-wasm, vendored), which checks the zstd frames' content checksums: its
+  // WebAssembly is compiled once, as the first compressed array comes.
+  let hasherMade = null;
+  const zstdHasher = () => (hasherMade ||= xxhash());
+  const CHECKSUM_CHUNK = 1 << 20; // bytes hashed a call (its memory holds one such chunk)
+  const hex32 = (n) => `0x${n.toString(16).padStart(8, "0")}`;
+
   /**
    * The raw bytes of a validated ref whose stored bytes are at `offset` of `buffer`: those
    * bytes, or a compressed array's frame decompressed (fzstd, vendored), checked against its
-   * rawsize before and after (FORMAT.md §6.2). Returns {buffer, offset}.
+   * rawsize before and after, and against its content checksum if it has one, with `hasher`
+   * (zstdHasher's) (FORMAT.md §6.2). Returns {buffer, offset}.
    */
-  function rawBytes(buffer, offset, ref) {
+  function rawBytes(buffer, offset, ref, hasher) {
     if (!isCompressed(ref)) return { buffer, offset };
     const frame = new Uint8Array(buffer, offset, ref.size);
     const at = `compressed array at npyoff ${ref.npyoff}`;
@@ -704,6 +712,17 @@
     if (got.buffer !== out.buffer || got.length !== ref.rawsize) {
       throw new TraceFormatError(ref.npyfile, `${at}: the zstd frame holds ${got.length} bytes, expected rawsize ${ref.rawsize}`);
     }
+    if (frame[4] & 4) {
+      // (Content_Checksum_flag: the frame ends with the low 32 bits of its content's XXH64)
+      const n = frame.length;
+      const stored = (frame[n - 4] | (frame[n - 3] << 8) | (frame[n - 2] << 16) | (frame[n - 1] << 24)) >>> 0;
+      const hash = hasher.create64(0n);
+      for (let i = 0; i < out.length; i += CHECKSUM_CHUNK) hash.update(out.subarray(i, i + CHECKSUM_CHUNK));
+      const sum = Number(hash.digest() & 0xffffffffn);
+      if (sum !== stored) {
+        throw new TraceFormatError(ref.npyfile, `${at}: expected content whose checksum is ${hex32(stored)} (the frame's), got ${hex32(sum)}: the file is damaged; restore it from a copy`);
+      }
+    }
     return { buffer: out.buffer, offset: 0 };
   }
 
@@ -711,10 +730,11 @@
   async function fetchRefs(refs) {
     const spans = refs.map((ref) => ({ ...spanOf(ref), ref }));
     const got = await fetchSpans(spans);
+    const hasher = refs.some(isCompressed) ? await zstdHasher() : null;
     const out = new Map();
     for (const span of spans) {
       const stored = got.get(span);
-      const { buffer, offset } = rawBytes(stored.buffer, stored.offset, span.ref);
+      const { buffer, offset } = rawBytes(stored.buffer, stored.offset, span.ref, hasher);
       out.set(span.ref, decodeArray(buffer, offset, span.ref));
     }
     return out;
@@ -1880,13 +1900,14 @@
       fetch.push(span);
     }
     const got = await fetchSpans(fetch);
+    const hasher = fetch.some((span) => span.zref) ? await zstdHasher() : null;
     for (const span of wanted) {
       let pixels;
       if (span.zref) {
         const key = `${span.file}:${span.off}`;
         if (!zstdCache.has(key)) {
           const stored = got.get(span);
-          const { buffer } = rawBytes(stored.buffer, stored.offset, span.zref);
+          const { buffer } = rawBytes(stored.buffer, stored.offset, span.zref, hasher);
           zstdCache.set(key, new Uint8Array(buffer));
           while (zstdCache.size > ZSTD_CACHE) zstdCache.delete(zstdCache.keys().next().value);
         }

@@ -50,7 +50,7 @@ from loops import EPISODE_STEPS, drive, drive_vector
 import gym_recording
 from gym_recording.format.arrays import BatchBlob
 from gym_recording.record import frames as frames_store
-from gym_recording.record import recording as recording_module
+from gym_recording.record import rows as rows_module
 from gym_recording.record import steps as step_path
 from gym_recording.record import writer
 from gym_recording.storage.local import LocalStorage
@@ -246,7 +246,7 @@ PIECES: dict[str, tuple[str, list[tuple[Any, str, Any]], list[str], list[str]]] 
     ),
     "rows at once": (
         "a vector env's sub-env rows stored at once by add_rows (else row by row)",
-        [(recording_module, "ROWS_AT_ONCE", False)],
+        [(rows_module, "ROWS_AT_ONCE", False)],
         ["8 x CartPole-v1, sync", "64 x CartPole-v1, sync"],
         [],
     ),

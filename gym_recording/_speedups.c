@@ -3,10 +3,9 @@
  * code that stays the reference, imported only by gym_recording/_accel.py and run beside that
  * code over one corpus by tests/test_accelerated.py. Nothing here reads a Python object's
  * layout beyond the public C API of CPython and NumPy.
- * 1. StepRecorder (for record.steps.PlainStepRecorder): record(action, result) appends the bytes
- *    of a gymnasium 5-tuple whose observation and action fit configure()'s leaves and whose
- *    reward is a float, while the buffer has room (its info: to its row, else to keep_info);
- *    every other step goes to slow(action, result).
+ * 1. StepRecorder (for record.steps.PlainStepRecorder): record(action, result) appends a step
+ *    whose observation and action fit configure()'s leaves, with a float reward, while the
+ *    buffer has room (its info: to its row, else to keep_info); others go to slow().
  * 2. start_write(directory, files, mode), for LocalStorage's Python group write: the same
  *    files, renames and fsyncs in the same order, on a thread that never takes the GIL.
  * 3. views(refs, blob, name, dtypes, min_ndim), for BatchBlob.array over a list of ndarray
@@ -46,6 +45,7 @@ typedef struct {
     Py_ssize_t row_room; /* rows it may append to rows before keep_info must take one */
     PyObject *rewards;   /* bytearray of float64 */
     Py_ssize_t room;   /* steps the buffer may hold; -1 while no episode is recorded */
+    unsigned long stepper; /* the thread in record(), or 0 */
     int fast;          /* both leaves are configured */
     Leaf obs, act;
 } StepRecorder;
@@ -126,11 +126,8 @@ call2(PyObject *f, PyObject *a, PyObject *b)
 {
     PyObject *argv[2] = {a, b};
     PyObject *r = PyObject_Vectorcall(f, argv, 2, NULL);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
 }
 
 /* If info is a row of rows = (values, keys, types), a dict of keys (the same objects, in that
@@ -172,20 +169,15 @@ take_row(StepRecorder *self, PyObject *info)
     return 1;
 }
 
-/* record(action, result): store the step, or hand it to slow; return result, or NULL. */
-static PyObject *
-recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+/* Store the step: 1, or 0 to hand it to slow, or -1 with an exception. */
+static int
+store_step(StepRecorder *self, PyObject *action, PyObject *result)
 {
-    StepRecorder *self = (StepRecorder *)op;
-    if (nargs != 2) {
-        return PyErr_Format(PyExc_TypeError, "record() takes 2 arguments (%zd given)", nargs);
-    }
-    PyObject *action = args[0], *result = args[1];
     /* Every check first: a mismatch stores nothing. (numpy's float64 is a float.) */
     if (!self->fast || !PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
         (PyByteArray_GET_SIZE(self->rewards) >> 3) >= self->room ||
         !PyFloat_Check(PyTuple_GET_ITEM(result, 1))) {
-        goto slow;
+        return 0;
     }
     npy_int64 a_tmp, o_tmp;
     const void *a_src = leaf_bytes(action, &self->act, &a_tmp);
@@ -196,28 +188,40 @@ recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     int u = t < 0 ? -1 : truncated == Py_False ? 0 : PyObject_IsTrue(truncated);
     if (u < 0) { /* (a value of another layout, or flags of no truth value: Python's code) */
         PyErr_Clear();
-        goto slow;
+        return 0;
     }
     if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) { /* (first: no step */
-        return NULL; /* is kept without its flags if on_flags is interrupted) */
+        return -1; /* is kept without its flags if on_flags is interrupted) */
     }
     if (self->keep_info != NULL && !take_row(self, PyTuple_GET_ITEM(result, 4))) {
         PyObject *kept = PyObject_CallOneArg(self->keep_info, PyTuple_GET_ITEM(result, 4));
         Py_XDECREF(kept);
         if (kept == NULL || !self->fast) { /* (keep_info must leave the leaves as they are) */
-            return kept ? PyErr_Format(PyExc_RuntimeError, "keep_info configured record()") : NULL;
+            return kept ? (PyErr_SetString(PyExc_RuntimeError, "keep_info set leaves"), -1) : -1;
         }
     }
     double r = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(result, 1));
-    if (append(self->act.buf, a_src, self->act.nbytes) < 0 ||
-        append(self->obs.buf, o_src, self->obs.nbytes) < 0 ||
-        append(self->rewards, &r, sizeof r) < 0) {
+    return append(self->act.buf, a_src, self->act.nbytes) < 0 ||
+           append(self->obs.buf, o_src, self->obs.nbytes) < 0 ||
+           append(self->rewards, &r, sizeof r) < 0 ? -1 : 1;
+}
+
+/* record(action, result): store the step, or hand it to slow; return result, or NULL. Its thread
+   is in stepper while it stores (see StepRecorder.stepper in record/steps.py). */
+static PyObject *
+recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    StepRecorder *self = (StepRecorder *)op;
+    if (nargs != 2) {
+        return PyErr_Format(PyExc_TypeError, "record() takes 2 arguments (%zd given)", nargs);
+    }
+    self->stepper = PyThread_get_thread_ident(); /* (first: before room is read) */
+    int stored = store_step(self, args[0], args[1]);
+    self->stepper = 0;
+    if (stored == 0 && call2(self->slow, args[0], args[1]) < 0) {
         return NULL;
     }
-    return Py_NewRef(result);
-
-slow:
-    return call2(self->slow, action, result) < 0 ? NULL : Py_NewRef(result);
+    return stored < 0 ? NULL : Py_NewRef(args[1]);
 }
 
 /* Set a leaf from a layout tuple (buf, dtype, shape, int_ok), or clear it for None. */
@@ -362,6 +366,7 @@ static PyMemberDef recorder_members[] = {
     {"rows", T_OBJECT, offsetof(StepRecorder, rows), 0, "(values, keys, types), or None."},
     {"row_room", T_PYSSIZET, offsetof(StepRecorder, row_room), 0, "Rows it may append."},
     {"fast", T_INT, offsetof(StepRecorder, fast), READONLY, "Whether it stores steps itself."},
+    {"stepper", T_ULONG, offsetof(StepRecorder, stepper), 0, "The thread in record(), or 0."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -748,9 +753,8 @@ write_task_dealloc(WriteTask *self)
 
 PyDoc_STRVAR(write_task_wait_doc,
 "wait(published) -> int\n\n"
-"Wait for the write to end; append the names published (renamed, and synced where asked)\n"
-"to the list ``published`` and return the bytes written, or raise an OSError naming what\n"
-"failed. Once only.");
+"Wait for the write; append the names published (renamed, synced where asked) to the list\n"
+"published and return the bytes written, or raise an OSError naming what failed. Once only.");
 
 static PyObject *
 write_task_wait(WriteTask *self, PyObject *published)
@@ -763,9 +767,9 @@ write_task_wait(WriteTask *self, PyObject *published)
     self->waited = 1;  /* (first: another thread's wait() meanwhile is refused, not joined) */
     if (write_task_join(self) < 0) {
         self->waited = 0;
-        return PyErr_Format(PyExc_RuntimeError, "wait: this write runs in process %ld, which "
-                            "this one was forked from (record in the child with a "
-                            "TraceRecording of its own)", (long)self->owner);
+        return PyErr_Format(PyExc_RuntimeError, "wait: forked from process %ld, which runs "
+                            "this write (record with a TraceRecording of its own)",
+                            (long)self->owner);
     }
     PyObject *result = group_result(&self->g, published);
     group_clear(&self->g);
@@ -822,8 +826,7 @@ start_write(PyObject *Py_UNUSED(module), PyObject *args)
     }
     if (started) {
         self->running = 1;
-        /* Let the new thread run now, before the thread stepping the env goes on (left to the
-         * scheduler, it may wait for the CPU; see BENCHMARKS.md). */
+        /* Let the new thread run now, not after the env's next steps (see BENCHMARKS.md). */
         (void)sched_yield();
     } else {
         Py_BEGIN_ALLOW_THREADS

@@ -14,13 +14,20 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+
 import gym_recording
+from gym_recording import RecordingClosedError, RecordingError, TraceRecording
 from gym_recording.format.names import TEMP_PREFIX
 from gym_recording.tools.verify import verify
-from gym_recording.wrappers import TraceRecordingWrapper
+from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import crash_harness as ch
@@ -183,3 +190,175 @@ def test_a_recording_closed_while_another_thread_records_to_it(tmp_path: Path) -
         for ep in episodes[: ended[0]]:
             assert ep.length == 20 and ep.terminated
             assert ep.observations[1:].tolist() == [[float(t)] * 3 for t in range(20)]
+
+
+# ------------------------------------------------------------------ a close racing a step
+# A close, or an episode's end, in one thread while another steps (a watchdog, a checkpoint
+# thread, exit closing what a daemon thread records): the call waits for a step in flight,
+# and a step begun during the call waits for it, so that every step that returns normally is
+# written, whole, in its episode. Each trial lets the threads take turns between any two
+# bytecodes; each race failed in some of these trials before (steps lost with no error,
+# batches unreadable, a crash in zstd).
+
+
+class _Counting(gymnasium.Env[np.ndarray, int]):
+    """Observes the steps since its reset; terminates at ``length``; infos if asked."""
+
+    observation_space = spaces.Box(-1e9, 1e9, (3,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, length: int = 3, info: dict[str, Any] | None = None) -> None:
+        self.length, self.info, self.t = length, info, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        self.t = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        obs = np.full(3, self.t, np.float32)
+        return obs, 1.0, self.t >= self.length, False, dict(self.info or {})
+
+
+def _race(work: Callable[[], None], other: Callable[[], None], trial: int) -> list[BaseException]:
+    """Run ``work`` in a thread, ``other`` here meanwhile; what ``work`` raised but a closed
+    recording."""
+    met: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except RecordingClosedError:
+            pass
+        except BaseException as exc:
+            met.append(exc)
+
+    thread = threading.Thread(target=run)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        thread.start()
+        time.sleep(0.0005 * (trial % 8))
+        other()
+        thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    return met
+
+
+@pytest.mark.parametrize("infos", [False, True], ids=["flags", "infos"])
+def test_a_close_racing_the_wrappers_steps_keeps_every_step_it_returned(
+    tmp_path: Path, infos: bool
+) -> None:
+    """The wrapper's steps (the C step recorder, whose flags and infos call Python) against
+    the recording's close in another thread."""
+    for trial in range(24):
+        env = TraceRecordingWrapper(
+            _Counting(50 if infos else 3, {"s": "x"} if infos else None),
+            tmp_path / str(trial),
+            record_infos=infos,
+        )
+        stepped: list[int] = []  # the steps returned normally, per episode
+
+        def work(env: Any = env, stepped: list[int] = stepped) -> None:
+            while True:
+                env.reset()
+                stepped.append(0)
+                terminated = False
+                while not terminated:
+                    terminated = env.step(0)[2]
+                    stepped[-1] += 1
+
+        assert _race(work, env.recording.close, trial) == [], trial
+        with gym_recording.load(tmp_path / str(trial)) as r:
+            written = [(ep.length, ep.terminated) for ep in r]
+        assert [n for n, _ in written] == stepped, (trial, written, stepped)
+        assert [t for _, t in written] == [n == env.env.length for n in stepped]
+        if infos:
+            with gym_recording.load(tmp_path / str(trial)) as r:
+                assert all(len(ep.infos) == ep.length + 1 for ep in r)
+
+
+def test_a_close_racing_compressed_image_steps(tmp_path: Path) -> None:
+    """add_step's observations streamed into zstd as close finishes the stream in another
+    thread (it crashed, hung, or refused the batch)."""
+    for trial in range(16):
+        rec = TraceRecording(tmp_path / str(trial), compression="zstd", batch_bytes=200_000)
+        stepped: list[int] = []  # (the steps returned, once the reset was)
+
+        def work(rec: TraceRecording = rec, stepped: list[int] = stepped) -> None:
+            image = np.zeros((84, 84, 3), np.uint8)
+            rec.add_reset(image)
+            stepped.append(0)
+            for t in range(1, 10**9):
+                image[t % 84] = t % 251
+                rec.add_step(0, image, 1.0)
+                stepped[0] += 1
+
+        assert _race(work, rec.close, trial) == [], trial
+        with gym_recording.load(tmp_path / str(trial)) as r:
+            lengths = [ep.length for ep in r]
+        assert lengths == stepped, trial
+
+
+def test_episodes_ended_by_another_thread_keep_their_steps(tmp_path: Path) -> None:
+    """end_episode and add_reset in a second thread while the first steps: each step that
+    returns is written in one episode, in order, none left out."""
+    rec = TraceRecording(tmp_path, batch_bytes=4_000)
+    rec.add_reset(np.zeros(3, np.float32))
+    returned = [0]
+    refused = [0]
+    done = threading.Event()
+
+    def work() -> None:
+        for t in range(1, 20_000):
+            try:
+                rec.add_step(t, np.full(3, t, np.float32), 1.0)
+            except RecordingError:  # (no episode open just then)
+                refused[0] += 1
+                continue
+            returned[0] += 1
+        done.set()
+
+    def other() -> None:
+        k = 0
+        while not done.is_set():
+            k += 1
+            if k % 2:
+                rec.end_episode()
+            else:
+                rec.add_reset(np.full(3, -k, np.float32))
+        rec.close()
+
+    assert _race(work, other, 0) == []
+    with gym_recording.load(tmp_path) as r:
+        episodes = list(r)
+    assert sum(ep.length for ep in episodes) == returned[0]
+    actions = np.concatenate([ep.actions for ep in episodes])
+    assert (np.diff(actions) > 0).all()  # (each step once, in order)
+    for ep in episodes:  # (each step's observation with its action, after the reset's)
+        assert ep.observations[0, 0] <= 0
+        assert ep.observations[1:, 0].tolist() == ep.actions.astype(np.float32).tolist()
+
+
+def test_a_vector_wrapper_closed_while_another_thread_steps_it(tmp_path: Path) -> None:
+    """Its steps held in columns, handed to the recordings by a close in another thread."""
+    for trial in range(16):
+        envs = gymnasium.vector.SyncVectorEnv([lambda: _Counting(5)] * 2)
+        venv = TraceRecordingVectorWrapper(envs, tmp_path / str(trial))
+        venv.reset()
+        stepped = [0]
+
+        def work(venv: Any = venv, stepped: list[int] = stepped) -> None:
+            while True:
+                venv.step(np.array([1, 1]))
+                stepped[0] += 1
+
+        assert _race(work, venv.close, trial) == [], trial
+        with gym_recording.load(tmp_path / str(trial)) as r:
+            per_env: dict[str, int] = {}
+            for ep in r:
+                per_env[ep.writer] = per_env.get(ep.writer, 0) + ep.length
+                assert ep.observations[:, 0].tolist() == list(range(ep.length + 1))
+        # (each sub-env resets after 5 steps: one step in 6 starts an episode)
+        assert sorted(per_env.values()) == [stepped[0] - stepped[0] // 6] * 2, (trial, per_env)

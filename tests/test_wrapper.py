@@ -658,3 +658,38 @@ def test_the_wrapper_shows_its_parameters() -> None:
             super().__init__(env, run)
 
     assert list(inspect.signature(Mine).parameters) == ["env", "run", "every"]
+
+
+def test_an_episode_ends_as_the_next_reset_begins(tmp_path: Path) -> None:
+    """ended_at is taken as reset() is called, before the env's reset runs (which may take
+    long), and an env's reset that fails still ends the last episode."""
+    import time
+
+    class SlowReset(gymnasium.Wrapper[Any, Any, Any, Any]):
+        fail = False
+
+        def reset(self, **kwargs: Any) -> Any:
+            time.sleep(0.2)
+            if self.fail:
+                raise ValueError("the env could not reset")
+            return self.env.reset(**kwargs)
+
+    slow = SlowReset(gymnasium.make("CartPole-v1"))
+    env = TraceRecordingWrapper(slow, tmp_path)
+    env.reset(seed=0)
+    env.step(0)
+    before = time.time()
+    env.reset()
+    env.step(1)
+    slow.fail = True
+    with pytest.raises(ValueError):
+        env.reset()
+    assert not env.recording.in_episode  # (ended: a step now is not recorded)
+    env.step(0)
+    env.close()
+    with gym_recording.load(tmp_path) as r:
+        first, second = list(r)
+    assert first.ended_at is not None and first.ended_at <= before + 0.05
+    assert second.started_at is not None and second.started_at >= before + 0.2
+    assert second.length == 1 and second.ended_at is not None
+    assert second.ended_at < second.started_at + 0.1  # (when the failed reset was called)

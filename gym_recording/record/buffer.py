@@ -611,11 +611,10 @@ class OpenSpan(Span):
     """A buffered episode object while it is recorded.
 
     While the episode is open the stops are unset; ``flagged_at`` is the step count when a
-    step last set ``terminated`` or ``truncated``; ``ended`` is set as it starts to end.
+    step last set ``terminated`` or ``truncated``.
     """
 
     flagged_at: int = -1
-    ended: bool = False
 
     def last_keys(self, steps: int, ended_at: float) -> dict[str, Any]:
         """The keys of the episode (or its last part) ending at ``steps`` buffered steps."""

@@ -7,7 +7,7 @@ parent's to write) and counts the fork in :data:`forks`: a recording made under 
 count refuses to record. Nor can a recording be copied or pickled (:func:`refuse_copy`).
 A Ctrl-C waits while a recording updates its books at a batch (:func:`uninterrupted`), and
 a thread that closes a recording waits for another's call that starts, ends or writes
-episodes, and the other way round (:func:`serialized`).
+episodes, or its step, and the other way round (:func:`serialized`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -33,6 +34,7 @@ __all__ = [
     "refuse_copy",
     "register",
     "serialized",
+    "step_ended",
     "uninterrupted",
     "unregister",
 ]
@@ -69,10 +71,10 @@ def register(
     to end never does, and a message says so every minute. (An ``atexit`` handler meets a
     closed recording; so does a daemon thread, a pool's worker, a thread that only steps a
     single env's episode another thread began, still recording to it then: the close waits
-    for its call that starts, ends or writes an episode (:func:`serialized`), and the steps
-    it has not ended are lost. Close it in that thread to keep them.) Others are closed at
-    ``atexit``, after the user's handlers and the threads the interpreter waits for (in a
-    ``multiprocessing`` worker, at its exit, before its threads are joined).
+    for its call that starts, ends or writes an episode, or its step (:func:`serialized`),
+    and its steps after it are not recorded. Close it in that thread to keep them.) Others
+    are closed at ``atexit``, after the user's handlers and the threads the interpreter
+    waits for (in a ``multiprocessing`` worker, at its exit, before its threads are joined).
     """
     with _lock:
         _open[key] = (where, close, forget, early)
@@ -127,20 +129,53 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def serialized(method: F) -> F:
-    """Run ``method`` holding its object's ``_lock`` (a ``threading.RLock``).
+    """Run ``method`` holding its object's ``_lock`` (a ``threading.RLock``), and its buffers.
 
     A recording's close and the calls that start, end or write its episodes hold it, so that
     a thread still recording as another closes it (a daemon thread at exit, say) waits for
     the close, then meets a closed recording, rather than racing it for the same buffers
-    and writes. The steps between them do not take it (a lock a step would cost more than
-    the rest of the step's recording).
+    and writes. Steps take no lock (a lock a step would cost more than the rest of the
+    step's recording): the call also sets ``_holder`` (its thread) and calls ``_halt()``,
+    which waits for a step another thread is taking (whose thread the object marks as it
+    begins, and which backs off, once marked, if it then sees another thread's
+    ``_holder``), and ``_resume()`` at its end.
     """
 
     def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
-            return method(self, *args, **kwargs)
+            if self._holder is not None:  # (a call within a call of this thread)
+                return method(self, *args, **kwargs)
+            try:
+                self._holder = _get_ident()
+                self._halt()
+                return method(self, *args, **kwargs)
+            finally:
+                self._holder = None
+                self._resume()
 
     return functools.update_wrapper(locked, method)  # type: ignore[return-value]
+
+
+_get_ident = threading.get_ident
+#: Seconds a thread waits for a step another thread is taking (:func:`step_ended`).
+STEP_WAIT = 60.0
+
+
+def step_ended(stepper: Callable[[], int | None]) -> bool:
+    """Wait until no live thread but this one takes a step; ``False`` if one still does.
+
+    ``stepper()`` is the id of the thread taking a step, or ``None``; the wait is at most
+    :data:`STEP_WAIT` s.
+    """
+    deadline = time.monotonic() + STEP_WAIT
+    me = threading.get_ident()
+    while (ident := stepper()) not in (None, me):
+        if not any(t.ident == ident for t in threading.enumerate()):
+            return True  # (a thread gone, or a parent's before a fork)
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0005)
+    return True
 
 
 class uninterrupted:  # (named as the function it stands for: ``with uninterrupted():``)

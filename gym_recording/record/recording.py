@@ -21,9 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
-import numpy as np
 
-from gym_recording._errors import RecordingClosedError, RecordingError, WriteError
+from gym_recording._errors import RecordingClosedError, RecordingError
 from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
 from gym_recording.record import buffer, lifetime
@@ -31,25 +30,27 @@ from gym_recording.record import steps as _steps
 from gym_recording.record.buffer import Field, OpenSpan, Rewards
 from gym_recording.record.head import manifest_head
 from gym_recording.record.infos import Values
-from gym_recording.record.writer import MAX_BATCH_STEPS, BatchWriter, checked_batch_bytes
+from gym_recording.record.rows import RowsMixin
+from gym_recording.record.writer import (
+    MAX_BATCH_EPISODES,
+    MAX_BATCH_STEPS,
+    BatchWriter,
+    checked_batch_bytes,
+)
 from gym_recording.storage import LocalStorage, open_storage
 
 __all__ = ["TraceRecording"]
 
 logger = logging.getLogger(__name__)
 
-#: A batch of only zero-step episodes is flushed at this many episodes.
-MAX_BATCH_EPISODES = 50_000
-#: Whether :meth:`TraceRecording.add_rows` stores rows at once where they fit (else row by
-#: row; ``benchmarks/bench.py --ablate`` measures both).
-ROWS_AT_ONCE = True
 
 _writer_counter = itertools.count()
 
 _pack_reward = struct.Struct("<d").pack  # (a reward's bytes, as Rewards holds them)
+_get_ident = threading.get_ident
 
 
-class TraceRecording:
+class TraceRecording(RowsMixin):
     """A buffer of episodes that writes them to a directory in batches.
 
     Feed it with :meth:`add_reset` and :meth:`add_step` (the wrappers do this for you). Every
@@ -64,6 +65,12 @@ class TraceRecording:
     be written stays buffered, tried again once twice as many steps are (and at close): the
     call that met it records what it brought, then raises a :class:`WriteError`. It cannot
     be copied or pickled, and a forked child cannot record into it (make one in the child).
+
+    Another thread than the one stepping may close it, or end, start and write its episodes
+    (a watchdog, a checkpoint thread, exit closing what a daemon thread records): such a
+    call waits for a step in flight, and a step begun meanwhile waits for the call, so that
+    every step that returns is written whole (after a close, one raises
+    :class:`RecordingClosedError`). Steps themselves take no lock.
 
     Args:
         directory: Where to write; created if missing. ``None`` makes a fresh directory under
@@ -157,6 +164,8 @@ class TraceRecording:
         self._open: OpenSpan | None = None
         self._recorders = _steps.Recorders()
         self._lock = threading.RLock()  # (see lifetime.serialized)
+        self._holder: int | None = None  # the thread in a serialized call
+        self._stepper: int | None = None  # the thread in add_step, from its mark on
         early = not isinstance(self._storage, LocalStorage)  # (see lifetime.register)
         lifetime.register(id(self), self.directory, self.close, self._forget, early=early)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
@@ -211,6 +220,7 @@ class TraceRecording:
         info: Any = None,
         started_at: float | None = None,
         render_frame: Any = None,
+        ended_at: float | None = None,
     ) -> None:
         """Start an episode with the observation ``reset`` returned (ending any open one).
 
@@ -225,6 +235,8 @@ class TraceRecording:
             render_frame: What ``env.render()`` returned after the reset (``uint8[H, W,
                 3]``): the episode then records a frame at every step, all of one size,
                 stored as one ``uint8[N + 1, H, W, 3]`` array (FORMAT.md §4).
+            ended_at: When the open episode, if any, ended (unix seconds; default: now), as
+                :meth:`end_episode` takes it.
 
         Raises:
             RecordingError: a value cannot be stored (the message says which), or a frame
@@ -237,7 +249,7 @@ class TraceRecording:
         if seed is not None:
             buffer.check_seed(seed)
         if self._open is not None:
-            self._end_episode(None)
+            self._end_episode(ended_at)
         if len(self._pending) >= MAX_BATCH_EPISODES:
             self._submit_batch()
         frame = None if render_frame is None else buffer.rgb_frame(render_frame, None, None)
@@ -320,166 +332,88 @@ class TraceRecording:
                 cannot be stored; then the episode is cut at its last stored step.
             WriteError: a batch could not be written; the step is recorded.
         """
-        ep = self._open
-        if ep is None:
-            self._check_usable("add_step")
-            msg = (
-                "add_step() with no open episode (none was started, or a refused value cut it): "
-                "an episode starts with reset()'s observation; call add_reset(observation) first"
-            )
-            raise RecordingError(msg)
-        rewards = self._rew.buf
-        if len(rewards) >> 3 >= self._room:
-            try:
-                self._make_room()
-            except Exception:  # (the episode ends before the step)
-                self._end(None)
-                raise
-        steps = len(rewards) >> 3
-        what = "terminated and truncated (bools)"
-        try:  # (every check before anything is kept: a refused step leaves no trace)
-            terminated, truncated = bool(terminated), bool(truncated)
-            what = "the reward"
-            value = reward if type(reward) is float else buffer.reward_value(reward)
-            if ep.frame_start >= 0 or render_frame is not None:
-                shape = self._frames.shape if self._frames is not None else None
-                render_frame = buffer.rgb_frame(render_frame, shape, ep.frame_start >= 0)
-                self._frames.claim()  # type: ignore[union-attr]
-            what = "the action"
-            if not self._act.put(action):
-                self._refit(self._act, action, steps)
-            what = "the observation"
-            if not self._obs.put(observation):
-                self._refit(self._obs, observation, steps + self._resets)
-            if self.record_infos:
-                self._keep_info(info)  # (refused: it cut the episode)
-            if render_frame is not None:
-                self._frames.put(render_frame)  # type: ignore[union-attr]
-            if terminated or truncated:
-                self._flags(terminated, truncated)
-            rewards += _pack_reward(value)  # (the step is kept: no interrupt lands after it)
-        except Exception as exc:  # (refused: no trace of the step, the episode ends before it)
-            if self._open is ep:  # (not cut already, by an info refused)
-                self._cut(steps)
-            self._check_usable("add_step")  # (or ended by a close in another thread)
-            raise buffer.refusal(what, exc) from None
-        except BaseException:  # (interrupted: no trace of the step, the episode goes on)
-            self._cut(steps, end=False)
-            raise
-        if ep.ended:  # (meanwhile by a close in another thread: the step may be lost)
-            self._check_usable("add_step")
-        try:
-            if not self._sized:
-                self._layout_known()
-            frames: Any = self._frames  # (they fill a batch, whatever its steps)
-            full = self._values.full or (render_frame is not None and frames.n >= self._frame_rows)
-            if full and self._room > steps + 1:  # (write the batch at the next step)
-                self._room = steps + 1
-                self._sync_room()
-        finally:  # (an interrupt above: the rows put are the env's arrays, taken now)
-            if self._writer.compressor is not None:
-                self._settle(steps + 1)
-        self._writer.raise_kept()
-
-    @lifetime.serialized
-    def add_rows(
-        self,
-        actions: np.ndarray,
-        observations: np.ndarray,
-        rewards: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        times: np.ndarray,
-        *,
-        reset_first: bool,
-    ) -> int:
-        """Record rows that are each a reset or a step, as a vector env's sub-env takes them.
-
-        Row ``j`` (``times[j]`` in unix seconds) is a reset if it is the first and
-        ``reset_first`` is true, or if row ``j - 1`` set a flag (``NEXT_STEP``): it starts an
-        episode as :meth:`add_reset` does (its action, reward and flags ignored). Any other
-        row is a step, as :meth:`add_step` records it; one that sets a flag ends its episode.
-        No infos or frames. Rows are stored at once, as many as the batch has room for at a
-        time (a batch is written between), and one by one where they do not fit the layout.
-
-        Returns:
-            The number of episodes the rows started (the last may be open: :attr:`in_episode`).
-
-        Raises:
-            RecordingError: as :meth:`add_reset` and :meth:`add_step`, for the row bringing it.
-            WriteError: a batch could not be written; every row is recorded.
-        """
-        t = len(rewards)
-        lifetime.fed(id(self))
-        done = np.logical_or(terminated, truncated)
-        resets = np.zeros(t, np.bool_)
-        resets[:1], resets[1:] = reset_first, done[:-1]
-        at_once = (  # (a reset row that sets a flag: resets by the order they come, one by one)
-            ROWS_AT_ONCE
-            and not (self.record_infos or self.closed or self._forks != lifetime.forks)
-            and rewards.dtype.kind in "biuf"
-            and not (resets & done).any()
-        )
-        stepped = np.cumsum(~resets)  # the step rows up to each row
-        rows = (actions, observations, rewards, terminated, truncated, times, resets, done)
-        started, reset, failed, j = 0, reset_first, None, 0
-        while j < t:  # (the rows that fit the batch at once, where the layout takes them)
+        me = _get_ident()
+        while True:  # (until no call of another thread holds the buffers: see _halt)
             ep = self._open
-            if at_once and self._sized and (ep is None) == reset and (not ep or ep.frame_start < 0):
-                room = min(self._room, self._writer.target_steps) - (len(self._rew.buf) >> 3)
-                stop = min(
-                    int(np.searchsorted(stepped, (stepped[j - 1] if j else 0) + room - 1, "right")),
-                    j + MAX_BATCH_EPISODES - 1 - len(self._pending),
-                )
-                if stop > j:
-                    got = self._put_rows([x[j:stop] for x in rows])
-                    if got is not None:
-                        started, j, reset = started + got, stop, bool(done[stop - 1])
-                        continue
-                    at_once = False  # (not the layout: one by one)
-            try:  # one row by itself (a batch written before it, as the calls one by one)
-                if reset:
-                    started, reset = started + 1, False
-                    self.add_reset(observations[j], started_at=float(times[j]))
+            if ep is None:
+                self._check_usable("add_step")  # (once a call of another thread is done)
+                if self._open is not None:  # (that call was its add_reset)
                     continue
-                term, trunc = bool(terminated[j]), bool(truncated[j])
-                reset = term or trunc
-                self.add_step(actions[j], observations[j], rewards[j], term, trunc)
-                if reset:
-                    self.end_episode(ended_at=float(times[j]))
-            except WriteError as exc:  # (the row is kept: the rows after it go on, then this)
-                failed = failed or exc
-                if reset and self._open is not None:  # (its episode ends at this row)
-                    self._end(float(times[j]))
-            finally:
-                j += 1
-        if failed is not None:
-            raise failed
-        return started
-
-    def _put_rows(self, rows: list[np.ndarray]) -> int | None:
-        """Store :meth:`add_rows`' rows at once: the episodes started (None: not the layout)."""
-        actions, observations, rewards, terminated, truncated, times, resets, done = rows
-        ep, steps = self._open, len(self._rew.buf) >> 3
-        taken, starts, when, end, spans, opened = buffer.row_spans(
-            resets, done, (terminated, truncated), times, steps + self._resets, steps
-        )
-        with lifetime.uninterrupted():  # (rows and episodes kept together, or neither)
-            if self._act.put_rows(actions[taken]) and self._obs.put_rows(observations, starts):
-                self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
-                if ep is not None and end is not None:  # (the open episode ends there)
-                    self._flags(terminated[end[0]], truncated[end[0]], end[1])
-                    self._finish(ep, end[1], end[2], when[end[0]])
-                self._pending += spans
-                self.episode_count += len(spans)
-                if opened is not None:
-                    self._open = opened
-                self._resets += len(starts)
-                self._sync_room()
-                return len(starts)
-            self._act.truncate(steps)
-            self._obs.truncate(steps + self._resets)
-        return None
+                msg = (
+                    "add_step() with no open episode (none was started, or a refused value "
+                    "cut it): an episode starts with reset()'s observation; call "
+                    "add_reset(observation) first"
+                )
+                raise RecordingError(msg)
+            rewards = self._rew.buf
+            if len(rewards) >> 3 >= self._room:
+                try:
+                    self._make_room()
+                except Exception:  # (the episode ends before the step)
+                    self._end(None)
+                    raise
+            try:
+                self._stepper = me  # (first: a call of another thread waits for the step)
+                if self._open is ep and ((holder := self._holder) is None or holder == me):
+                    break
+            except BaseException:
+                self._stepper = None
+                raise
+            self._stepper = None  # (that call holds the buffers, or ended the episode)
+            with self._lock:  # (once it is done, the step goes on as it then may)
+                pass
+        try:
+            steps = len(rewards) >> 3
+            what = "terminated and truncated (bools)"
+            try:  # (every check before anything is kept: a refused step leaves no trace)
+                terminated, truncated = bool(terminated), bool(truncated)
+                what = "the reward"
+                value = reward if type(reward) is float else buffer.reward_value(reward)
+                if ep.frame_start >= 0 or render_frame is not None:
+                    shape = self._frames.shape if self._frames is not None else None
+                    render_frame = buffer.rgb_frame(render_frame, shape, ep.frame_start >= 0)
+                    self._frames.claim()  # type: ignore[union-attr]
+                what = "the action"
+                if not self._act.put(action):
+                    self._refit(self._act, action, steps)
+                what = "the observation"
+                if not self._obs.put(observation):
+                    self._refit(self._obs, observation, steps + self._resets)
+                if self.record_infos:
+                    self._keep_info(info)  # (refused: it cut the episode)
+                if render_frame is not None:
+                    self._frames.put(render_frame)  # type: ignore[union-attr]
+                if terminated or truncated:
+                    self._flags(terminated, truncated)
+                rewards += _pack_reward(value)  # (the step is kept: no interrupt lands after it)
+            except Exception as exc:  # (refused: no trace of it, the episode ends before it)
+                if self._open is ep:  # (not cut already, by an info refused)
+                    self._cut(steps)
+                self._stepper = None
+                self._check_usable("add_step")  # (or ended by a close meanwhile)
+                raise buffer.refusal(what, exc) from None
+            except BaseException:  # (interrupted: no trace of the step, the episode goes on)
+                self._cut(steps, end=False)
+                raise
+            if self._open is not ep:  # (meanwhile, by a close in a signal's handler, say)
+                self._stepper = None
+                self._check_usable("add_step")
+            try:
+                if not self._sized:
+                    self._layout_known()
+                frames: Any = self._frames  # (they fill a batch, whatever its steps)
+                full = self._values.full or (
+                    render_frame is not None and frames.n >= self._frame_rows
+                )
+                if full and self._room > steps + 1:  # (write the batch at the next step)
+                    self._room = steps + 1
+                    self._sync_room()
+            finally:  # (an interrupt above: the rows put are the env's arrays, taken now)
+                if self._writer.compressor is not None:
+                    self._settle(steps + 1)
+        finally:
+            self._stepper = None
+        self._writer.raise_kept()
 
     def _keep_info(self, info: Any) -> None:
         """Keep the info of the step about to be stored (by add_step, or the C step recorder).
@@ -517,6 +451,17 @@ class TraceRecording:
         field.fallback(value, rows)
         self._configure()
 
+    def _halt(self) -> None:
+        """Before a call that holds the buffers: see :func:`lifetime.serialized`."""
+        in_c = 0
+        for r in self._recorders:  # (see StepRecorder.stepper)
+            r.room = -1  # (first: the steps go to add_step)
+            in_c = in_c or r.stepper
+        if (in_c or self._stepper is not None) and not lifetime.step_ended(
+            lambda: self._stepper or self._recorders.stepper() or None
+        ):
+            logger.error("a step in another thread did not end: %s is changed meanwhile", self)
+
     def _cut(self, steps: int, *, end: bool = True) -> None:
         """Take back a step stored in part after ``steps``; end the episode (or not: ``end``)."""
         self._act.truncate(steps)
@@ -529,9 +474,10 @@ class TraceRecording:
             self._values.take_back(ep, steps - ep.act_start)
             if ep.frame_start >= 0:
                 self._frames.truncate(ep.frame_start + steps - ep.act_start + 1)  # type: ignore[union-attr]
-        if end:
+        if end:  # (its batch is written at the next step: a step takes no lock, see add_step)
             logger.warning("a value was refused: the episode in %s ends before it", self.directory)
-            self._end_episode(None)
+            if self._end(None) >= max(self._writer.target_steps, self._writer.retry_at):
+                self._room = min(self._room, len(self._rew.buf) >> 3)
 
     def _flags(self, terminated: Any, truncated: Any, steps: int | None = None) -> None:
         """The step about to be stored (the ``steps``-th buffered one) sets a flag."""
@@ -559,8 +505,6 @@ class TraceRecording:
         ep = self._open
         if ep is None:
             return -1
-        ep.ended = True  # (first: a step another thread is storing is refused, not lost)
-        self._recorders.sync(-1, None, self._values)  # (and no step stored with no episode)
         steps = len(self._rew.buf) >> 3
         self._finish(ep, steps, steps + self._resets, ended_at)
         return steps
@@ -572,6 +516,7 @@ class TraceRecording:
         if ep.frame_start >= 0:
             ep.frame_stop = self._frames.n  # type: ignore[union-attr]
         ep.keys, ep.options = keys, None if ep.part else ep.options
+        self._recorders.sync(-1, None, self._values)  # (first: no step stored with no episode)
         self._open = None  # (a store, then a list's append: no signal is handled between)
         self._pending.append(ep)
         self.episode_count += 1
@@ -605,8 +550,19 @@ class TraceRecording:
         self._recorders.configure(self._obs, self._act, keep_info)
 
     def _sync_room(self) -> None:
-        """Tell the step recorders the room and rows of the open episode (see Recorders.sync)."""
-        self._recorders.sync(self._room, self._open, self._values)
+        """Tell the step recorders the room and rows of the open episode (see Recorders.sync).
+
+        Not while a call holds the buffers (they have none then): at its end (:meth:`_resume`).
+        """
+        if self._holder is None:
+            self._recorders.sync(self._room, self._open, self._values)
+            if self._holder is not None:  # (a call of another thread began: its halt stands)
+                for r in self._recorders:
+                    r.room = -1
+
+    def _resume(self) -> None:
+        if self._open is not None:  # (else they have no room, as the halt left them)
+            self._recorders.sync(self._room, self._open, self._values)
 
     def _layout_known(self) -> None:
         """Once both fields have a layout: size batches by it, and tell the recorders."""
@@ -783,8 +739,10 @@ class TraceRecording:
 
     def _forget(self) -> None:
         """In a forked child: no open episode, so that the checks refuse the next step."""
-        self._open = None
+        self._open = self._holder = self._stepper = None
         self._lock = threading.RLock()  # (another thread of the parent's may have held it)
+        for r in self._recorders:  # (a thread of the parent's may have been in its step)
+            r.stepper = 0
         self._sync_room()
 
     __copy__ = __deepcopy__ = __reduce_ex__ = __getstate__ = lifetime.refuse_copy

@@ -65,6 +65,11 @@ class StepRecorder(Protocol):
     #: The plain one keeps none itself.
     rows: Rows | None
     row_room: int
+    #: The thread in :meth:`record` while it may store a step itself (0: none), set before
+    #: it reads :attr:`room` with no Python code run between: a call that sets ``room`` to
+    #: -1, then finds it 0, runs while no step is stored here (see Recorders.stepper). The
+    #: plain one stores none (0): its steps go to ``add_step``, which marks them itself.
+    stepper: int
 
     def record(self, action: Any, result: Any, /) -> Any:
         """Store the step ``env.step(action)`` returned ``result``; return ``result``."""
@@ -99,6 +104,7 @@ class PlainStepRecorder:
         self.room = -1
         self.rows: Rows | None = None
         self.row_room = 0
+        self.stepper = 0
 
     def configure(self, *layouts: Any) -> None:
         """Nothing to do: every step takes the Python code."""
@@ -170,6 +176,10 @@ class Recorders:
         room = room if open_span is not None else -1
         for r in self._all:
             r.room, r.rows, r.row_room = room, given, share
+
+    def stepper(self) -> int:
+        """The thread in one's step (0: none; see :attr:`StepRecorder.stepper`)."""
+        return next((r.stepper for r in self._all if r.stepper), 0)
 
     def withdraw_rows(self) -> None:
         """Stop each appending to info rows (before the rows change hands)."""

@@ -30,6 +30,8 @@ __all__ = ["BatchWriter", "checked_batch_bytes"]
 #: Steps per batch are clamped to this range (as in the original writer).
 MIN_BATCH_STEPS = 1
 MAX_BATCH_STEPS = 50_000
+#: A batch of only zero-step episodes is flushed at this many episodes.
+MAX_BATCH_EPISODES = 50_000
 #: An episode split across batches has parts of at least this many steps: each part repeats
 #: the observation (and rendered frame) the previous one ended with (FORMAT.md §4), which
 #: steps larger than ``batch_bytes`` would otherwise store twice.

@@ -13,6 +13,7 @@ import gymnasium
 import numpy as np
 
 from gym_recording._errors import RecordingClosedError, RecordingError, WriteError
+from gym_recording.record.buffer import now
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
@@ -233,40 +234,46 @@ class TraceRecordingWrapper(
         # Not recording until the env's reset succeeds (it may raise, or be interrupted).
         self._active = self._rendering = False
         failed = None
-        try:
-            rec.end_episode()
-        except WriteError as exc:  # (the episode is ended: the env resets, then this)
-            failed = exc
+        ended_at = now()  # (the last episode's end: the env's reset, which may take time)
         self.episode_id += 1
-        if self._gymnasium_env:
-            result = self.env.reset(seed=seed, options=options, **kwargs)
-            obs, info = result
-        else:
-            if seed is not None:
-                kwargs["seed"] = seed
-            if options is not None:
-                kwargs["options"] = options
-            legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
-            result = legacy_env.reset(**kwargs)
-            if _is_obs_info_pair(result, getattr(legacy_env, "observation_space", None)):
+        recording = False  # (whether add_reset, or end_episode, is called)
+        try:
+            if self._gymnasium_env:
+                result = self.env.reset(seed=seed, options=options, **kwargs)
                 obs, info = result
-            else:  # legacy API: reset() returns the observation alone
-                obs, info = result, None
-        active = self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
-        choice = self._render_choice
-        rendering = active and choice is not None and bool(choice(self.episode_id))
-        if active:
+            else:
+                if seed is not None:
+                    kwargs["seed"] = seed
+                if options is not None:
+                    kwargs["options"] = options
+                legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
+                result = legacy_env.reset(**kwargs)
+                if _is_obs_info_pair(result, getattr(legacy_env, "observation_space", None)):
+                    obs, info = result
+                else:  # legacy API: reset() returns the observation alone
+                    obs, info = result, None
+            active = self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
+            choice = self._render_choice
+            rendering = active and choice is not None and bool(choice(self.episode_id))
             frame = check_frames(self.env.render()) if rendering else None
-            try:
+            recording = True
+            if active:  # (add_reset ends the last episode, as end_episode does: one call)
                 rec.add_reset(
                     obs,
                     seed=seed,
                     options=options,
                     info=info if self.record_infos else None,
                     render_frame=frame,
+                    ended_at=ended_at,
                 )
-            except WriteError as exc:  # (the reset is recorded)
-                failed = failed or exc
+            else:
+                rec.end_episode(ended_at=ended_at)
+        except BaseException as exc:
+            if not (recording and isinstance(exc, WriteError)):  # (else the reset is recorded)
+                with uninterrupted(), contextlib.suppress(WriteError):  # (not in place of exc)
+                    rec.end_episode(ended_at=ended_at)  # (the last episode ends, no new one)
+                raise
+            failed = exc
         self._active, self._rendering = active, rendering
         if failed is not None:
             raise failed

@@ -285,10 +285,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         # Steps not handed to the recordings yet, when the spaces batch into single arrays.
         columns = not (record_infos or self._render_choice is not None)
         self._columns = self._make_columns(n) if columns else None
-        # The thread in step(), if any, and whether the exit's hand-over has begun (see _exit);
-        # the thread that last stepped it, which feeds its recordings (see lifetime.fed).
+        # The thread in step(), if any, and whether the exit's hand-over (see _exit), or a
+        # close, has begun; the thread that last stepped it, which feeds its recordings (see
+        # lifetime.fed).
         self._stepper: int | None = None
-        self._exiting = False
+        self._exiting = self._closing = False
         self._fed_by: int | None = None
         # Steps that do not go to columns go to each sub-env's step recorder, one by one.
         self._step_recorders = [rec.step_recorder(_no_episode).record for rec in self.recordings]
@@ -409,15 +410,13 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 its next reset), else the first :class:`~gym_recording.WriteError` (a batch
                 stays buffered, for the next flush or close; every step is recorded).
         """
-        self._stepper = ident = threading.get_ident()  # (first: the hand-over waits for it)
+        ident = threading.get_ident()
         if ident != self._fed_by:  # (another thread steps it: exit waits for that one)
             self._fed_by = ident
             for rec in self.recordings:
                 lifetime.fed(id(rec))
         try:
-            if self._exiting:  # (the recordings close: the steps since are not recorded)
-                return self.env.step(actions)
-            return self._step(actions)
+            return self._step(actions, ident)
         except Exception:
             raise
         except BaseException:
@@ -445,10 +444,13 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                             rec.end_episode()
                     self._active[i] = self._rendering[i] = self._pending_reset[i] = False
 
-    def _step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def _step(self, actions: Any, ident: int) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         result = self.env.step(actions)
-        if self._closed:
-            raise closed_error("step", " (the env has stepped)")
+        self._stepper = ident  # (first: a close, or the exit's hand-over, waits for the rest)
+        if self._exiting:  # (they have begun: the steps since are not recorded)
+            if self._closing:
+                raise closed_error("step", " (the env has stepped)")
+            return result
         obs, rewards, terminations, truncations, infos = result
         cols = self._columns
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
@@ -726,7 +728,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         runs at interpreter exit). Then ``reset`` and ``step`` raise
         :class:`~gym_recording.RecordingClosedError`. A write that fails raises its
         :class:`~gym_recording.WriteError` once every writer is closed; what it held stays
-        buffered, and the next ``close()`` (or exit) writes it.
+        buffered, and the next ``close()`` (or exit) writes it. From another thread than the
+        one stepping, it waits for the step that thread is recording (not for its env's step).
         """
         if self._closed:  # (after a close that failed or was interrupted: the rest)
             errors = [e for e in map(close_one, self.recordings) if e]
@@ -734,6 +737,14 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 raise errors[0]
             return
         flushed: list[RecordingError] = []  # (every sub-env's rows are handed over first)
+        self._exiting = self._closing = True  # (first: a step of another thread stops there)
+        try:
+            ended = lifetime.step_ended(lambda: self._stepper)  # (or ends, if it is recording)
+        except BaseException:  # (interrupted: not closed, its steps still held)
+            self._exiting = self._closing = False
+            raise
+        if not ended:
+            logger.error("a step of %r in another thread did not end: close() goes on", self)
         try:
             self._kept(flushed, self._flush)
         finally:

@@ -146,43 +146,21 @@ def test_a_recording_closed_while_another_thread_records_to_it(tmp_path: Path) -
     """A thread records episodes while another closes the recording (as exit closes one a
     daemon thread still records to): the recording thread meets a closed recording, nothing
     else; the close writes every episode ended before it, whole."""
-    import numpy as np
-
-    from gym_recording import RecordingClosedError, TraceRecording
-
     for trial in range(30):
         directory = tmp_path / str(trial)
         rec = TraceRecording(directory, batch_bytes=2_000)
-        met: list[BaseException] = []
         ended = [0]
 
-        def record(
-            rec: TraceRecording = rec, met: list[BaseException] = met, ended: list[int] = ended
-        ) -> None:
+        def record(rec: TraceRecording = rec, ended: list[int] = ended) -> None:
             obs = np.zeros(3, np.float32)
-            try:
-                while True:
-                    rec.add_reset(obs)
-                    for t in range(20):
-                        rec.add_step(t, obs + t, 1.0, terminated=t == 19)
-                    rec.end_episode()
-                    ended[0] += 1
-            except RecordingClosedError:
-                pass
-            except BaseException as exc:
-                met.append(exc)
+            while True:
+                rec.add_reset(obs)
+                for t in range(20):
+                    rec.add_step(t, obs + t, 1.0, terminated=t == 19)
+                rec.end_episode()
+                ended[0] += 1
 
-        thread = threading.Thread(target=record)
-        switch = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)  # (the threads take turns between any two bytecodes)
-        try:
-            thread.start()
-            time.sleep(0.002 * (trial % 10))
-            rec.close()
-            thread.join()
-        finally:
-            sys.setswitchinterval(switch)
-        assert met == [], trial
+        assert _race(record, rec.close, 0.002 * (trial % 10)) == [], trial
         assert verify(directory).ok
         with gym_recording.load(directory) as r:
             episodes = list(r)
@@ -220,9 +198,9 @@ class _Counting(gymnasium.Env[np.ndarray, int]):
         return obs, 1.0, self.t >= self.length, False, dict(self.info or {})
 
 
-def _race(work: Callable[[], None], other: Callable[[], None], trial: int) -> list[BaseException]:
-    """Run ``work`` in a thread, ``other`` here meanwhile; what ``work`` raised but a closed
-    recording."""
+def _race(work: Callable[[], None], other: Callable[[], None], pause: float) -> list[BaseException]:
+    """Run ``work`` in a thread, and ``other`` here ``pause`` s later (the threads taking turns
+    between any two bytecodes); what ``work`` raised but a closed recording."""
     met: list[BaseException] = []
 
     def run() -> None:
@@ -238,7 +216,7 @@ def _race(work: Callable[[], None], other: Callable[[], None], trial: int) -> li
     sys.setswitchinterval(1e-6)
     try:
         thread.start()
-        time.sleep(0.0005 * (trial % 8))
+        time.sleep(pause)
         other()
         thread.join()
     finally:
@@ -269,7 +247,7 @@ def test_a_close_racing_the_wrappers_steps_keeps_every_step_it_returned(
                     terminated = env.step(0)[2]
                     stepped[-1] += 1
 
-        assert _race(work, env.recording.close, trial) == [], trial
+        assert _race(work, env.recording.close, 0.0005 * (trial % 8)) == [], trial
         with gym_recording.load(tmp_path / str(trial)) as r:
             written = [(ep.length, ep.terminated) for ep in r]
         assert [n for n, _ in written] == stepped, (trial, written, stepped)
@@ -295,7 +273,7 @@ def test_a_close_racing_compressed_image_steps(tmp_path: Path) -> None:
                 rec.add_step(0, image, 1.0)
                 stepped[0] += 1
 
-        assert _race(work, rec.close, trial) == [], trial
+        assert _race(work, rec.close, 0.0005 * (trial % 8)) == [], trial
         with gym_recording.load(tmp_path / str(trial)) as r:
             lengths = [ep.length for ep in r]
         assert lengths == stepped, trial
@@ -330,7 +308,7 @@ def test_episodes_ended_by_another_thread_keep_their_steps(tmp_path: Path) -> No
                 rec.add_reset(np.full(3, -k, np.float32))
         rec.close()
 
-    assert _race(work, other, 0) == []
+    assert _race(work, other, 0.0) == []
     with gym_recording.load(tmp_path) as r:
         episodes = list(r)
     assert sum(ep.length for ep in episodes) == returned[0]
@@ -354,7 +332,7 @@ def test_a_vector_wrapper_closed_while_another_thread_steps_it(tmp_path: Path) -
                 venv.step(np.array([1, 1]))
                 stepped[0] += 1
 
-        assert _race(work, venv.close, trial) == [], trial
+        assert _race(work, venv.close, 0.0005 * (trial % 8)) == [], trial
         with gym_recording.load(tmp_path / str(trial)) as r:
             per_env: dict[str, int] = {}
             for ep in r:

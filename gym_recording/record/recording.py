@@ -453,11 +453,7 @@ class TraceRecording(RowsMixin):
 
     def _halt(self) -> None:
         """Before a call that holds the buffers: see :func:`lifetime.serialized`."""
-        in_c = 0
-        for r in self._recorders:  # (see StepRecorder.stepper)
-            r.room = -1  # (first: the steps go to add_step)
-            in_c = in_c or r.stepper
-        if (in_c or self._stepper is not None) and not lifetime.step_ended(
+        if (self._recorders.halt() or self._stepper is not None) and not lifetime.step_ended(
             lambda: self._stepper or self._recorders.stepper() or None
         ):
             logger.error("a step in another thread did not end: %s is changed meanwhile", self)
@@ -557,8 +553,7 @@ class TraceRecording(RowsMixin):
         if self._holder is None:
             self._recorders.sync(self._room, self._open, self._values)
             if self._holder is not None:  # (a call of another thread began: its halt stands)
-                for r in self._recorders:
-                    r.room = -1
+                self._recorders.halt()
 
     def _resume(self) -> None:
         if self._open is not None:  # (else they have no room, as the halt left them)

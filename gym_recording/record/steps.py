@@ -67,7 +67,7 @@ class StepRecorder(Protocol):
     row_room: int
     #: The thread in :meth:`record` while it may store a step itself (0: none), set before
     #: it reads :attr:`room` with no Python code run between: a call that sets ``room`` to
-    #: -1, then finds it 0, runs while no step is stored here (see Recorders.stepper). The
+    #: -1, then finds it 0, runs while no step is stored here (see Recorders.halt). The
     #: plain one stores none (0): its steps go to ``add_step``, which marks them itself.
     stepper: int
 
@@ -176,6 +176,12 @@ class Recorders:
         room = room if open_span is not None else -1
         for r in self._all:
             r.room, r.rows, r.row_room = room, given, share
+
+    def halt(self) -> int:
+        """Tell each to store no step (room -1, first), then :meth:`stepper`."""
+        for r in self._all:
+            r.room = -1
+        return self.stepper()
 
     def stepper(self) -> int:
         """The thread in one's step (0: none; see :attr:`StepRecorder.stepper`)."""

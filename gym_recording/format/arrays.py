@@ -332,7 +332,8 @@ class BatchBlob:
             try:
                 raw = decompress(blob[off : off + stored], nbytes, ref.codec)  # type: ignore[arg-type]
             except CodecError as exc:
-                raise self.fail(where, f"{exc} (in {self.name} at {off})") from None
+                what = f"{exc} (in {self.name} at {off}); restore the file from a copy"
+                raise self.fail(where, what) from None
             return raw.view(dt).reshape(ref.shape)
         if empty:
             try:

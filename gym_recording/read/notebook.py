@@ -606,7 +606,8 @@ def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
     if not candidates:
         msg = (
             f"episode {ep.index} has no rendered frames and no image observations {pictures}. "
-            "Record frames with record_render=True, or render them by replaying the episode "
+            "Record frames with record_render=True (gym-recording record --record-render), or "
+            "render them by replaying the episode "
             "through its environment: ep.replay().frames, or ep.show(replay=True)"
         )
         raise NoFramesError(msg)

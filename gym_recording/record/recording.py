@@ -324,8 +324,8 @@ class TraceRecording(RowsMixin):
             terminated: Whether the episode terminated at this step.
             truncated: Whether the episode was truncated at this step.
             info: The step's info; kept only with ``record_infos=True``.
-            render_frame: What ``env.render()`` returned after the step: needed, and only
-                taken, when the episode's reset had one.
+            render_frame: What ``env.render()`` returned after the step: needed when the
+                episode's reset had one, refused (a :class:`RecordingError`) when it had none.
 
         Raises:
             RecordingError: no episode is open (call :meth:`add_reset` first), or a value

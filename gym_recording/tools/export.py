@@ -495,7 +495,8 @@ def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
         if not written:
             msg = (
                 f"no episode of {os.fspath(directory)} has pictures to put in a video: record "
-                "rendered frames with record_render=True (or image observations)"
+                "rendered frames with record_render=True (gym-recording record --record-render), "
+                "or image observations"
             )
             raise ExportError(msg)
         if skipped:

@@ -93,8 +93,9 @@ class TraceRecordingWrapper(
             ``uint8[N + 1, H, W, 3]`` array per episode: :attr:`Episode.render_frames`. True
             renders every recorded episode; a callable taking the episode index (as
             ``episode_trigger``) renders those it returns true for. The frames are large
-            (CartPole: 720 KB each): with ``compression="zstd"`` they take a few hundred times
-            less disk. The env's ``metadata["render_fps"]`` is stored for players and videos.
+            (CartPole: 720 KB each): with ``compression="zstd"`` they take about a thousand
+            times less disk (BENCHMARKS.md). The env's ``metadata["render_fps"]`` is stored
+            for players and videos.
 
     Example:
         >>> import tempfile, gymnasium as gym, gym_recording
@@ -116,7 +117,11 @@ class TraceRecordingWrapper(
     Raises:
         RecordingError: ``record_render`` is asked of an env whose ``render_mode`` is not
             ``"rgb_array"``.
-        TypeError: ``env`` is a vector env (record it with ``TraceRecordingVectorWrapper``).
+        TypeError: ``env`` is a vector env (record it with ``TraceRecordingVectorWrapper``),
+            or ``record_render`` is neither a bool nor a callable.
+        ValueError: ``compression`` is not ``"zstd"`` or ``None``, or ``compression_level``
+            is not 1 to 22 (or without ``compression``), or ``batch_bytes`` is not a
+            positive int.
 
     Change log:
         2.2.0: ``record_render``.

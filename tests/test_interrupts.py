@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,15 @@ from gymnasium import spaces
 
 import gym_recording
 from gym_recording import TraceRecording, TraceRecordingVectorWrapper, TraceRecordingWrapper
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises() -> Iterator[None]:
+    """Python's own SIGINT handler, as a terminal's run has: a run started in the background
+    by a script (``cmd &``, nohup) inherits SIGINT ignored, and Python then installs none."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 class _Interrupt:

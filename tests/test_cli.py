@@ -134,6 +134,7 @@ def test_info(cli: Run, recorded: Path) -> None:
     with gym_recording.load(recorded) as rec:
         steps = sum(ep.length for ep in rec)
         returns = [ep.total_reward for ep in rec]
+        arrays = sum(ep.observations.nbytes + ep.actions.nbytes + ep.rewards.nbytes for ep in rec)
     text = proc.stdout
     assert "CartPole-v1" in text
     for key, value in (("episodes", "4"), ("steps", str(steps)), ("writers", "1")):
@@ -141,7 +142,39 @@ def test_info(cli: Run, recorded: Path) -> None:
         assert line.split()[-1] == value, line
     assert f"max {max(returns):g}" in text
     assert "Discrete(2)" in text and "Box(" in text
+    assert _row(text, "arrays, read back") == f"{arrays / 1000:.1f} KB"
+    assert _row(text, "rendered frames").startswith("none (record with record_render=True")
     assert proc.stderr == ""
+
+
+def _row(text: str, key: str) -> str:
+    """The value of ``info``'s row ``key``."""
+    line = next(ln for ln in text.splitlines() if ln.startswith(key + "  "))
+    return line[len(key) :].strip()
+
+
+def test_info_and_verify_of_rendered_compressed_frames(cli: Run, tmp_path: Path) -> None:
+    """info says which episodes hold rendered frames and their size, and how many bytes the
+    arrays take read back (far more than the files: compressed); verify counts the arrays
+    it decompressed."""
+    out = tmp_path / "r"
+    args = ["--episodes", "2", "--max-steps", "5", "--record-render", "--compression", "zstd"]
+    cli("record", "CartPole-v1", *args, "--dir", str(out))
+    text = cli("info", str(out)).stdout
+    assert _row(text, "rendered frames") == "in 2 of 2 episodes (400x600x3)"
+    with gym_recording.load(out) as rec:
+        frames = sum(ep.render_frames.nbytes for ep in rec)
+        arrays = frames + sum(x.nbytes for ep in rec for x in (ep.observations, ep.actions))
+        arrays += sum(ep.rewards.nbytes for ep in rec)
+    assert frames == 2 * 6 * 400 * 600 * 3
+    assert _row(text, "arrays, read back") == f"{arrays / 1e6:.1f} MB"
+    report = gym_recording.verify(out)
+    assert report.ok and 0 < report.compressed <= report.arrays
+    assert f"array(s) ({report.compressed} compressed), " in report.summary()
+    cli("decompress", str(out), str(tmp_path / "raw"))
+    raw = gym_recording.verify(tmp_path / "raw")
+    assert raw.ok and raw.compressed == 0 and raw.arrays == report.arrays
+    assert "compressed" not in raw.summary()
 
 
 # --------------------------------------------------------------------------------------------

@@ -264,8 +264,8 @@ class BatchBlob:
         self._starts: list[int] = []
         self._ends: list[int] = []
         self._budget = budget
-        #: Array references checked so far.
-        self.arrays = 0
+        #: Array references checked so far, and how many of them were compressed.
+        self.arrays = self.compressed = 0
 
     def fail(self, where: str, problem: str) -> TraceFormatError:
         """An error naming the batch file, the place in it and the problem."""
@@ -329,6 +329,7 @@ class BatchBlob:
             self._starts.append(off)
             self._ends.append(off + stored)
         if not plain:
+            self.compressed += 1
             try:
                 raw = decompress(blob[off : off + stored], nbytes, ref.codec)  # type: ignore[arg-type]
             except CodecError as exc:

@@ -372,8 +372,9 @@ class DecodedBatch:
     part: list[int]
     continues: list[bool]
     render_frames: list[np.ndarray | None]
-    #: Array references checked (for ``verify``'s counts).
+    #: Array references checked, and those of them compressed (for ``verify``'s counts).
     arrays: int = 0
+    compressed: int = 0
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -530,6 +531,7 @@ def decode_batch(
         continues,
         render_frames,
         blob.arrays,
+        blob.compressed,
     )
     total = sum(steps)
     if entry.steps is not None and entry.steps != total:

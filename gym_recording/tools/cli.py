@@ -21,6 +21,7 @@ from gym_recording._errors import NoRecordingWarning, RecordingError, TraceForma
 from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
+from gym_recording.format.fields import leaves
 from gym_recording.format.names import TRACE_PREFIX, no_recording
 from gym_recording.read.recording import load
 from gym_recording.record import steps
@@ -204,12 +205,24 @@ def _human_bytes(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
+def _array_bytes(*fields: Any) -> int:
+    """The bytes of the arrays in ``fields`` as read back (decompressed)."""
+    return sum(
+        leaf.nbytes
+        for f in fields
+        if f is not None
+        for _, leaf in leaves(f, "")
+        if isinstance(leaf, np.ndarray) and leaf.dtype != object
+    )
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     with load(args.directory) as rec:
         if not rec.writers:
             _err(f"{args.directory} {no_recording()}")
             return EXIT_PROBLEM
         lengths, returns, term, trunc, cut = [], [], 0, 0, 0
+        arrays, rendered, frame_shapes = 0, 0, set[tuple[int, ...]]()
         damaged = None  # (the episodes before a damaged file are summed up all the same)
         try:
             for ep in progress(rec, total=len(rec), desc="reading"):
@@ -218,6 +231,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 term += ep.terminated
                 trunc += ep.truncated
                 cut += not (ep.terminated or ep.truncated)
+                arrays += _array_bytes(ep.observations, ep.actions, ep.rewards, ep.render_frames)
+                if ep.render_frames is not None:
+                    rendered += 1
+                    frame_shapes.add(ep.render_frames.shape[1:])
         except TraceFormatError as exc:
             damaged = exc
         sizes: list[int | None] = []
@@ -236,6 +253,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 if name.startswith(TRACE_PREFIX):
                     with contextlib.suppress(OSError):
                         sizes.append(os.path.getsize(os.path.join(rec.directory, name)))
+        on_disk = None if None in sizes else sum(s or 0 for s in sizes)
         rows: list[tuple[str, Any]] = [
             ("directory", rec.directory),
             (
@@ -248,10 +266,21 @@ def _cmd_info(args: argparse.Namespace) -> int:
             ("batches", sum(len(w.batches) for w in rec.writers)),
             ("episodes", len(rec)),
             ("steps", int(np.sum(lengths)) if lengths else 0),
-            ("bytes", "-" if None in sizes else _human_bytes(sum(s or 0 for s in sizes))),
+            ("bytes", "-" if on_disk is None else _human_bytes(on_disk)),
+            ("arrays, read back", _human_bytes(arrays)),
             ("observation space", rec.observation_space),
             ("action space", rec.action_space),
         ]
+        if lengths:
+            shapes = ", ".join("x".join(map(str, s)) for s in sorted(frame_shapes))
+            rows.append(
+                (
+                    "rendered frames",
+                    f"in {rendered} of {len(lengths)} episodes ({shapes})"
+                    if rendered
+                    else "none (record with record_render=True, or --record-render)",
+                )
+            )
         w0 = rec.writers[0]
         if any(
             (w.observation_space, w.action_space) != (w0.observation_space, w0.action_space)

@@ -152,7 +152,8 @@ def read_traces(
     Episodes are numbered as :func:`gym_recording.load` numbers them, from the manifests present
     when this is called (batches written later are not read). Observations and actions of a
     Dict or Tuple space become one column per leaf (``observations.<key>``,
-    ``observations.<index>``); arrays are Ray tensor columns.
+    ``observations.<index>``); arrays are Ray tensor columns. Rendered frames, step infos
+    and reset options are not read into the rows (:func:`gym_recording.load` gives them).
 
     Args:
         path: A recording directory or an fsspec URL (``"s3://bucket/run1"``) that every Ray

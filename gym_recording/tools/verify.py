@@ -62,6 +62,8 @@ class VerifyReport:
         episode_objects: Episode objects (episodes, or parts of split episodes) decoded.
         episodes: Episodes read through :func:`gym_recording.load`.
         arrays: Array references validated (name, dtype, shape, size, offset).
+        compressed: Those of ``arrays`` stored compressed (FORMAT.md §6.2), each decompressed
+            and its size checked.
         steps: Steps in the episode objects.
 
     Example:
@@ -81,6 +83,7 @@ class VerifyReport:
     episode_objects: int = 0
     episodes: int = 0
     arrays: int = 0
+    compressed: int = 0
     steps: int = 0
     #: Whether the reader read every episode (else it stopped at a problem).
     read_all: bool = True
@@ -128,8 +131,9 @@ class VerifyReport:
         """One line: what was checked, and the verdict."""
         checked = (
             f"{self.manifests} manifest(s), {self.batches} batch(es), "
-            f"{self.episode_objects} episode object(s), {self.arrays} array(s), "
-            f"{self.steps} step(s); {self.episodes} episode(s) read"
+            f"{self.episode_objects} episode object(s), {self.arrays} array(s)"
+            + (f" ({self.compressed} compressed)" if self.compressed else "")
+            + f", {self.steps} step(s); {self.episodes} episode(s) read"
             + ("" if self.read_all else " before the reader stopped at a problem")
         )
         if self.ok:
@@ -175,6 +179,7 @@ def _check_manifest(
         report.batches += 1
         report.episode_objects += len(batch)
         report.arrays += batch.arrays
+        report.compressed += batch.compressed
         report.steps += batch.steps
     if m.batches and m.batches[-1].continues:
         report.note(

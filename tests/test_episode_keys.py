@@ -105,3 +105,38 @@ def test_keys_round_trip_whole_and_split_in_parts(batch_bytes, tmp_path):
         {"terminated": False, "truncated": False, "seed": 102, "started_at": 1002.0,
          "ended_at": 2002.0},
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), np.float64("-inf"), "1.5", True])
+def test_a_time_that_is_not_a_finite_number_is_refused_at_the_call(bad, tmp_path):
+    """started_at/ended_at that no reader could date (or that JSON stores as null) are
+    refused by the call that brings them, which changes nothing: the open episode goes on."""
+    error = TypeError if isinstance(bad, (str, bool)) else ValueError
+    with TraceRecording(tmp_path / "t") as rec:
+        rec.add_reset(np.zeros(2), seed=1)
+        rec.add_step(0, np.ones(2), 1.0)
+        with pytest.raises(error, match="started_at"):
+            rec.add_reset(np.zeros(2), started_at=bad)
+        with pytest.raises(error, match="ended_at"):
+            rec.add_reset(np.zeros(2), ended_at=bad)
+        with pytest.raises(error, match="ended_at"):
+            rec.end_episode(ended_at=bad)
+        assert rec.in_episode
+        rec.add_step(0, np.ones(2), 1.0)
+        rec.end_episode(ended_at=np.float32(2e9))
+    with gym_recording.load(tmp_path / "t") as r:
+        assert [(ep.seed, ep.length, ep.ended_at) for ep in r] == [(1, 2, float(np.float32(2e9)))]
+
+
+def test_times_past_any_date_are_shown_as_seconds(tmp_path):
+    """A start given in milliseconds by mistake (year 55,000) is kept as given and shown as
+    seconds by the notebook views, which show the others as dates."""
+    with TraceRecording(tmp_path / "t") as rec:
+        rec.add_reset(np.zeros(2), started_at=1.7e12)
+        rec.add_step(0, np.ones(2), 1.0, terminated=True)
+        rec.add_reset(np.zeros(2), started_at=1.7e9)
+        rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    with gym_recording.load(tmp_path / "t") as r:
+        assert r[0].started_at == 1.7e12
+        assert "1.7e+12 s" in r._repr_html_() and "1.7e+12 s" in r[0]._repr_html_()
+        assert "2023-11-14" in r._repr_html_()

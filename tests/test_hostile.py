@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gym_recording
@@ -284,10 +285,48 @@ def test_a_json_bomb_within_the_size_limit_is_refused_in_bounded_memory(
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is Linux's")
-@pytest.mark.parametrize("shape", [[16384, 16384], [2**31, 2**31]])
-def test_a_space_bomb_is_refused_by_every_reader(tmp_path: Path, shape: list[int]) -> None:
-    """A manifest declaring a Box that would take gigabytes (scalar bounds: a small file):
-    ``observation_space``, ``verify`` and the command line refuse it, naming the manifest."""
+@pytest.mark.parametrize("compressed", [False, True])
+def test_arrays_sharing_bytes_are_refused_before_they_are_copied(
+    tmp_path: Path, compressed: bool
+) -> None:
+    """4097 per-step references to the same 1 MiB of a blob (raw, or one zstd frame):
+    stacking them, or decompressing each, would take 4 GiB from a 1.4 MB recording. The
+    second reference is refused as it is read."""
+    rec = make_cases.base()
+    if compressed:
+        raw = bytes(1 << 20)
+        r = make_cases.zstd_ref(rec, raw=raw, shape=[1 << 18], dtype="float32", rawsize=len(raw))
+    else:
+        blob = make_cases.Blob(make_cases.BIN0)
+        blob.data = bytearray(rec.raw[make_cases.BIN0])
+        r = blob.add(np.zeros(1 << 18, np.float32))
+        rec.raw[make_cases.BIN0] = bytes(blob.data)
+    episode = make_cases.ep(rec)
+    episode["observations"] = [dict(r) for _ in range(4097)]
+    episode["actions"], episode["rewards"] = [0] * 4096, [0.0] * 4096
+    rec.finish_entries()
+    rec.write(tmp_path / "rec")
+    got = _limited(_READ_ALL, str(tmp_path / "rec"))
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "refused:" in got.stdout and "share bytes" in got.stdout
+    assert "verify flags it" in got.stdout
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is Linux's")
+@pytest.mark.parametrize(
+    ("shape", "problem"),
+    [
+        ([16384, 16384], "MiB of memory"),
+        ([2**31, 2**31], "MiB of memory"),
+        ([0, 2**62], "a shape of at most 2**63 - 1 bytes"),  # (numpy: "array is too big")
+    ],
+)
+def test_a_space_bomb_is_refused_by_every_reader(
+    tmp_path: Path, shape: list[int], problem: str
+) -> None:
+    """A manifest declaring a Box that would take gigabytes (scalar bounds: a small file), or
+    more than an array can: ``observation_space``, ``verify`` and the command line refuse
+    it, naming the manifest."""
     rec = make_cases.base()
     rec.json[make_cases.MANIFEST]["observation_space"] = {
         "type": "Box",
@@ -311,8 +350,9 @@ print("verify ok" if verify(sys.argv[1]).ok else "verify flags it")
     assert "2 episodes read" in got.stdout
     assert "refused:" in got.stdout and make_cases.MANIFEST in got.stdout
     assert "verify flags it" in got.stdout
+    assert problem in got.stdout
     for command in ("info", "verify"):
-        assert "MiB of memory" in _cli_refuses(command, tmp_path / "rec")
+        assert problem in _cli_refuses(command, tmp_path / "rec")
 
 
 def _cli_refuses(command: str, directory: Path) -> str:

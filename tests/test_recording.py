@@ -648,3 +648,19 @@ def test_an_episode_read_again_shares_nothing_with_one_changed_before(
     with gym_recording.load(tmp_path / "objects") as r:
         r[0].observations[0][0]["a"].append(99)
         assert r[0].observations[0][0]["a"] == [1]
+
+
+@pytest.mark.parametrize("dtype", ["<U3", "|S2", "O"])
+def test_string_and_object_arrays_with_a_zero_dimension_round_trip(dtype, tmp_path):
+    """Arrays stored as nested JSON lists keep every dimension, a zero past the first one
+    included (nested lists of no elements), in options, infos and observations alike."""
+    values = [np.empty(shape, dtype) for shape in [(2, 3, 0), (0, 2), (2, 0), (1, 0, 4)]]
+    with TraceRecording(tmp_path / "t", record_infos=True) as rec:
+        rec.add_reset(values[0], options={"a": values}, info={"a": values[1]})
+        rec.add_step(0, values[0], 1.0, info={"b": values[2]}, terminated=True)
+    with gym_recording.load(tmp_path / "t") as r:
+        (ep,) = r
+        pairs = [*zip(ep.options["a"], values, strict=True), (ep.observations[0], values[0])]
+        for got, want in pairs:
+            assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        assert ep.infos[0]["a"].shape == (0, 2) and ep.infos[1]["b"].shape == (2, 0)

@@ -260,9 +260,11 @@ class BatchBlob:
         self.path = path
         self._load = load
         self._bytes: memoryview | None = None
-        # The byte ranges of the non-empty arrays (one per array, or per column).
+        # The byte ranges of the non-empty arrays (one per array, or per column): those
+        # checked, sorted by start (no two share a byte), and those the C views took since.
         self._starts: list[int] = []
         self._ends: list[int] = []
+        self._viewed: list[tuple[int, int]] = []
         self._budget = budget
         #: Array references checked so far, and how many of them were compressed.
         self.arrays = self.compressed = 0
@@ -325,9 +327,8 @@ class BatchBlob:
                 f"({len(blob)} bytes)",
             )
         self.arrays += 1
-        if stored:
-            self._starts.append(off)
-            self._ends.append(off + stored)
+        if stored:  # (before its bytes are copied or decompressed: see check_disjoint)
+            self._claim(off, off + stored)
         if not plain:
             self.compressed += 1
             try:
@@ -358,9 +359,7 @@ class BatchBlob:
             got = c(refs, self.bytes(), self.name, DTYPE, 1 if steps else 0)
             if got is not None:  # (else a reference breaks a rule: found and named below)
                 views, spans = got
-                for start, stop in spans:
-                    self._starts.append(start)
-                    self._ends.append(stop)
+                self._viewed += spans  # (views copy nothing: checked with the next claim)
                 self.arrays += len(refs)
                 return views
         arrays = [self.array(r, where(i)) for i, r in enumerate(refs)]
@@ -374,16 +373,38 @@ class BatchBlob:
     #: same checks and arrays, or ``None`` when a reference breaks a rule; or ``None``.
     _views_c = getattr(speedups, "views", None)
 
+    def _claim(self, start: int, stop: int) -> None:
+        """Take bytes ``start:stop`` of the blob for one array, refused if another has any.
+
+        Checked as each array is read, before it is copied or decompressed: a file whose
+        arrays all name the same bytes would otherwise stand for many times its size.
+        """
+        if self._viewed:
+            self.check_disjoint()
+        starts, ends = self._starts, self._ends
+        k = bisect.bisect_right(starts, start)
+        if k and ends[k - 1] > start:
+            raise self._shared(start)
+        if k < len(starts) and starts[k] < stop:
+            raise self._shared(starts[k])
+        starts.insert(k, start)
+        ends.insert(k, stop)
+
+    def _shared(self, at: int) -> TraceFormatError:
+        msg = f"two arrays share bytes of {self.name} (at offset {at}; FORMAT.md §9)"
+        return TraceFormatError(msg, self.path)
+
     def check_disjoint(self) -> None:
         """Refuse the batch if two of its non-empty arrays share a byte of the blob."""
-        if len(self._starts) < 2:
+        if not self._viewed:  # (each claimed one was checked as it came)
             return
-        starts = np.array(self._starts, np.int64)
-        ends = np.array(self._ends, np.int64)
+        viewed = np.array(self._viewed, np.int64).reshape(-1, 2)
+        starts = np.concatenate((np.array(self._starts, np.int64), viewed[:, 0]))
+        ends = np.concatenate((np.array(self._ends, np.int64), viewed[:, 1]))
+        self._viewed = []
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
         clash = np.flatnonzero(starts[1:] < ends[:-1])
         if clash.size:
-            at = int(starts[clash[0] + 1])
-            msg = f"two arrays share bytes of {self.name} (at offset {at}; FORMAT.md §9)"
-            raise TraceFormatError(msg, self.path)
+            raise self._shared(int(starts[clash[0] + 1]))
+        self._starts, self._ends = starts.tolist(), ends.tolist()

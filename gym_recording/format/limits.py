@@ -13,6 +13,7 @@ __all__ = [
     "JSONARRAY_RATIO",
     "MAX_BATCH_JSON_BYTES",
     "MAX_DECODED_BYTES",
+    "MAX_EPISODE_OBJECTS",
     "MAX_INFO_CELLS",
     "MAX_JSON_COST",
     "MAX_JSON_DEPTH",
@@ -27,6 +28,9 @@ __all__ = [
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 #: The largest batch JSON a reader accepts.
 MAX_BATCH_JSON_BYTES = 512 * 1024 * 1024
+#: The most episode objects a manifest's entry may list: what such a batch JSON holds, at
+#: 46 bytes or more an object (``{"observations":[],"actions":[],"rewards":[]},``).
+MAX_EPISODE_OBJECTS = MAX_BATCH_JSON_BYTES // 46
 #: How deeply values (§6) and fields (§5) may nest: JSON containers plus ``__type`` wrappers.
 MAX_NESTING = 100
 #: The most digits of a JSON int (§9): what Python converts to and from text by default

@@ -33,7 +33,7 @@ import numpy as np
 from gymnasium import spaces as gspaces
 
 from gym_recording._errors import TraceFormatError
-from gym_recording.format.limits import MAX_NDIM
+from gym_recording.format.limits import INTP_MAX, MAX_NDIM
 
 __all__ = ["MAX_SPACE_BYTES", "MAX_SPACE_DEPTH", "UnknownSpace", "space_from_json", "space_to_json"]
 
@@ -479,6 +479,8 @@ def _read_box(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gsp
     dtype = _get_dtype(d, "dtype", where, sorted(_BOX_DTYPES))
     # low and high, and Gymnasium's masks of which bounds are finite (one byte an element)
     budget.charge(math.prod(shape) * (2 * dtype.itemsize + 2), where)
+    if math.prod(dim for dim in shape if dim) * dtype.itemsize > INTP_MAX:  # (§9's rule)
+        raise _fail(f"{where}.shape", "a shape of at most 2**63 - 1 bytes (but for zeros)", shape)
     bounds = {}
     for key in ("low", "high"):
         value = _need(d, key, where)

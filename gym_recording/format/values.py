@@ -349,9 +349,11 @@ def _nest(flat: list[Any], shape: tuple[int, ...]) -> Any:
     """``flat`` (C order) as nested lists of ``shape``."""
     if not shape:
         return flat[0]
+    if not flat:  # (a 0 in the shape: lists down to it, each empty there)
+        return [_nest(flat, shape[1:]) for _ in range(shape[0])]
     for n in reversed(shape[1:]):
-        flat = [flat[i : i + n] for i in range(0, len(flat), n)] if n else []
-    return flat if shape[0] == len(flat) else [[] for _ in range(shape[0])]
+        flat = [flat[i : i + n] for i in range(0, len(flat), n)]
+    return flat
 
 
 def decode_value(v: Any, blob: BatchBlob, where: str, _depth: int = 0) -> Any:
@@ -426,7 +428,8 @@ def _decode_scalar(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -
     try:
         with np.errstate(all="ignore"):  # (a value the dtype cannot hold is refused below)
             out = np.dtype(dt).type(inner)
-            exact = out.item() == inner or inner != inner  # (NaN is NaN in every float dtype)
+            nan = inner != inner and out.dtype.kind in "fc"  # (NaN is NaN in float dtypes)
+            exact = out.item() == inner or nan
     except (TypeError, ValueError, OverflowError) as exc:
         raise blob.fail(where, f"scalar {brief(inner)} is not a valid {dt}: {exc}") from None
     if not exact:
@@ -481,6 +484,8 @@ def _decode_jsonarray(v: dict[str, Any], blob: BatchBlob, where: str, depth: int
         raise blob.fail(where, f"jsonarray dtype {brief(dt)} is not a numpy dtype") from None
     if npdt.kind not in _JSONARRAY_READ_KINDS or npdt.fields is not None or npdt.subdtype:
         raise blob.fail(where, f"jsonarray dtype {brief(dt)} is not allowed")
+    if not npdt.itemsize:  # ("<U", "S": numpy would size them by the longest value)
+        raise blob.fail(where, f"expected a jsonarray dtype of a fixed width, got {brief(dt)}")
     # Walk the nested lists along the shape: exact lengths, no guessing by numpy.
     level = [v.get("data")]
     for n in shape:
@@ -502,10 +507,30 @@ def _decode_jsonarray(v: dict[str, Any], blob: BatchBlob, where: str, depth: int
         else:
             if any(isinstance(x, (list, dict, tuple, np.ndarray)) for x in values):
                 raise ValueError("expected a scalar for every element")
-            arr = np.array(values, dtype=npdt)
+            with np.errstate(all="ignore"):  # (a value the dtype cannot hold: refused below)
+                arr = np.array(values, dtype=npdt)
+            if npdt.kind in _EXACT_KINDS:
+                _check_exact(arr, values, npdt)
         return arr.reshape(shape)
     except (TypeError, ValueError, OverflowError) as exc:
         raise blob.fail(where, f"bad jsonarray of {brief(dt)}: {str(exc)[:120]}") from None
+
+
+#: The jsonarray kinds whose elements must read back as the JSON gives them (§9).
+_EXACT_KINDS: dict[str, tuple[type, ...]] = {"b": (bool,), "i": (int,), "u": (int,), "U": (str,)}
+_EXACT_KINDS.update(f=(int, float), c=(int, float, complex), S=(bytes,))
+
+
+def _check_exact(arr: np.ndarray, values: list[Any], dtype: np.dtype[Any]) -> None:
+    """Refuse elements that ``dtype`` does not hold exactly.
+
+    That is, values of another type (``null`` as a float, ``"a"`` as a bool), out of the
+    dtype's range, or longer than its width (numpy would cut them short).
+    """
+    types = _EXACT_KINDS[dtype.kind]
+    for x, y in zip(values, arr.tolist(), strict=True):
+        if type(x) not in types or (x != y and x == x):  # (NaN is NaN in float dtypes)
+            raise ValueError(f"element {brief(x)} is not a {dtype} value (it would read as {y!r})")
 
 
 def stack_steps(values: list[Any]) -> Any:

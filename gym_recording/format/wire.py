@@ -28,7 +28,13 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from gym_recording._errors import TraceFormatError
-from gym_recording.format.limits import COSTLY_JSON_BYTES, INTP_MAX, MAX_JSON_COST, MAX_NDIM
+from gym_recording.format.limits import (
+    COSTLY_JSON_BYTES,
+    INTP_MAX,
+    MAX_EPISODE_OBJECTS,
+    MAX_JSON_COST,
+    MAX_NDIM,
+)
 
 __all__ = [
     "DTYPES",
@@ -200,7 +206,7 @@ class BatchEntry(Struct, omit_defaults=True, gc=False):
     """One entry of a manifest's ``batches`` (§3)."""
 
     first: NonNeg
-    len: NonNeg
+    len: Annotated[int, Meta(ge=0, le=MAX_EPISODE_OBJECTS)]
     fn: str
     bin: str | None = None
     steps: NonNeg | None = None

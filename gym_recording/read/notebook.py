@@ -125,7 +125,10 @@ def _short(value: Any, width: int = 60) -> str:
 def _time(t: float | None) -> str:
     if t is None:
         return "-"
-    when = datetime.datetime.fromtimestamp(t, tz=datetime.timezone.utc)
+    try:
+        when = datetime.datetime.fromtimestamp(t, tz=datetime.timezone.utc)
+    except (OverflowError, ValueError, OSError):  # (no date: the seconds as recorded)
+        return f"{t:g} s"
     return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

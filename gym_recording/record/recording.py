@@ -242,12 +242,18 @@ class TraceRecording(RowsMixin):
             RecordingError: a value cannot be stored (the message says which), or a frame
                 of a new size comes while a batch could not be written; no episode starts.
             WriteError: a batch could not be written; the reset is recorded.
+            TypeError, ValueError: ``started_at`` or ``ended_at`` is not a finite number
+                (nothing changes).
         """
         if self.closed or self._forks != lifetime.forks:
             self._check_usable("add_reset")
         lifetime.fed(id(self))
         if seed is not None:
             buffer.check_seed(seed)
+        if started_at is not None:
+            started_at = buffer.check_time(started_at, "started_at")
+        if ended_at is not None:
+            ended_at = buffer.check_time(ended_at, "ended_at")
         if self._open is not None:
             self._end_episode(ended_at)
         if len(self._pending) >= MAX_BATCH_EPISODES:
@@ -268,7 +274,7 @@ class TraceRecording(RowsMixin):
                 self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
                 self._sized = False  # (batches are sized with the frames)
             self._frames.claim()  # (before the observation is stored)
-        keys = {"started_at": buffer.now() if started_at is None else float(started_at)}
+        keys = {"started_at": buffer.now() if started_at is None else started_at}
         if seed is not None:
             keys["seed"] = int(seed)
         steps = len(self._rew.buf) >> 3
@@ -487,8 +493,12 @@ class TraceRecording(RowsMixin):
 
         It is written with the next batch. ``terminated``/``truncated`` are those of its last
         step (both false if the last step set neither: the episode was cut by a reset or a
-        close). Raises a :class:`WriteError` (a batch could not be written) once it is ended.
+        close). Raises a :class:`WriteError` (a batch could not be written) once it is ended,
+        and a ``TypeError`` or ``ValueError`` for an ``ended_at`` that is not a finite number
+        (before anything changes).
         """
+        if ended_at is not None:
+            ended_at = buffer.check_time(ended_at, "ended_at")
         self._end_episode(ended_at)
         self._writer.raise_kept()
 

@@ -577,6 +577,17 @@ def _(rec: Rec) -> None:
     entry(rec)["len"] = 3
 
 
+@case(
+    "len-past-int64",
+    "two batches of 2**62 episodes each: more than a batch file can hold, and together more "
+    "than an index can count",
+    split=True,
+)
+def _(rec: Rec) -> None:
+    entry(rec, 0)["len"] = entry(rec, 1)["len"] = 2**62
+    entry(rec, 1)["first"] = 2**62
+
+
 @case("len-too-small", "the manifest lists 1 episode for a batch of 2")
 def _(rec: Rec) -> None:
     entry(rec)["len"] = 1
@@ -965,6 +976,26 @@ def _(rec: Rec) -> None:
     ep(rec)["options"] = _jsonarray("<U1000", [4000], ["a"] * 4000)
 
 
+@case("jsonarray-no-width", "a jsonarray of dtype `<U` (no width: numpy sizes it by its data)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("<U", [2], ["a" * 1000, "b"])
+
+
+@case("jsonarray-cut-strings", "a jsonarray of dtype `<U1` holding `abc` (numpy would cut it)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("<U1", [2], ["abc", "x"])
+
+
+@case("jsonarray-null-float", "a float64 jsonarray holding `null` (numpy would make it NaN)")
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("<f8", [2], [1.0, None])
+
+
+@case("jsonarray-text-bool", 'a bool jsonarray holding `"a"` (numpy would make it true)')
+def _(rec: Rec) -> None:
+    ep(rec)["options"] = _jsonarray("|b1", [1], ["a"])
+
+
 # ---- values (FORMAT.md §6)
 
 
@@ -1020,6 +1051,12 @@ def _(rec: Rec) -> None:
 @case("scalar-fraction", "an int64 scalar of value 1.5 (numpy would make it 1)")
 def _(rec: Rec) -> None:
     ep(rec)["options"] = {"__type": "scalar", "dtype": "int64", "value": 1.5}
+
+
+@case("scalar-bool-nan", "a bool scalar of value NaN (NaN is NaN in float dtypes only)")
+def _(rec: Rec) -> None:
+    nan = {"__type": "float", "value": "nan"}
+    ep(rec)["options"] = {"__type": "scalar", "dtype": "bool", "value": nan}
 
 
 @case("scalar-float16-overflow", "a float16 scalar of value 1e300 (numpy would make it inf)")
@@ -1306,6 +1343,19 @@ def _(rec: Rec) -> None:
 @case("zstd-overlap", "two compressed arrays share one frame's bytes (a field and an option)")
 def _(rec: Rec) -> None:
     ep(rec, 1)["options"] = dict(zstd_ref(rec))
+
+
+@case(
+    "zstd-overlap-bomb",
+    "a per-step list of 2001 compressed references to one 37-byte frame of 1 MiB: decompressing "
+    "each would take 2 GiB from a 100 KB file",
+)
+def _(rec: Rec) -> None:
+    r = zstd_ref(rec, raw=bytes(1 << 20), shape=[1 << 18], dtype="float32", rawsize=1 << 20)
+    e = ep(rec)
+    e["observations"] = [dict(r) for _ in range(2001)]
+    e["actions"] = [0] * 2000
+    e["rewards"] = [0.0] * 2000
 
 
 @case("zstd-past-end", "a compressed array runs past the end of the blob")

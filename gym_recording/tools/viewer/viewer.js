@@ -540,6 +540,7 @@
     }
     const dt = parseNumpyDtype(v.dtype);
     if (dt === null || !JSONARRAY_KINDS.includes(dt.kind)) throw fail(`jsonarray dtype ${show(v.dtype)} is not allowed`);
+    if ("US".includes(dt.kind) && !dt.itemsize) throw fail(`a jsonarray dtype needs its width, not ${show(v.dtype)}`);
     let level = [v.data];
     for (const n of v.shape) {
       const next = [];
@@ -556,6 +557,32 @@
       if (dt.kind !== "O" && (Array.isArray(x) || (isObject(x) && !["float", "scalar", "complex", "bytes", "repr"].includes(x.__type)))) {
         throw fail(`a jsonarray of ${v.dtype} needs a scalar for every element`);
       }
+      if (!exactElement(x, dt)) throw fail(`jsonarray element ${show(x)} is not a ${v.dtype} value`);
+    }
+  }
+
+  /** Whether a jsonarray element is of its dtype's kind and held exactly (FORMAT.md §9). */
+  function exactElement(x, dt) {
+    const name = (dt.kind === "f" ? { 2: "float16", 4: "float32" } : { 8: "complex64" })[dt.itemsize];
+    const exact = (part) => {
+      const n = isNumber(part) || (isObject(part) && part.__type === "float") ? toNumber(part) : undefined;
+      return n !== undefined && holdsExactly(name || "float64", n);
+    };
+    switch (dt.kind) {
+      case "b": return typeof x === "boolean";
+      case "i": case "u": {
+        const range = INT_RANGE[`${dt.kind === "i" ? "int" : "uint"}${8 * dt.itemsize}`];
+        return typeof x === "number" && Number.isInteger(x) && x >= range[0] && x <= range[1];
+      }
+      case "f": return exact(x);
+      case "c": return isObject(x) && x.__type === "complex" ? exact(x.real) && exact(x.imag) : exact(x);
+      case "U": return typeof x === "string" && [...x].length <= dt.itemsize / 4 && !x.endsWith("\0");
+      case "S": {
+        if (!isObject(x) || x.__type !== "bytes" || typeof x.base64 !== "string") return false;
+        const raw = atob(x.base64); // (numpy cuts a longer value, and drops trailing NULs)
+        return raw.length <= dt.itemsize && !raw.endsWith("\0");
+      }
+      default: return true; // (datetime, timedelta, object: as checkValue found them)
     }
   }
 

@@ -600,3 +600,31 @@ def test_a_failed_write_in_one_sub_env_leaves_every_episode_whole(tmp_path: Path
             np.testing.assert_array_equal(obs[:, 1], np.arange(ep.length + 1))
         numbers = [int(ep.observations[0, 0]) for ep in eps]
         assert numbers == list(range(len(eps)))  # (every episode, none lost)
+
+
+class _EditsOptions(gymnasium.Wrapper):  # type: ignore[type-arg]
+    """An env that takes its level out of the options it is given, and marks them."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if options is not None:
+            options.pop("level", None)
+            options["nested"]["seen"] = True
+        return self.env.reset(seed=seed, options=options)
+
+
+def test_reset_options_are_recorded_as_given_not_as_the_env_leaves_them(tmp_path: Path) -> None:
+    """Envs may edit the options dict they get (Gymnasium hands every sub-env the same one):
+    each episode records the options the caller gave, so that a replay gets them."""
+    single = TraceRecordingWrapper(_EditsOptions(make_cartpole()), tmp_path / "one")
+    single.reset(seed=0, options={"level": 3, "nested": {"a": [1]}})
+    single.close()
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([lambda: _EditsOptions(make_cartpole())] * 2), str(tmp_path / "vec")
+    )
+    venv.reset(seed=0, options={"level": 3, "nested": {"a": [1]}})
+    venv.step(np.array([0, 0]))
+    venv.close()
+    with gym_recording.load(tmp_path / "one") as rec:
+        assert rec[0].options == {"level": 3, "nested": {"a": [1]}}
+    got = episodes_by_subenv(tmp_path / "vec", 2)
+    assert [eps[0].options for eps in got] == [{"level": 3, "nested": {"a": [1]}}] * 2

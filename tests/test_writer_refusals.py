@@ -439,3 +439,111 @@ def test_a_head_holding_a_lone_surrogate_is_refused_before_anything_is_made(
     with pytest.raises(TypeError, match="expected metadata to be a dict"):
         TraceRecording(tmp_path / "rec", metadata=[1])  # type: ignore[arg-type]
     assert not (tmp_path / "rec").exists()
+
+
+def _deep(depth: int, leaf: Any) -> Any:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"ok\udc80": np.zeros(2)},  # (a Dict key JSON cannot hold, in the first observation)
+        _deep(101, 1),  # (the reader counts the field's own level: 102)
+        {"a": _deep(100, 1)},  # (one more for the Dict around it)
+    ],
+    ids=["surrogate-key", "list-101", "dict-list-100"],
+)
+def test_an_observation_the_reader_would_refuse_is_refused_at_the_call(
+    tmp_path: Path, bad: Any
+) -> None:
+    """What no reader could read back is refused by the reset that brings it (the writer
+    accepted these, then could not write, or wrote a batch the reader refused whole); the
+    episodes before it are kept. The same values nested one level less are recorded."""
+    with TraceRecording(tmp_path / "t", batch_bytes=1) as rec:
+        rec.add_reset(np.zeros(2), seed=0)
+        rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    with TraceRecording(tmp_path / "t") as rec:
+        with pytest.raises(RecordingError, match="reset observation"):
+            rec.add_reset(bad, seed=1)
+        rec.add_reset(_deep(100, 1) if isinstance(bad, list) else {"a": _deep(99, 1)}, seed=2)
+        rec.add_step(0, _deep(100, 2) if isinstance(bad, list) else {"a": _deep(99, 2)}, 1.0)
+    with gym_recording.load(tmp_path / "t") as r:
+        assert [(ep.seed, ep.length) for ep in r] == [(0, 1), (2, 1)]
+
+
+class _Handle:
+    """An object whose repr fails once its resource is gone (and that refuses copying)."""
+
+    closed = False
+
+    def __repr__(self) -> str:
+        if _Handle.closed:
+            raise RuntimeError("handle is closed")
+        return "Handle()"
+
+    def __deepcopy__(self, memo: Any) -> _Handle:
+        return self
+
+
+def test_a_value_whose_repr_fails_by_its_write_is_recorded_as_that(tmp_path: Path) -> None:
+    """An object with no JSON form is stored as its ``repr()``, taken at write time: one that
+    raises then is stored as what went wrong, and its episode (and the batch) are written."""
+    rec = TraceRecording(tmp_path / "t")
+    rec.add_reset(_Handle())
+    rec.add_step(0, _Handle(), 1.0, terminated=True)
+    _Handle.closed = True
+    try:
+        rec.close()
+    finally:
+        _Handle.closed = False
+    with gym_recording.load(tmp_path / "t") as r:
+        (ep,) = r
+        assert (
+            ep.observations
+            == ["<_Handle object; repr() raised RuntimeError('handle is closed')>"] * 2
+        )
+
+
+def test_a_batch_that_fails_to_encode_is_kept_and_written_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Encoding a batch may fail for want of memory: it raises a WriteError, no manifest on
+    disk lists the batch meanwhile (the episodes written before stay readable), and it is
+    written once encoding works again. (Patches the writer module: no public way makes an
+    encoding fail on demand.)"""
+    from gym_recording.record import writer
+
+    real, failing = writer.finish_batch, [False]
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failing[0]:
+            raise MemoryError("simulated")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(writer, "finish_batch", flaky)
+    rec = TraceRecording(tmp_path / "t", batch_bytes=1)  # (a batch an episode)
+
+    def episode(e: int) -> None:
+        rec.add_reset(np.full(2, e, np.float32), seed=e)
+        rec.add_step(0, np.full(2, e, np.float32), 1.0, terminated=True)
+        rec.end_episode()
+
+    episode(0)
+    failing[0] = True
+    errors = []
+    for e in range(1, 4):
+        try:
+            episode(e)
+        except gym_recording.WriteError as exc:
+            errors.append(exc)
+    assert errors and "could not encode or compress the batch" in str(errors[0])
+    with gym_recording.load(tmp_path / "t") as r:
+        assert [ep.seed for ep in r] == [0]
+    failing[0] = False
+    rec.close()
+    with gym_recording.load(tmp_path / "t") as r:
+        assert [ep.seed for ep in r] == [0, 1, 2, 3]
+    assert verify(tmp_path / "t").ok

@@ -197,7 +197,7 @@ def value_cost(value: Any, _depth: int = 0) -> int:
         return 512 + sum(value_cost(k) + value_cost(x, _depth + 1) for k, x in value.items())
     if isinstance(value, (bytes, bytearray)):
         return 128 + 2 * len(value)
-    return 256 + (_str_cost(repr(value)) if _depth < MAX_NESTING else 0)
+    return 256 + (_str_cost(_repr(value)) if _depth < MAX_NESTING else 0)
 
 
 #: The :func:`value_cost` of a Python or numpy scalar, by its type: a numpy one is
@@ -301,7 +301,7 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
             return {"__type": "scalar", "dtype": name, "value": encode_value(value.item(), layout)}
         if isinstance(value, (str, bytes)):  # (np.str_, np.bytes_: as their text, bytes)
             return encode_value(value.item(), layout)
-        return {"__type": "repr", "repr": repr(value)}
+        return {"__type": "repr", "repr": _repr(value)}
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
@@ -342,7 +342,16 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
         }
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"__type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
-    return {"__type": "repr", "repr": repr(value)}
+    return {"__type": "repr", "repr": _repr(value)}
+
+
+def _repr(value: Any) -> str:
+    """``repr(value)`` as JSON can hold it, or what went wrong (the value is stored as it)."""
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<{type(value).__qualname__} object; repr() raised {exc!r}>"
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _nest(flat: list[Any], shape: tuple[int, ...]) -> Any:

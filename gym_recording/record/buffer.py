@@ -324,14 +324,18 @@ def rgb_frame(frame: Any, shape: tuple[int, ...] | None, rendering: bool | None)
 
 
 class ListLeaf:
-    """Anything else (text, variable shapes, objects): a snapshot per step."""
+    """Anything else (text, variable shapes, objects): a snapshot per step.
 
-    def __init__(self, values: list[Any] | None = None) -> None:
+    ``depth`` is how deeply a step's value nests in the batch's JSON (the reader's count,
+    FORMAT.md §9): one for a field's own values, one more for each Dict or Tuple around it.
+    """
+
+    def __init__(self, values: list[Any] | None = None, depth: int = 1) -> None:
         self.values: list[Any] = values if values is not None else []
         app = self.values.append
 
         def put(v: Any) -> bool:
-            kept = snapshot(v)
+            kept = snapshot(v, depth)
             cost = value_cost(kept)
             if cost > MAX_VALUE_COST:
                 msg = (
@@ -444,28 +448,36 @@ def _leaf_for(dtype: np.dtype[Any], shape: tuple[int, ...], python: type | None)
 def infer(v: Any, depth: int = 0) -> Node:
     """How to store values shaped like ``v``."""
     if depth > 32:
-        return ListLeaf()
+        return ListLeaf(depth=depth + 1)
     t = type(v)
     if t is np.ndarray:
         # (stacked, an array of MAX_NDIM dimensions would have one too many: one per step)
         if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">" or v.ndim >= MAX_NDIM:
-            return ListLeaf()
+            return ListLeaf(depth=depth + 1)
         return _leaf_for(v.dtype, v.shape, None)
     if isinstance(v, np.generic):
         if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">":
-            return ListLeaf()
+            return ListLeaf(depth=depth + 1)
         return RowLeaf(v.dtype, (), None)
     if t is bool:
         return RowLeaf(_BOOL, (), bool)
     if t is int:
-        return RowLeaf(_INT64, (), int) if fits_int64(v) else ListLeaf()
+        return RowLeaf(_INT64, (), int) if fits_int64(v) else ListLeaf(depth=depth + 1)
     if t is float:
         return RowLeaf(_FLOAT64, (), float)
     if t is tuple and v:
         return _TupleNode([infer(x, depth + 1) for x in v])
-    if isinstance(v, Mapping) and v and all(type(k) is str for k in v):
+    if isinstance(v, Mapping) and v and all(type(k) is str for k in v) and _utf8("".join(v)):
         return _DictNode(tuple(v), [infer(x, depth + 1) for x in v.values()])
-    return ListLeaf()
+    return ListLeaf(depth=depth + 1)  # (which refuses a key JSON cannot hold)
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogate): what JSON can hold."""
+    try:
+        return text.isascii() or bool(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
 
 
 class Field:

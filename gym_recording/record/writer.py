@@ -9,6 +9,7 @@ batches.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -270,11 +271,12 @@ class BatchWriter:
         # A batch with infos (values encoded one by one) or to compress is encoded on the
         # writer's thread; the others here (their encoding costs less than a thread).
         deferred = compressor is not None or any(sp.infos is not None for sp in spans)
-        laid_out = (
-            None
-            if deferred
-            else lay_out_batch(observations, actions, rewards, spans, bin_fn, frames)
-        )
+        laid_out = None
+        if not deferred:
+            try:
+                laid_out = lay_out_batch(observations, actions, rewards, spans, bin_fn, frames)
+            except Exception:  # (then on the writer's thread: an error is kept, as a write's)
+                deferred = True
         self.wait()
         if self._measured is not None:  # (the last deferred batch's sizes)
             self.size_for(*self._measured)
@@ -305,10 +307,16 @@ class BatchWriter:
                 (manifest_fn, [encode_manifest(manifest)], False),
             ]
 
-        # (deferred: the files are made on the writer's thread, by files())
-        self._job = (
-            _WriteJob(self.storage, [], files) if deferred else _WriteJob(self.storage, files())
-        )
+        # (deferred: the files are made on the writer's thread, by files(); as they are if
+        # making them here fails, so that the batch is kept and its error raised as a write's)
+        job = None
+        if not deferred:
+            with contextlib.suppress(Exception):
+                job = _WriteJob(self.storage, files())
+        if job is None:
+            deferred = True  # (files() then keeps its sizes for the next batch, as deferred)
+            job = _WriteJob(self.storage, [], files)
+        self._job = job
         self._unsynced = True
         self._objects += len(spans)
         self.batch_count += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import logging
 import os
@@ -46,6 +47,16 @@ def _is_obs_info_pair(result: Any, space: Any) -> bool:
     if type(space).__name__ != "Tuple":  # only a Tuple space's observations are tuples
         return True
     return not (_in_space(space, result) and not _in_space(space, result[0]))
+
+
+def options_as_given(options: Any) -> Any:
+    """A copy of ``reset``'s options, to record them as given (an env may change the dict)."""
+    if options is None:
+        return None
+    try:
+        return copy.deepcopy(options)
+    except Exception:  # (an object that refuses copying: recorded as the env leaves it)
+        return options
 
 
 def closed_error(call: str, after: str = "") -> RecordingClosedError:
@@ -242,6 +253,7 @@ class TraceRecordingWrapper(
         ended_at = now()  # (the last episode's end: the env's reset, which may take time)
         self.episode_id += 1
         recording = False  # (whether add_reset, or end_episode, is called)
+        given = options_as_given(options)
         try:
             if self._gymnasium_env:
                 result = self.env.reset(seed=seed, options=options, **kwargs)
@@ -266,7 +278,7 @@ class TraceRecordingWrapper(
                 rec.add_reset(
                     obs,
                     seed=seed,
-                    options=options,
+                    options=given,
                     info=info if self.record_infos else None,
                     render_frame=frame,
                     ended_at=ended_at,

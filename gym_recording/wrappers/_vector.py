@@ -51,7 +51,7 @@ from gym_recording.wrappers._subenvs import (
     sub_infos,
     unbatch,
 )
-from gym_recording.wrappers._trace_recording import closed_error
+from gym_recording.wrappers._trace_recording import closed_error, options_as_given
 
 __all__ = ["TraceRecordingVectorWrapper"]
 
@@ -357,13 +357,13 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self._kept(errors, self._flush)
         n = self.num_envs
         mask = None
-        sub_options: Any = options
+        sub_options: Any = options_as_given(options)  # (recorded as given: envs may edit it)
         if options is not None:
             options = dict(options)  # the vector env pops "reset_mask" from the dict it gets
             if "reset_mask" in options:
                 mask = np.asarray(options["reset_mask"])
                 # (what each reset sub-env gets: the rest of the dict, ``{}`` if nothing)
-                sub_options = {k: v for k, v in options.items() if k != "reset_mask"}
+                sub_options = {k: v for k, v in sub_options.items() if k != "reset_mask"}
         obs, infos = self.env.reset(seed=seed, options=options)
         own = isinstance(self.env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))  # (sub-envs)
         seeds = per_env_seeds(seed if own else None, n)

@@ -532,6 +532,117 @@ def test_npz_refuses_episodes_of_arrays_and_of_per_step_values(tmp_path: Path) -
         export(tmp_path / "r", to="npz", out=tmp_path / "x.npz")
 
 
+def _two_runs(directory: Path, first: tuple[Any, Any], second: tuple[Any, Any]) -> Path:
+    """Two writers in one directory, each one episode of one step: (action, observation)."""
+    for seed, (act, obs) in enumerate((first, second)):
+        with gym_recording.TraceRecording(directory) as w:
+            w.add_reset(np.zeros_like(obs), seed=seed)
+            w.add_step(act, obs, 1.0, terminated=True)
+    return directory
+
+
+def test_npz_and_parquet_refuse_what_one_array_or_column_cannot_hold_exactly(
+    tmp_path: Path,
+) -> None:
+    """Two runs in one directory whose values differ in type: numpy would make int64 and
+    uint64 actions float64 (2**62 + 1 read back as 2**62), parquet would cast the second
+    run's float64 observations to the first's float32 (1e-50 as 0, 1e300 as inf). Refused,
+    naming both; float32 beside float64 goes to one float64 array exactly."""
+    big = _two_runs(
+        tmp_path / "big",
+        (np.int64(2**62 + 1), np.ones(2, np.float32)),
+        (np.uint64(2**62 + 3), np.ones(2, np.float32)),
+    )
+    with pytest.raises(ExportError, match=r"actions are uint64 arrays .* hold int64 arrays"):
+        export(big, to="npz", out=tmp_path / "big.npz")
+    floats = _two_runs(
+        tmp_path / "floats", (0, np.ones(2, np.float32)), (0, np.array([1e-50, 1e300]))
+    )
+    pytest.importorskip("pyarrow")
+    with pytest.raises(ExportError, match=r"obs: fixed_size_list<item: double>.*, not .*float"):
+        export(floats, to="parquet", out=tmp_path / "floats.parquet")
+    export(floats, to="npz", out=tmp_path / "floats.npz")
+    with np.load(tmp_path / "floats.npz") as z:
+        assert z["observations"].dtype == np.float64
+        assert z["observations"][3].tolist() == [1e-50, 1e300]
+
+
+def test_npz_refuses_two_fields_of_one_name(tmp_path: Path) -> None:
+    """A Dict key holding a dot and a nested key give one npz name: their rows would go to
+    one array (and every offset after them be wrong)."""
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        obs = {"a.b": np.zeros(2), "a": {"b": np.ones(2)}}
+        w.add_reset(obs)
+        w.add_step(0, obs, 1.0, terminated=True)
+    with pytest.raises(ExportError, match=r"both named 'observations\.a\.b'"):
+        export(tmp_path / "r", to="npz", out=tmp_path / "x.npz")
+    assert not (tmp_path / "x.npz").exists()
+
+
+def test_npz_counts_a_seed_of_minus_one_as_left_out(tmp_path: Path) -> None:
+    """npz stores "no seed" as -1: a recorded seed of -1 cannot be told from it, and says so."""
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset(np.zeros(2), seed=-1)
+        w.add_step(0, np.ones(2), 1.0, terminated=True)
+    with pytest.warns(LossyExportWarning, match="the seeds of 1 episode"):
+        export(tmp_path / "r", to="npz", out=tmp_path / "x.npz")
+
+
+class _Float64Box(gymnasium.Env):  # type: ignore[type-arg]
+    """Declares float32 observations and returns float64 ones (Gymnasium only warns)."""
+
+    observation_space = gymnasium.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        return np.zeros(2), {"big": 2**70}
+
+    def step(self, action: Any) -> Any:
+        return np.ones(2), 1.0, True, False, {"big": 2**70}
+
+
+def test_minari_names_observations_of_another_dtype_than_their_space(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Minari stores arrays as their space says: float64 observations of a float32 Box are
+    refused naming both dtypes and what to do (Minari's own error named neither)."""
+    with TraceRecordingWrapper(_Float64Box(), tmp_path / "r") as w:
+        run_episodes(w, 2)
+    with pytest.raises(ExportError, match="observations were recorded as float64, but their"):
+        export(tmp_path / "r", to="minari", out="tests/f64-v0")
+    assert not (tmp_path / "datasets" / "tests" / "f64-v0").exists()
+
+
+def test_minari_refuses_an_info_int_past_int64_as_an_export_error(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """An info int that no int64 holds: Minari's OverflowError is an ExportError (it was a
+    traceback of the command line)."""
+    env = gymnasium.wrappers.TransformObservation(
+        _Float64Box(), lambda o: o.astype(np.float32), _Float64Box.observation_space
+    )
+    with TraceRecordingWrapper(env, tmp_path / "r", record_infos=True) as w:
+        run_episodes(w, 2)
+    with pytest.raises(ExportError, match="Minari could not store the recording as tests/big-v0"):
+        export(tmp_path / "r", to="minari", out="tests/big-v0")
+
+
+def test_import_minari_refuses_a_url_that_holds_a_recording(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """As a local directory that holds files: an fsspec URL that holds a recording is not
+    written into (it was merged with the recording there)."""
+    pytest.importorskip("fsspec")
+    d = record_space(tmp_path / "rec", SPACES[0], "box_f32")
+    export(d, to="minari", out="tests/url-v0")
+    target = f"memory://{tmp_path.name}/existing"
+    import_minari("tests/url-v0", target)
+    with pytest.raises(OutputExistsError, match="already holds a recording"):
+        import_minari("tests/url-v0", target)
+    with gym_recording.load(target) as rec:
+        assert len(rec.writers) == 1
+
+
 # --------------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------------

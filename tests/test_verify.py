@@ -206,6 +206,20 @@ def test_leftover_temp_files_are_reported_and_cleaned_safely(tmp_path):
     assert verify(tmp_path).ok
 
 
+def test_clean_takes_a_file_url_as_its_path(tmp_path):
+    """``verify file:///DIR --clean`` ages and removes old temporary files as for DIR (it
+    took the URL for a path: every file was 0 s old, and its removal failed)."""
+    make_recording(tmp_path)
+    old = tmp_path / ".gymrec-tmp-old1"
+    old.write_bytes(b"partial")
+    _age(old, CLEAN_MIN_AGE + 600)
+    url = tmp_path.as_uri()
+    assert verify(url).temp_ages[0] >= CLEAN_MIN_AGE + 600
+    out = run_verify(url, "--clean")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not old.exists()
+
+
 def test_unlisted_batch_files_are_noted_not_failed(tmp_path):
     """Batch files no manifest lists (a flush cut before its manifest) are noted only."""
     make_recording(tmp_path)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gym_recording import TraceRecording
 from gym_recording.tools.viewer import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -781,6 +782,24 @@ def test_all_dtypes_dicts_tuples_and_images_of_version_2(
     assert viewer.reward_points() == 3
     assert len(viewer.page.query_selector_all("[data-testid=frame-canvas]")) == 3
     viewer.screenshot(artifacts / "viewer-dtypes.png")
+
+
+def test_constant_values_past_two_to_the_53_are_plotted(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """A value that stays at 2**62 (or 1e20) has a plot: its range is padded by more than the
+    1 that such a number cannot tell from itself (every coordinate was NaN)."""
+    with TraceRecording(tmp_path / "rec") as rec:
+        rec.add_reset(np.full(2, 1e20))
+        for _ in range(3):
+            rec.add_step(np.int64(2**62), np.full(2, 1e20), 1.0)
+        rec.end_episode()
+    viewer = open_viewer(tmp_path / "rec")
+    viewer.wait_count(1)
+    viewer.select(0)
+    paths = viewer.page.eval_on_selector_all("path", "els => els.map(e => e.getAttribute('d'))")
+    assert paths and not [d for d in paths if d is None or "NaN" in d], paths
+    assert viewer.console_errors == []
 
 
 def test_version_1_quirks_unaligned_offsets_and_nan_tokens(

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -434,6 +435,50 @@ def test_only_get_and_head_are_allowed(server_url: str, recording: Path, method:
     assert status == 405
     assert headers["allow"] == "GET, HEAD"
     assert (recording / MANIFEST).read_bytes() == before
+
+
+def test_a_refused_request_s_body_is_not_taken_for_the_next_request(server_url: str) -> None:
+    """A POST's body, which the server does not read, is not answered as a request of its
+    own: the connection is closed after the 405."""
+    parts = urlsplit(server_url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        body = f"GET /nothere HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+        head = f"POST /api/files HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 405") or got.startswith(b"HTTP/1.0 405")
+    assert b" 404 " not in got
+
+
+def test_listings_on_many_threads_at_once_each_name_every_file(recording: Path) -> None:
+    """Listings answered side by side each list the directory whole (they shared one
+    descriptor's read position: some came back empty, some twice as long)."""
+    for i in range(150):
+        (recording / f"openaigym.trace.{i}.x.json").write_bytes(b"{}")
+    server, url = make_server(str(recording))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    counts: list[int] = []
+    try:
+
+        def poll() -> None:
+            for _ in range(20):
+                status, _, body = fetch(url, "/api/files")
+                assert status == 200
+                counts.append(len(json.loads(body)["files"]))
+
+        pollers = [threading.Thread(target=poll) for _ in range(6)]
+        for t in pollers:
+            t.start()
+        for t in pollers:
+            t.join()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert len(counts) == 120 and len(set(counts)) == 1, sorted(set(counts))
 
 
 def test_foreign_host_header_is_refused(server_url: str) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "join_fields",
     "leaves",
     "map_leaves",
+    "named_leaves",
     "slice_field",
 ]
 
@@ -47,6 +48,21 @@ def leaves(f: Any, name: str) -> Iterator[tuple[str, Any]]:
             yield from leaves(v, f"{name}.{i}")
     else:
         yield name, f
+
+
+def named_leaves(f: Any, name: str) -> list[tuple[str, Any]]:
+    """:func:`leaves` of ``f``, refused where two get one name (a key holding a ``.``).
+
+    Raises:
+        ValueError: two leaves share a name; the message names it.
+    """
+    out = list(leaves(f, name))
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        msg = f"two parts of {name} are both named {twice!r} (a key holding a '.'): rename it"
+        raise ValueError(msg)
+    return out
 
 
 def field_length(f: Any) -> int | None:

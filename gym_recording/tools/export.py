@@ -41,7 +41,7 @@ from gym_recording._errors import (
     OutputExistsError,
 )
 from gym_recording._optional import require
-from gym_recording.format.fields import leaves, slice_field
+from gym_recording.format.fields import named_leaves, slice_field
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
@@ -234,7 +234,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
         description = _description(rec)
         shapes: dict[str, Any] = {}
         writer = None
-        schema = None
+        schema: Any = None
         pending: list[Any] = []
         pending_rows = pending_bytes = 0
         empty = None
@@ -264,12 +264,16 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                     schema = with_meta(table.schema)
                     writer = pq.ParquetWriter(tmp, schema)
                 if not table.schema.equals(schema, check_metadata=False):
-                    try:
+                    try:  # (a column of nulls takes the type; no other is changed)
+                        for got, want in zip(table.schema, schema, strict=True):
+                            if got.type != want.type and not pa.types.is_null(got.type):
+                                raise ValueError(f"{got.name}: {got.type}, not {want.type}")
                         table = table.cast(schema)
                     except (pa.ArrowException, ValueError) as exc:
                         msg = (
                             f"episode {ep.index} holds values of other types than the "
-                            f"episodes before it ({exc}); parquet needs one type per column"
+                            f"episodes before it ({exc}); parquet needs one type per column "
+                            "(two envs' recordings in one directory? give each its own)"
                         )
                         raise ExportError(msg) from exc
                 pending.append(table)
@@ -309,11 +313,15 @@ def _npz_kind(arr: np.ndarray) -> str:
     """What an npz column of an episode holds, for a message."""
     if arr.dtype.kind == "U":
         return "per-step values stored as JSON strings"
-    return f"arrays of per-step shape {arr.shape[1:]}"
+    return f"{arr.dtype} arrays of per-step shape {arr.shape[1:]}"
 
 
 def _npz_leaves(f: Any, name: str) -> Iterator[tuple[str, np.ndarray]]:
-    for leaf_name, leaf in leaves(f, name):
+    try:
+        named = named_leaves(f, name)
+    except ValueError as exc:  # (their rows would go to one array)
+        raise ExportError(f"cannot export to npz: {exc}") from None
+    for leaf_name, leaf in named:
         if isinstance(leaf, np.ndarray) and leaf.dtype != object:
             yield leaf_name, np.asarray(leaf)
         else:  # text, variable shapes: JSON strings keep np.load pickle-free
@@ -415,14 +423,16 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
                     empty.setdefault(name, arr)  # (the layout, if no episode has rows)
                     continue
                 text = arr.dtype.kind == "U"  # (values stored as JSON strings)
+                kind = (arr.shape[1:], arr.dtype.kind) if not text else None
                 if prev and (
                     text != (prev[0].dtype.kind == "U")
-                    or (not text and prev[0].shape[1:] != arr.shape[1:])
-                ):
+                    or (kind is not None and kind != (prev[0].shape[1:], prev[0].dtype.kind))
+                ):  # (numpy makes one dtype of two: float32 and float64 as float64, exactly,
+                    # but int64 and uint64 as float64, which is not)
                     msg = (
                         f"episode {ep.index}'s {name} are {_npz_kind(arr)}, but the episodes "
-                        f"before it hold {_npz_kind(prev[0])}: npz needs one shape per array "
-                        "(two envs' recordings in one directory? give each its own)"
+                        f"before it hold {_npz_kind(prev[0])}: npz needs one kind and shape "
+                        "per array (two envs' recordings in one directory? give each its own)"
                     )
                     raise ExportError(msg)
                 prev.append(arr)
@@ -430,7 +440,9 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             lengths.append(ep.length)
             terminated.append(ep.terminated)
             truncated.append(ep.truncated)
-            seeds.append(-1 if (seed := int64_seed(ep.seed)) is None else seed)
+            seed = int64_seed(ep.seed)
+            left_out.counts["seeds"] += seed == -1  # (npz's "no seed": that one is lost)
+            seeds.append(-1 if seed is None else seed)
         arrays: dict[str, np.ndarray] = {}
         for name, chunks in parts.items():
             arrays[name] = np.concatenate(chunks) if chunks else empty[name]

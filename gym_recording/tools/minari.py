@@ -46,10 +46,12 @@ from gym_recording._errors import (
 from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording.format.fields import field_step
+from gym_recording.format.names import find_manifests
 from gym_recording.format.spaces import UnknownSpace
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.record.recording import TraceRecording
+from gym_recording.storage import is_url, open_storage
 from gym_recording.tools._source import episodes, open_recording, source_location
 
 __all__ = ["export_minari", "import_minari"]
@@ -170,6 +172,30 @@ def _ordered(f: Any, space: Any) -> Any:
     if isinstance(f, np.ndarray):
         return f
     return list(f)
+
+
+def _check_dtypes(f: Any, space: Any, name: str) -> None:
+    """Refuse a field whose arrays are of another dtype than their array space declares.
+
+    Minari stores such arrays as their space says and refuses others (an env whose ``Box``
+    says float32 and which returns float64: Gymnasium's checker only warns of it).
+    """
+    from gymnasium import spaces
+
+    if isinstance(f, dict) and isinstance(space, spaces.Dict):
+        for k in space.spaces:
+            if k in f:
+                _check_dtypes(f[k], space[k], f"{name}.{k}")
+    elif isinstance(f, tuple) and isinstance(space, spaces.Tuple):
+        for i, (v, s) in enumerate(zip(f, space.spaces, strict=True)):
+            _check_dtypes(v, s, f"{name}.{i}")
+    elif isinstance(f, np.ndarray) and _is_array_space(space) and f.dtype != space.dtype:
+        msg = (
+            f"the {name} were recorded as {f.dtype}, but their space declares {space.dtype}, "
+            f"as Minari stores them: make the env return {space.dtype}, or export to npz or "
+            "parquet, which keep what was recorded"
+        )
+        raise ExportError(msg)
 
 
 def _any_leaf(space: Any, test: Callable[[Any], bool]) -> bool:
@@ -371,6 +397,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 if not n and skip_empty:
                     lost.add("zero-step episodes (arrow storage needs a step for array actions)")
                     continue
+                _check_dtypes(ep.observations, obs_space, "observations")
+                _check_dtypes(ep.actions, act_space, "actions")
                 terminations = np.zeros(n, dtype=bool)
                 truncations = np.zeros(n, dtype=bool)
                 if n:
@@ -393,9 +421,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
             _write(minari, dataset_id, buffers(), kwargs, rec, spec)
         except BaseException as exc:
             shutil.rmtree(path, ignore_errors=True)
-            if isinstance(exc, (AssertionError, ValueError, TypeError, KeyError)) and not (
-                isinstance(exc, RecordingError)
-            ):
+            refused = (AssertionError, ValueError, TypeError, KeyError, OverflowError)
+            if isinstance(exc, refused) and not isinstance(exc, RecordingError):
                 msg = (
                     f"Minari could not store the recording as {dataset_id}: "
                     f"{exc or type(exc).__name__}"
@@ -543,7 +570,11 @@ def import_minari(dataset_id: str, out: str | os.PathLike[str]) -> str:
     minari = _minari()
 
     out = os.fspath(out)
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+    if is_url(out):  # (an object store's "directory": refused if it holds a recording)
+        if find_manifests(open_storage(out, create=True).list_names()):
+            msg = f"{out} already holds a recording; choose another output directory"
+            raise OutputExistsError(msg)
+    elif os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         msg = f"{out} exists and is not an empty directory; choose another output directory"
         raise OutputExistsError(msg)
     _check_dataset_id(dataset_id)

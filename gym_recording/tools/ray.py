@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gym_recording._optional import require
-from gym_recording.format.fields import as_array, leaves
+from gym_recording.format.fields import as_array, named_leaves
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording, load
 from gym_recording.tools._source import int64_seed
@@ -87,7 +87,7 @@ def _episode_table(episodes: list[tuple[int, Episode]]) -> Any:
     for name in ("observations", "actions"):
         per_leaf: dict[str, list[np.ndarray]] = {}
         for _, ep in episodes:
-            for col, values in leaves(getattr(ep, name), name):
+            for col, values in named_leaves(getattr(ep, name), name):
                 per_leaf.setdefault(col, []).append(as_array(values))
         for col, arrays in per_leaf.items():
             cols[col] = _ragged_column(arrays)
@@ -116,9 +116,9 @@ def _step_table(episodes: list[tuple[int, Episode]]) -> Any:
     obs_leaves: dict[str, list[np.ndarray]] = {}
     act_leaves: dict[str, list[np.ndarray]] = {}
     for _, ep in episodes:
-        for col, values in leaves(ep.observations, ""):
+        for col, values in named_leaves(ep.observations, ""):
             obs_leaves.setdefault(col, []).append(as_array(values))
-        for col, values in leaves(ep.actions, "action"):
+        for col, values in named_leaves(ep.actions, "action"):
             act_leaves.setdefault(col, []).append(as_array(values))
     for suffix, arrays in obs_leaves.items():
         cols[f"obs{suffix}"] = _arrow_column(np.concatenate([a[:-1] for a in arrays]))

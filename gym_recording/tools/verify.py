@@ -237,10 +237,11 @@ def verify(
         report.add(directory, _message(exc) if isinstance(exc, TraceFormatError) else str(exc))
         return report
     now = time.time()
+    local = storage.directory if isinstance(storage, LocalStorage) else None  # (file:// too)
     for name in _temp_names(names):
         path = os.path.join(directory, name)
         try:
-            st: os.stat_result | None = os.lstat(path)
+            st: os.stat_result | None = None if local is None else os.lstat(f"{local}/{name}")
         except OSError:
             st = None
         if st is not None and not stat.S_ISREG(st.st_mode):
@@ -295,13 +296,13 @@ def remove_temp_files(
     Returns:
         The names removed, and ``(name, reason)`` for those left in place.
     """
-    directory = os.fspath(directory)
-    if not isinstance(open_storage(directory, create=False), LocalStorage):
+    storage = open_storage(os.fspath(directory), create=False)
+    if not isinstance(storage, LocalStorage):
         return [], []
     removed: list[str] = []
     kept: list[tuple[str, str]] = []
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
-    dir_fd = os.open(directory, flags)
+    dir_fd = os.open(storage.directory, flags)  # (a path, also for a file:// URL)
     try:
         now = time.time()
         for name in _temp_names(os.listdir(dir_fd)):

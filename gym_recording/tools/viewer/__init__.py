@@ -252,6 +252,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _refuse_method(self) -> None:
         """Answer 405 to every method that could change something."""
         self._deadline.cancel()
+        self.close_connection = True  # (its body, unread, is not the next request)
         self._send_error(405, "method not allowed", extra={"Allow": "GET, HEAD"})
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse_method
@@ -323,9 +324,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         root = self.server.root
         files: list[dict[str, Any]] = []
         refused: list[dict[str, str]] = []
-        try:
-            entries = list(os.scandir(self.server.root_fd))  # (what the files are opened in)
-            opened = os.fstat(self.server.root_fd)
+        try:  # (in what the files are opened in; on a descriptor of its own: requests on
+            # other threads would share the read position of the server's)
+            listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=self.server.root_fd)
+            try:
+                entries = list(os.scandir(listing))
+                opened = os.fstat(listing)
+            finally:
+                os.close(listing)
         except OSError as exc:
             self._send_error(500, f"cannot list the directory: {exc.strerror}", send_body=send_body)
             return
@@ -428,7 +434,8 @@ def make_server(
         The server and the URL of the viewer page, e.g. ``"http://127.0.0.1:8000/"``.
 
     Raises:
-        TraceFormatError: ``directory`` does not exist or is not a directory.
+        TraceFormatError: ``directory`` does not exist, is not a directory, or cannot be
+            opened.
         OSError: The address cannot be bound.
 
     Example:
@@ -448,7 +455,13 @@ def make_server(
     if not root.is_dir():
         msg = f"{directory}: not a directory; `gym-recording view` needs a recording directory"
         raise TraceFormatError(msg, directory)
-    server = ViewerServer(root, (host, port))
+    try:
+        server = ViewerServer(root, (host, port))
+    except OSError as exc:
+        if exc.filename is None:  # (the address: the caller says so)
+            raise
+        msg = f"{directory}: cannot open the directory ({exc.strerror}); check its permissions"
+        raise TraceFormatError(msg, directory) from None
     bound_port = server.server_address[1]
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     return server, f"http://{shown_host}:{bound_port}/"
@@ -469,7 +482,8 @@ def serve(
         open_browser: Whether to open the page in the default web browser.
 
     Raises:
-        TraceFormatError: ``directory`` does not exist or is not a directory.
+        TraceFormatError: ``directory`` does not exist, is not a directory, or cannot be
+            opened.
         OSError: The address cannot be bound.
     """
     server, url = make_server(directory, host=host, port=port)

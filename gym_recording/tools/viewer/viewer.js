@@ -1799,7 +1799,10 @@
       }
     }
     if (lo === Infinity) return [0, 1];
-    if (lo === hi) return [lo - 1, hi + 1];
+    if (lo === hi) { // (a pad of 1 is lost beside 2 ** 53 and more)
+      const pad = Math.max(1, Math.abs(lo) * 1e-6);
+      return [lo - pad, hi + pad];
+    }
     const pad = (hi - lo) * 0.05;
     return [lo - pad, hi + pad];
   }

@@ -664,6 +664,9 @@ def test_existing_output(tmp_path: Path, to: str) -> None:
     with pytest.raises(OutputExistsError, match="exists already"):
         export(d, to=to, out=tmp_path / "x")
     assert (tmp_path / "x").read_text() == "mine"
+    with pytest.raises(ExportError, match=f"expected OUT to name the {to} file to write"):
+        export(d, to=to, out=f"{tmp_path / 'new'}/")  # (not its temporary file's name)
+    assert not (tmp_path / "new").exists()
 
 
 def test_failed_export_leaves_nothing(tmp_path: Path) -> None:

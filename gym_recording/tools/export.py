@@ -122,6 +122,9 @@ def export(directory: str | os.PathLike[str], *, to: str, out: str | os.PathLike
     if os.path.lexists(out):  # (before the recording is read)
         msg = f"{out} exists already; remove it or choose another path"
         raise OutputExistsError(msg)
+    if to != "mp4" and out.endswith(("/", os.sep)):
+        msg = f"expected OUT to name the {to} file to write, got {out!r}, a directory's name"
+        raise ExportError(msg)
     if to == "parquet":
         return export_parquet(directory, out)
     if to == "mp4":

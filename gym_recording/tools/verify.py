@@ -238,10 +238,11 @@ def verify(
         return report
     now = time.time()
     local = storage.directory if isinstance(storage, LocalStorage) else None  # (file:// too)
+    st: os.stat_result | None
     for name in _temp_names(names):
         path = os.path.join(directory, name)
         try:
-            st: os.stat_result | None = None if local is None else os.lstat(f"{local}/{name}")
+            st = None if local is None else os.lstat(os.path.join(local, name))
         except OSError:
             st = None
         if st is not None and not stat.S_ISREG(st.st_mode):

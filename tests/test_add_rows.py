@@ -169,3 +169,22 @@ def test_reset_options_that_fill_the_batch_write_it_where_the_calls_do(tmp_path:
         rec.end_episode(ended_at=2e9)
         rec.close()
     _assert_same(_episodes(tmp_path / "a"), _episodes(tmp_path / "b"))
+
+
+def test_rows_at_times_that_are_not_finite_numbers_are_refused_before_any_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """A time of inf or NaN (JSON would store null) is refused by the call: no row of it is
+    recorded, and the recording goes on."""
+    t = 4
+    done = np.array([False, True, False, True])
+    args = (np.zeros(t, np.int64), np.zeros((t, 2)), np.ones(t), done, np.zeros(t, bool))
+    with TraceRecording(tmp_path / "t") as rec:
+        rec.add_rows(*args, np.full(t, 1.7e9), reset_first=True)
+        bad = np.full(t, 1.7e9)
+        bad[2] = np.nan
+        with pytest.raises(ValueError, match="finite"):
+            rec.add_rows(*args, bad, reset_first=True)
+        assert rec.episode_count == 2
+    with gym_recording.load(tmp_path / "t") as r:
+        assert [(ep.length, ep.started_at, ep.ended_at) for ep in r] == [(1, 1.7e9, 1.7e9)] * 2

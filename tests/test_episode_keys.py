@@ -9,6 +9,7 @@ so that a key added to one and not the other fails here.
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import json
 import re
 from pathlib import Path
@@ -107,7 +108,9 @@ def test_keys_round_trip_whole_and_split_in_parts(batch_bytes, tmp_path):
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("bad", [float("inf"), float("nan"), np.float64("-inf"), "1.5", True])
+@pytest.mark.parametrize(
+    "bad", [float("inf"), float("nan"), np.float64("-inf"), 10**400, "1.5", True]
+)
 def test_a_time_that_is_not_a_finite_number_is_refused_at_the_call(bad, tmp_path):
     """started_at/ended_at that no reader could date (or that JSON stores as null) are
     refused by the call that brings them, which changes nothing: the open episode goes on."""
@@ -124,8 +127,12 @@ def test_a_time_that_is_not_a_finite_number_is_refused_at_the_call(bad, tmp_path
         assert rec.in_episode
         rec.add_step(0, np.ones(2), 1.0)
         rec.end_episode(ended_at=np.float32(2e9))
+        rec.add_reset(np.zeros(2), seed=2, started_at=fractions.Fraction(3, 2))  # (a number)
+        rec.end_episode(ended_at=np.array(2.5))
     with gym_recording.load(tmp_path / "t") as r:
-        assert [(ep.seed, ep.length, ep.ended_at) for ep in r] == [(1, 2, float(np.float32(2e9)))]
+        got = [(ep.seed, ep.length, ep.started_at, ep.ended_at) for ep in r][1:]
+        assert got == [(2, 0, 1.5, 2.5)]
+        assert (r[0].seed, r[0].length, r[0].ended_at) == (1, 2, float(np.float32(2e9)))
 
 
 def test_times_past_any_date_are_shown_as_seconds(tmp_path):

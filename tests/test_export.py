@@ -567,6 +567,32 @@ def test_npz_and_parquet_refuse_what_one_array_or_column_cannot_hold_exactly(
         assert z["observations"][3].tolist() == [1e-50, 1e300]
 
 
+def test_parquet_takes_episodes_whose_types_differ_without_changing_a_value(
+    tmp_path: Path,
+) -> None:
+    """Per-step values all floats in one episode and all ints in the next; a Dict leaf None
+    for a whole episode: one type per column holds them exactly, as before the check above."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    p = np.zeros(2)
+    episodes = [
+        ("x", [0, 0.5, 1.5]),
+        ("x", [0, 1, 2]),
+        ("d", [{"p": p, "g": None}, {"p": p, "g": 1.5}]),
+        ("d", [{"p": p, "g": None}, {"p": p, "g": None}]),
+    ]
+    for name, values in episodes:
+        with gym_recording.TraceRecording(tmp_path / name) as w:
+            w.add_reset(values[0])
+            for v in values[1:]:
+                w.add_step(0, v, 1.0)
+    for name in ("x", "d"):
+        export(tmp_path / name, to="parquet", out=tmp_path / f"{name}.parquet")
+    x = pq.read_table(tmp_path / "x.parquet").to_pylist()
+    assert [(r["obs"], r["next_obs"]) for r in x] == [(0, 0.5), (0.5, 1.5), (0, 1), (1, 2)]
+    d = pq.read_table(tmp_path / "d.parquet").to_pylist()
+    assert [r["next_obs"]["g"] for r in d] == [1.5, None]
+
+
 def test_npz_refuses_two_fields_of_one_name(tmp_path: Path) -> None:
     """A Dict key holding a dot and a nested key give one npz name: their rows would go to
     one array (and every offset after them be wrong)."""

@@ -453,8 +453,10 @@ def _deep(depth: int, leaf: Any) -> Any:
         {"ok\udc80": np.zeros(2)},  # (a Dict key JSON cannot hold, in the first observation)
         _deep(101, 1),  # (the reader counts the field's own level: 102)
         {"a": _deep(100, 1)},  # (one more for the Dict around it)
+        _deep(100, float("nan")),  # (NaN is stored as a JSON object: one level more)
+        {"a": _deep(98, np.complex128(1 + 2j))},  # (a numpy scalar holding a complex: two)
     ],
-    ids=["surrogate-key", "list-101", "dict-list-100"],
+    ids=["surrogate-key", "list-101", "dict-list-100", "list-100-nan", "dict-list-98-complex"],
 )
 def test_an_observation_the_reader_would_refuse_is_refused_at_the_call(
     tmp_path: Path, bad: Any
@@ -505,6 +507,25 @@ def test_a_value_whose_repr_fails_by_its_write_is_recorded_as_that(tmp_path: Pat
             ep.observations
             == ["<_Handle object; repr() raised RuntimeError('handle is closed')>"] * 2
         )
+
+
+class _Label(str):
+    """A str whose own ``__str__`` fails (a lazily translated text, say)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no translation loaded")
+
+
+def test_a_str_subclass_is_recorded_as_its_text(tmp_path: Path) -> None:
+    """Its text is stored, not what its ``__str__`` makes (which raised as the batch was
+    written, and kept the batch from being written)."""
+    with TraceRecording(tmp_path / "t", record_infos=True) as rec:
+        rec.add_reset(_Label("start"), options={"label": _Label("o")}, info={"l": _Label("i")})
+        rec.add_step(0, _Label("next"), 1.0, terminated=True)
+    with gym_recording.load(tmp_path / "t") as r:
+        (ep,) = r
+        assert ep.observations == ["start", "next"] and ep.options == {"label": "o"}
+        assert ep.infos[0] == {"l": "i"} and type(ep.observations[0]) is str
 
 
 def test_a_batch_that_fails_to_encode_is_kept_and_written_later(

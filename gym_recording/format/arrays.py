@@ -260,11 +260,12 @@ class BatchBlob:
         self.path = path
         self._load = load
         self._bytes: memoryview | None = None
-        # The byte ranges of the non-empty arrays (one per array, or per column): those
-        # checked, sorted by start (no two share a byte), and those the C views took since.
+        # The byte ranges of the non-empty arrays (one per array, or per column): those read
+        # one by one, and those the C views took; and the bytes of the first, together.
         self._starts: list[int] = []
         self._ends: list[int] = []
         self._viewed: list[tuple[int, int]] = []
+        self._claimed = 0
         self._budget = budget
         #: Array references checked so far, and how many of them were compressed.
         self.arrays = self.compressed = 0
@@ -327,7 +328,7 @@ class BatchBlob:
                 f"({len(blob)} bytes)",
             )
         self.arrays += 1
-        if stored:  # (before its bytes are copied or decompressed: see check_disjoint)
+        if stored:  # (before its bytes are copied or decompressed)
             self._claim(off, off + stored)
         if not plain:
             self.compressed += 1
@@ -359,7 +360,7 @@ class BatchBlob:
             got = c(refs, self.bytes(), self.name, DTYPE, 1 if steps else 0)
             if got is not None:  # (else a reference breaks a rule: found and named below)
                 views, spans = got
-                self._viewed += spans  # (views copy nothing: checked with the next claim)
+                self._viewed += spans  # (views copy nothing: checked at the batch's end)
                 self.arrays += len(refs)
                 return views
         arrays = [self.array(r, where(i)) for i, r in enumerate(refs)]
@@ -374,37 +375,30 @@ class BatchBlob:
     _views_c = getattr(speedups, "views", None)
 
     def _claim(self, start: int, stop: int) -> None:
-        """Take bytes ``start:stop`` of the blob for one array, refused if another has any.
+        """Take bytes ``start:stop`` of the blob for an array about to be copied or decompressed.
 
-        Checked as each array is read, before it is copied or decompressed: a file whose
-        arrays all name the same bytes would otherwise stand for many times its size.
+        Arrays that do not share bytes take at most the blob's bytes together: past that, two
+        share some, and the batch is refused before more is copied (a file whose arrays all
+        name the same bytes would stand for many times its size). Else :meth:`check_disjoint`
+        looks for two that share bytes at the batch's end.
         """
-        if self._viewed:
+        self._starts.append(start)
+        self._ends.append(stop)
+        self._claimed += stop - start
+        if self._claimed > len(self.bytes()):  # (two share bytes: which, said as at the end)
             self.check_disjoint()
-        starts, ends = self._starts, self._ends
-        k = bisect.bisect_right(starts, start)
-        if k and ends[k - 1] > start:
-            raise self._shared(start)
-        if k < len(starts) and starts[k] < stop:
-            raise self._shared(starts[k])
-        starts.insert(k, start)
-        ends.insert(k, stop)
-
-    def _shared(self, at: int) -> TraceFormatError:
-        msg = f"two arrays share bytes of {self.name} (at offset {at}; FORMAT.md §9)"
-        return TraceFormatError(msg, self.path)
 
     def check_disjoint(self) -> None:
         """Refuse the batch if two of its non-empty arrays share a byte of the blob."""
-        if not self._viewed:  # (each claimed one was checked as it came)
+        if len(self._starts) + len(self._viewed) < 2:
             return
         viewed = np.array(self._viewed, np.int64).reshape(-1, 2)
         starts = np.concatenate((np.array(self._starts, np.int64), viewed[:, 0]))
         ends = np.concatenate((np.array(self._ends, np.int64), viewed[:, 1]))
-        self._viewed = []
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
         clash = np.flatnonzero(starts[1:] < ends[:-1])
         if clash.size:
-            raise self._shared(int(starts[clash[0] + 1]))
-        self._starts, self._ends = starts.tolist(), ends.tolist()
+            at = int(starts[clash[0] + 1])
+            msg = f"two arrays share bytes of {self.name} (at offset {at}; FORMAT.md §9)"
+            raise TraceFormatError(msg, self.path)

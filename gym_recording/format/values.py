@@ -64,6 +64,15 @@ def check_int(value: int) -> int:
     raise ValueError(msg)
 
 
+def _levels(value: Any) -> int:
+    """The levels of JSON objects a number is stored as (§6): 0 for a plain JSON number."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biufc":
+        return 1 + _levels(value.item())
+    if isinstance(value, complex):
+        return 1 + max(_levels(value.real), _levels(value.imag))
+    return int(isinstance(value, float) and value - value != 0)  # (NaN, infinities)
+
+
 def snapshot(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` that later mutation by the env cannot change, checked storable.
 
@@ -82,11 +91,13 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
             digits. The message says which and what to do.
     """
     t = type(value)
-    if value is None or t is bool or t is float:
-        return value
+    if value is None or t is bool or (t is float and (_depth <= MAX_NESTING or value - value == 0)):
+        return value  # (a NaN or an infinity is stored as a JSON object, one more level)
     if t is int:
         return check_int(value)
-    if _depth > MAX_NESTING:
+    if _depth > MAX_NESTING or (
+        isinstance(value, (complex, np.generic)) and _depth + _levels(value) > MAX_NESTING + 1
+    ):
         msg = (
             f"it nests deeper than {MAX_NESTING} levels (or refers to itself); "
             "record a flatter value"
@@ -99,7 +110,7 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
             except UnicodeEncodeError:
                 msg = f"the string {brief(value)} is not valid Unicode (a lone surrogate)"
                 raise ValueError(msg) from None
-        return value
+        return value if t is str else str.__str__(value)  # (its text: not its own __str__)
     if isinstance(value, np.generic):
         _check_dtype(value.dtype, "scalar")
         return value
@@ -309,7 +320,7 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
     if isinstance(value, float):
         return _encode_float(float(value))
     if isinstance(value, str):
-        return str(value)
+        return str.__str__(value)
     if isinstance(value, complex):
         return {
             "__type": "complex",

@@ -654,19 +654,6 @@ class OpenSpan(Span):
         )
 
 
-def check_time(t: Any, what: str) -> float:
-    """``t``, unix seconds, as a float; refused unless it is a finite number.
-
-    Raises:
-        TypeError: ``t`` is not a number. ValueError: it is not finite.
-    """
-    if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
-        raise TypeError(f"expected {what} to be unix seconds or None, got {type(t).__name__}")
-    if not math.isfinite(t):
-        raise ValueError(f"expected {what} to be a finite number of unix seconds, got {t}")
-    return float(t)
-
-
 def now() -> float:
     """The wall-clock time in unix seconds, to the microsecond (an episode's start or end)."""
     return time.time_ns() // 1000 / 1e6

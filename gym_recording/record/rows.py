@@ -77,9 +77,12 @@ class RowsMixin:
 
         Raises:
             RecordingError: as :meth:`add_reset` and :meth:`add_step`, for the row bringing it.
+            ValueError: a time is not a finite number (no row is recorded).
             WriteError: a batch could not be written; every row is recorded.
         """
         t = len(rewards)
+        if not np.isfinite(times).all():  # (before any row is recorded)
+            raise ValueError("expected times to be finite numbers of unix seconds")
         lifetime.fed(id(self))
         done = np.logical_or(terminated, truncated)
         resets = np.zeros(t, np.bool_)

@@ -267,11 +267,16 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                     schema = with_meta(table.schema)
                     writer = pq.ParquetWriter(tmp, schema)
                 if not table.schema.equals(schema, check_metadata=False):
-                    try:  # (a column of nulls takes the type; no other is changed)
-                        for got, want in zip(table.schema, schema, strict=True):
-                            if got.type != want.type and not pa.types.is_null(got.type):
-                                raise ValueError(f"{got.name}: {got.type}, not {want.type}")
-                        table = table.cast(schema)
+                    try:  # (where the values stay what they are: ints as floats, nulls)
+                        cast = table.cast(schema)
+                        if not _same(cast.to_pylist(), table.to_pylist()):
+                            kinds = [
+                                f"{a.name}: {a.type}, not {b.type}"
+                                for a, b in zip(table.schema, schema, strict=True)
+                                if a.type != b.type
+                            ]
+                            raise ValueError("; ".join(kinds))
+                        table = cast
                     except (pa.ArrowException, ValueError) as exc:
                         msg = (
                             f"episode {ep.index} holds values of other types than the "
@@ -305,6 +310,19 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                 writer.close()
         left_out.warn()
     return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two rows' values are the same values (NaN is NaN; True is not 1)."""
+    if type(a) is bool or type(b) is bool:
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (a != a and b != b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
 
 
 # --------------------------------------------------------------------------------------------

@@ -177,8 +177,8 @@ def _ordered(f: Any, space: Any) -> Any:
 def _check_dtypes(f: Any, space: Any, name: str) -> None:
     """Refuse a field whose arrays are of another dtype than their array space declares.
 
-    Minari stores such arrays as their space says and refuses others (an env whose ``Box``
-    says float32 and which returns float64: Gymnasium's checker only warns of it).
+    Minari's arrow storage stores such arrays as their space says and refuses others (an env
+    whose ``Box`` says float32 and which returns float64: Gymnasium's checker only warns).
     """
     from gymnasium import spaces
 
@@ -397,8 +397,9 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 if not n and skip_empty:
                     lost.add("zero-step episodes (arrow storage needs a step for array actions)")
                     continue
-                _check_dtypes(ep.observations, obs_space, "observations")
-                _check_dtypes(ep.actions, act_space, "actions")
+                if formats[0] == "arrow":  # (hdf5 takes the recorded dtypes)
+                    _check_dtypes(ep.observations, obs_space, "observations")
+                    _check_dtypes(ep.actions, act_space, "actions")
                 terminations = np.zeros(n, dtype=bool)
                 truncations = np.zeros(n, dtype=bool)
                 if n:

@@ -260,11 +260,9 @@ class BatchBlob:
         self.path = path
         self._load = load
         self._bytes: memoryview | None = None
-        # The byte ranges of the non-empty arrays (one per array, or per column): those read
-        # one by one, and those the C views took; and the bytes of the first, together.
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        self._viewed: list[tuple[int, int]] = []
+        # The byte ranges (start, stop) of the non-empty arrays (one per array, or per
+        # column), and the bytes of those read one by one (not by the C views), together.
+        self._spans: list[tuple[int, int]] = []
         self._claimed = 0
         self._budget = budget
         #: Array references checked so far, and how many of them were compressed.
@@ -360,7 +358,7 @@ class BatchBlob:
             got = c(refs, self.bytes(), self.name, DTYPE, 1 if steps else 0)
             if got is not None:  # (else a reference breaks a rule: found and named below)
                 views, spans = got
-                self._viewed += spans  # (views copy nothing: checked at the batch's end)
+                self._spans += spans  # (views copy nothing: checked at the batch's end)
                 self.arrays += len(refs)
                 return views
         arrays = [self.array(r, where(i)) for i, r in enumerate(refs)]
@@ -382,19 +380,17 @@ class BatchBlob:
         name the same bytes would stand for many times its size). Else :meth:`check_disjoint`
         looks for two that share bytes at the batch's end.
         """
-        self._starts.append(start)
-        self._ends.append(stop)
+        self._spans.append((start, stop))
         self._claimed += stop - start
         if self._claimed > len(self.bytes()):  # (two share bytes: which, said as at the end)
             self.check_disjoint()
 
     def check_disjoint(self) -> None:
         """Refuse the batch if two of its non-empty arrays share a byte of the blob."""
-        if len(self._starts) + len(self._viewed) < 2:
+        if len(self._spans) < 2:
             return
-        viewed = np.array(self._viewed, np.int64).reshape(-1, 2)
-        starts = np.concatenate((np.array(self._starts, np.int64), viewed[:, 0]))
-        ends = np.concatenate((np.array(self._ends, np.int64), viewed[:, 1]))
+        spans = np.array(self._spans, np.int64)
+        starts, ends = spans[:, 0], spans[:, 1]
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
         clash = np.flatnonzero(starts[1:] < ends[:-1])

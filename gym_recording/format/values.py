@@ -26,6 +26,7 @@ __all__ = [
     "encode_value",
     "check_int",
     "flat_dict_cost",
+    "is_text",
     "json_int",
     "plain_dict",
     "snapshot",
@@ -62,6 +63,17 @@ def check_int(value: int) -> int:
         "than JSON readers convert (FORMAT.md §9); store it as a str"
     )
     raise ValueError(msg)
+
+
+def is_text(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogate): what UTF-8, and JSON, hold."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _levels(value: Any) -> int:
@@ -104,12 +116,9 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
         )
         raise ValueError(msg)
     if isinstance(value, str):
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                msg = f"the string {brief(value)} is not valid Unicode (a lone surrogate)"
-                raise ValueError(msg) from None
+        if not is_text(value):
+            msg = f"the string {brief(value)} is not valid Unicode (a lone surrogate)"
+            raise ValueError(msg)
         return value if t is str else str.__str__(value)  # (its text: not its own __str__)
     if isinstance(value, np.generic):
         _check_dtype(value.dtype, "scalar")

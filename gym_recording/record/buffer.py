@@ -35,7 +35,7 @@ from gym_recording.format.arrays import blob_dtype
 from gym_recording.format.batch import Span, frame_problem
 from gym_recording.format.codec import Compressor
 from gym_recording.format.limits import MAX_NDIM, MAX_VALUE_COST, fits_int64
-from gym_recording.format.values import check_int, snapshot, value_cost
+from gym_recording.format.values import check_int, is_text, snapshot, value_cost
 from gym_recording.format.wire import part_keys
 from gym_recording.record import frames
 from gym_recording.record.frames import StreamedFrames
@@ -467,17 +467,9 @@ def infer(v: Any, depth: int = 0) -> Node:
         return RowLeaf(_FLOAT64, (), float)
     if t is tuple and v:
         return _TupleNode([infer(x, depth + 1) for x in v])
-    if isinstance(v, Mapping) and v and all(type(k) is str for k in v) and _utf8("".join(v)):
+    if isinstance(v, Mapping) and v and all(type(k) is str for k in v) and is_text("".join(v)):
         return _DictNode(tuple(v), [infer(x, depth + 1) for x in v.values()])
     return ListLeaf(depth=depth + 1)  # (which refuses a key JSON cannot hold)
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` is valid Unicode (no lone surrogate): what JSON can hold."""
-    try:
-        return text.isascii() or bool(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        return False
 
 
 class Field:

@@ -273,10 +273,8 @@ class BatchWriter:
         deferred = compressor is not None or any(sp.infos is not None for sp in spans)
         laid_out = None
         if not deferred:
-            try:
+            with contextlib.suppress(Exception):  # (tried again by files(), below)
                 laid_out = lay_out_batch(observations, actions, rewards, spans, bin_fn, frames)
-            except Exception:  # (then on the writer's thread: an error is kept, as a write's)
-                deferred = True
         self.wait()
         if self._measured is not None:  # (the last deferred batch's sizes)
             self.size_for(*self._measured)

@@ -161,41 +161,30 @@ def _infer(fields: list[Any], where: str) -> Any:
     raise ExportError(msg)
 
 
-def _ordered(f: Any, space: Any) -> Any:
-    """A field's dict keys in the order of its Dict space (Minari encodes by the space)."""
-    from gymnasium import spaces
+def _ordered(f: Any, space: Any, name: str, exact: bool) -> Any:
+    """A field's dict keys in the order of its Dict space (Minari encodes by the space).
 
-    if isinstance(f, dict) and isinstance(space, spaces.Dict):
-        return {k: _ordered(f[k], space[k]) for k in space.spaces if k in f}
-    if isinstance(f, tuple) and isinstance(space, spaces.Tuple):
-        return tuple(_ordered(v, s) for v, s in zip(f, space.spaces, strict=True))
-    if isinstance(f, np.ndarray):
-        return f
-    return list(f)
-
-
-def _check_dtypes(f: Any, space: Any, name: str) -> None:
-    """Refuse a field whose arrays are of another dtype than their array space declares.
-
-    Minari's arrow storage stores such arrays as their space says and refuses others (an env
+    With ``exact``, an array of another dtype than its array space declares is refused:
+    Minari's arrow storage stores arrays as their space says and refuses others (an env
     whose ``Box`` says float32 and which returns float64: Gymnasium's checker only warns).
     """
     from gymnasium import spaces
 
     if isinstance(f, dict) and isinstance(space, spaces.Dict):
-        for k in space.spaces:
-            if k in f:
-                _check_dtypes(f[k], space[k], f"{name}.{k}")
-    elif isinstance(f, tuple) and isinstance(space, spaces.Tuple):
-        for i, (v, s) in enumerate(zip(f, space.spaces, strict=True)):
-            _check_dtypes(v, s, f"{name}.{i}")
-    elif isinstance(f, np.ndarray) and _is_array_space(space) and f.dtype != space.dtype:
+        return {k: _ordered(f[k], space[k], f"{name}.{k}", exact) for k in space.spaces if k in f}
+    if isinstance(f, tuple) and isinstance(space, spaces.Tuple):
+        children = zip(f, space.spaces, strict=True)
+        return tuple(_ordered(v, s, f"{name}.{i}", exact) for i, (v, s) in enumerate(children))
+    if not isinstance(f, np.ndarray):
+        return list(f)
+    if exact and _is_array_space(space) and f.dtype != space.dtype:
         msg = (
             f"the {name} were recorded as {f.dtype}, but their space declares {space.dtype}, "
             f"as Minari stores them: make the env return {space.dtype}, or export to npz or "
             "parquet, which keep what was recorded"
         )
         raise ExportError(msg)
+    return f
 
 
 def _any_leaf(space: Any, test: Callable[[Any], bool]) -> bool:
@@ -387,7 +376,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         # (Minari would make the env to check it: the spec goes in the metadata afterwards, so
         # that an env that cannot be made here still exports with its spec.)
         spec = _recorded_spec(rec, lost)
-        skip_empty = formats[0] == "arrow" and _any_leaf(act_space, _is_array_space)
+        arrow = formats[0] == "arrow"  # (hdf5 takes the recorded dtypes)
+        skip_empty = arrow and _any_leaf(act_space, _is_array_space)
 
         def buffers() -> Iterator[tuple[Episode, Any]]:
             for ep in episodes(rec, "minari"):
@@ -397,9 +387,6 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 if not n and skip_empty:
                     lost.add("zero-step episodes (arrow storage needs a step for array actions)")
                     continue
-                if formats[0] == "arrow":  # (hdf5 takes the recorded dtypes)
-                    _check_dtypes(ep.observations, obs_space, "observations")
-                    _check_dtypes(ep.actions, act_space, "actions")
                 terminations = np.zeros(n, dtype=bool)
                 truncations = np.zeros(n, dtype=bool)
                 if n:
@@ -409,8 +396,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     EpisodeBuffer(
                         seed=ep.seed,
                         options=_options(ep.options, lost),
-                        observations=_ordered(ep.observations, obs_space),
-                        actions=_ordered(ep.actions, act_space),
+                        observations=_ordered(ep.observations, obs_space, "observations", arrow),
+                        actions=_ordered(ep.actions, act_space, "actions", arrow),
                         rewards=np.asarray(ep.rewards, dtype=np.float64),
                         terminations=terminations,
                         truncations=truncations,

@@ -226,6 +226,18 @@ def test_seed_and_bad_arguments(trace_dir):
         TraceRecording(Path(trace_dir) / "d", metadata=[1, 2])  # type: ignore[arg-type]
     with pytest.raises(RecordingError, match="metadata"):
         TraceRecording(Path(trace_dir) / "e", metadata={"f": object()})
+    # env_id and record_infos go into the manifest as §3 types them: anything else made a
+    # recording every reader refused.
+    for env_id in (5, ["CartPole-v1"], {"id": "x"}):
+        with pytest.raises(TypeError, match="env_id"):
+            TraceRecording(Path(trace_dir) / "f", env_id=env_id)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="record_infos"):
+        TraceRecording(Path(trace_dir) / "f", record_infos=1)  # type: ignore[arg-type]
+    assert not (Path(trace_dir) / "f").exists()  # (refused before the directory is made)
+    with TraceRecording(Path(trace_dir) / "g", record_infos=np.bool_(True)) as rec:
+        rec.add_reset(np.zeros(1), info={"a": 1})
+    with gym_recording.load(Path(trace_dir) / "g") as r:
+        assert r[0].infos == [{"a": 1}]
 
 
 # --------------------------------------------------------------------------------------------

@@ -140,8 +140,9 @@ def lay_out_batch(
             (frames compressed as they were recorded).
 
     The blob holds the actions' columns, then the observations', then the rewards (the
-    original writer's order, one column after the other where rows are 8-byte multiples),
-    then each object's rendered frames.
+    original writer's order), each laid out whole where its rows are 8-byte multiples; then
+    the other arrays one by one, as each episode object is made (columns of other rows,
+    options, infos); then each object's rendered frames.
     """
     layout = BlobLayout(blob_name)
     act = field_encoder(actions, layout)

@@ -36,6 +36,8 @@ __all__ = [
     "is_writer_id",
     "manifest_name",
     "manifest_writer",
+    "misnamed_manifest",
+    "misnamed_manifests",
     "no_recording",
     "segment_id",
     "writer_prefix",
@@ -51,6 +53,7 @@ _WRITER_ID = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
 _WRITER_ID_RE = re.compile(_WRITER_ID)
 _MANIFEST = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.manifest\.json\Z")
 _BATCH = re.compile(rf"^openaigym\.trace\.({_WRITER_ID})\.ep\d{{9,}}\.(json|bin)\Z")
+_MANIFEST_GLOB = re.compile(r"^openaigym\.trace\..*\.manifest\.json\Z", re.DOTALL)
 _PLAIN = re.compile(r"^[^/\\\x00]+\Z")
 
 FileKind = Literal["manifest", "batch", "blob", "temp"]
@@ -134,6 +137,24 @@ def classify(name: str) -> FileKind | None:
 def find_manifests(names: Iterable[str]) -> list[str]:
     """The manifests among a directory's ``names``, sorted: how readers find writers (§1)."""
     return sorted(n for n in names if _MANIFEST.match(n))
+
+
+def misnamed_manifests(names: Iterable[str]) -> list[str]:
+    """The names that match ``openaigym.trace.*.manifest.json`` but break §1's writer id, sorted.
+
+    Readers refuse them (§8) rather than skip a writer.
+    """
+    return sorted(n for n in names if _MANIFEST_GLOB.match(n) and not _MANIFEST.match(n))
+
+
+def misnamed_manifest(name: str) -> str:
+    """What to say of a manifest in :func:`misnamed_manifests`, after its path."""
+    writer = name[len(TRACE_PREFIX) : -len(".manifest.json")]
+    return (
+        f"named as a writer's manifest, but its writer id {writer!r} breaks FORMAT.md §1 "
+        "(dot-separated runs of A-Z, a-z, 0-9, _ and -), so no reader can tell which files "
+        "are its own; rename the file to its writer's id, or move it out of the recording"
+    )
 
 
 def holds_no_recording(names: Iterable[str]) -> bool:

@@ -201,11 +201,11 @@ def _write_box(space: Any, depth: int) -> dict[str, Any]:
         array = np.asarray(getattr(space, key))
         if array.shape != tuple(shape) or array.dtype != np.dtype(dtype):
             raise ValueError(f"Box {key} does not match the Box's shape and dtype")
+        if array.dtype.kind == "f" and bool(np.isnan(array).any()):  # (legacy gym allows it)
+            raise ValueError("a Box of NaN bounds, which Gymnasium refuses (§7: Unknown)")
         # Uniform bounds (an image's 0..255) are one scalar: the manifest stays small.
         flat = array.reshape(-1)
-        uniform = flat.size > 1 and bool(
-            (flat == flat[0]).all() or (np.isnan(flat).all() if flat.dtype.kind == "f" else False)
-        )
+        uniform = flat.size > 1 and bool((flat == flat[0]).all())
         out[key] = _encode_array(flat[0]) if uniform else _encode_array(array)
     return out
 
@@ -489,6 +489,9 @@ def _read_box(d: dict[str, Any], where: str, depth: int, budget: _Budget) -> gsp
             bounds[key] = np.full(tuple(shape), scalar, dtype=dtype)
         else:
             bounds[key] = _to_array(value, shape, dtype, f"{where}.{key}")
+    if dtype.kind == "f" and any(np.isnan(b).any() for b in bounds.values()):
+        # (§7: a Box of NaN bounds, which Gymnasium refuses, is read as an Unknown space)
+        return UnknownSpace(f"Box(shape={tuple(shape)}, dtype={dtype.name}) with NaN bounds")
     return _build(
         where,
         lambda: gspaces.Box(bounds["low"], bounds["high"], shape=tuple(shape), dtype=dtype),

@@ -79,7 +79,8 @@ def is_text(text: str) -> bool:
 def _levels(value: Any) -> int:
     """The levels of JSON objects a number is stored as (§6): 0 for a plain JSON number."""
     if isinstance(value, np.generic) and value.dtype.kind in "biufc":
-        return 1 + _levels(value.item())
+        item = value.item()  # (a longdouble's is itself: no exact stored form, refused after)
+        return 1 + (0 if isinstance(item, np.generic) else _levels(item))
     if isinstance(value, complex):
         return 1 + max(_levels(value.real), _levels(value.imag))
     return int(isinstance(value, float) and value - value != 0)  # (NaN, infinities)

@@ -28,7 +28,13 @@ from gym_recording.format.limits import (
     MAX_MANIFEST_BYTES,
 )
 from gym_recording.format.manifest import Manifest, decode_manifest
-from gym_recording.format.names import find_manifests, holds_no_recording, no_recording
+from gym_recording.format.names import (
+    find_manifests,
+    holds_no_recording,
+    misnamed_manifest,
+    misnamed_manifests,
+    no_recording,
+)
 from gym_recording.format.spaces import space_from_json
 from gym_recording.read import notebook
 from gym_recording.read.episode import Episode
@@ -49,7 +55,10 @@ def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
         TraceFormatError: a manifest is damaged (naming it).
     """
     manifests = []
-    names = find_manifests(storage.list_names())
+    listed = storage.list_names()
+    for bad in misnamed_manifests(listed):  # (a writer is not skipped: §8)
+        raise TraceFormatError(misnamed_manifest(bad), os.path.join(directory, bad))
+    names = find_manifests(listed)
     try:
         for k, name in enumerate(names):
             if k % storage.parallel_reads == 0 and storage.parallel_reads > 1:

@@ -96,11 +96,17 @@ def manifest_head(
     Raises:
         RecordingError: ``env_spec`` or ``metadata`` is not plain JSON, or a string of the
             head holds a lone surrogate, which UTF-8 cannot (FORMAT.md §2).
-        TypeError: ``metadata`` is not a mapping.
+        TypeError: ``metadata`` is not a mapping, ``env_id`` not a str (or ``None``), or
+            ``record_infos`` not a bool.
         ValueError: ``render_fps`` is not a positive number (or ``None``).
     """
     if metadata is not None and not isinstance(metadata, Mapping):
         msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
+        raise TypeError(msg)
+    if env_id is not None and not isinstance(env_id, str):  # (§3: a str or null)
+        raise TypeError(f"expected env_id to be a str or None, got {type(env_id).__name__}")
+    if not isinstance(record_infos, (bool, np.bool_)):
+        msg = f"expected record_infos to be a bool, got {type(record_infos).__name__}"
         raise TypeError(msg)
     if render_fps is not None and (
         isinstance(render_fps, bool)
@@ -114,13 +120,13 @@ def manifest_head(
         "format_version": FORMAT_VERSION,
         "writer": writer_id,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "env_id": env_id,
+        "env_id": None if env_id is None else str.__str__(env_id),
         "env_spec": plain_json(env_spec, "env_spec") if env_spec is not None else None,
         "observation_space": space_to_json(observation_space),
         "action_space": space_to_json(action_space),
         "versions": library_versions(),
         "metadata": plain_json(dict(metadata or {}), "metadata"),
-        "record_infos": record_infos,
+        "record_infos": bool(record_infos),
         "render_fps": None if render_fps is None else float(render_fps),
     }
     try:

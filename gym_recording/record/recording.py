@@ -129,7 +129,6 @@ class TraceRecording(RowsMixin):
         self.batch_bytes = batch_bytes = checked_batch_bytes(batch_bytes)
         compressor = make_compressor(compression, compression_level)
         self.writer_id = f"{next(_writer_counter)}.{os.getpid()}.{secrets.token_hex(5)}"
-        self.record_infos = record_infos
         # (_closing: closed with its last write in flight, by close(wait=False))
         self.closed, self._closing = False, False
         head = manifest_head(
@@ -142,6 +141,7 @@ class TraceRecording(RowsMixin):
             record_infos=record_infos,
             render_fps=render_fps,
         )  # (checked before the directory is made)
+        self.record_infos = bool(record_infos)
         if directory is None:
             directory = tempfile.mkdtemp(prefix="gym-recording-")
         self.directory = os.fspath(directory)

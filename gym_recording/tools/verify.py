@@ -31,6 +31,8 @@ from gym_recording.format.names import (
     find_manifests,
     holds_no_recording,
     is_temp_name,
+    misnamed_manifest,
+    misnamed_manifests,
     no_recording,
 )
 from gym_recording.format.spaces import space_from_json
@@ -255,8 +257,10 @@ def verify(
         report.temp_files.append(name)
         report.temp_ages.append(0.0 if st is None else max(0.0, now - st.st_mtime))
     listed: set[str] = set()
-    manifests = find_manifests(names)
-    if not manifests:
+    manifests, misnamed = find_manifests(names), misnamed_manifests(names)
+    for bad in misnamed:  # (a writer is not skipped: §8)
+        report.add(os.path.join(directory, bad), misnamed_manifest(bad))
+    if not manifests and not misnamed:
         # No writer has written yet (or one was killed first), or this is no recording at all:
         # a directory of other files only, such as a wrong path.
         if holds_no_recording(names):

@@ -284,6 +284,11 @@ def ref(rec: Rec, key: str = "observations", j: int = 0) -> dict[str, Any]:
 # ---- names: every name taken from a file must be a plain name inside the directory
 
 
+@case("manifest-bad-writer-id", "a second manifest whose writer id breaks §1 (`0..1`)")
+def _(rec: Rec) -> None:
+    rec.json["openaigym.trace.0..1.manifest.json"] = rec.json[MANIFEST]
+
+
 @case("fn-dotdot", "batch `fn` climbs out of the directory with `../`")
 def _(rec: Rec) -> None:
     entry(rec)["fn"] = f"../_outside/{BATCH0}"

@@ -35,7 +35,7 @@
   const ALIGN = { complex64: 4, complex128: 8 }; // typed-array alignment, if not the item size
   const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
   const WRITER_ID_RE = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
-  const MANIFEST_RE = /^openaigym\.trace\.(.+)\.manifest\.json$/;
+  const MANIFEST_RE = /^openaigym\.trace\.(.*)\.manifest\.json$/s;
   const SVGNS = "http://www.w3.org/2000/svg";
 
   /** A file breaks FORMAT.md: the message names the file and the problem. */

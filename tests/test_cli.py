@@ -451,6 +451,18 @@ def test_record_refuses_a_negative_seed_and_a_level_without_compression(cli: Run
     assert_error(proc, "--compression-level needs --compression zstd")
 
 
+def test_record_into_a_file_is_a_problem_not_bad_usage(cli: Run, tmp_path: Path) -> None:
+    """--dir naming a regular file exits 1 (an I/O problem, not 2, bad usage)
+    with one error line naming the path and saying it is not a directory; the file stays."""
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    for where in (path, path / "run"):
+        proc = cli("record", "--episodes", "1", "--dir", str(where), expect=1)
+        assert_error(proc, f"directory {str(where)!r}: ", "exists and is not a directory")
+        assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
+    assert path.read_text() == "x"
+
+
 def test_view_refuses_a_port_that_is_not_a_number(cli: Run, recorded: Path) -> None:
     proc = cli("view", str(recorded), "--port", "abc", "--no-browser", expect=2)
     assert "expected a port number from 0 to 65535, got 'abc'" in proc.stderr

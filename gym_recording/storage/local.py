@@ -202,6 +202,17 @@ def _write_error(path: str, directory: str, exc: OSError) -> WriteError:
     return WriteError(msg)
 
 
+def _not_a_directory(path: str) -> str | None:
+    """The nearest existing part of ``path`` (itself or a parent), if it is not a directory."""
+    at = os.path.abspath(path)
+    while not os.path.lexists(at):
+        parent = os.path.dirname(at)
+        if parent == at:
+            return None
+        at = parent
+    return None if os.path.isdir(at) else at
+
+
 def _open_nofollow(path: str) -> BinaryIO:
     """Open ``path`` for reading without following a symbolic link, and without blocking."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -244,7 +255,16 @@ class LocalStorage:
             try:
                 os.makedirs(self.directory, exist_ok=True)
             except OSError as exc:
-                msg = f"cannot create the recording directory {self.directory!r}: {exc}"
+                msg = f"cannot create the recording directory {self.directory!r}: "
+                way = _not_a_directory(self.directory)
+                if way is None:
+                    msg += str(exc)
+                else:
+                    what = "it" if way == os.path.abspath(self.directory) else repr(way)
+                    msg += (
+                        f"{what} exists and is not a directory; give the path of a directory "
+                        "(new or existing), or move that file away"
+                    )
                 raise RecordingError(msg) from exc
         elif not os.path.isdir(self.directory):
             what = "is not a directory" if os.path.exists(self.directory) else "does not exist"

@@ -99,6 +99,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from gym_recording.wrappers import TraceRecordingWrapper
+    from gym_recording.wrappers._render import render_choice
 
     if args.episodes < 1:
         _err(f"--episodes must be at least 1, got {args.episodes}")
@@ -126,6 +127,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
             )
         _err(f"cannot make environment {args.env_id!r}: {exc}{hint}")
         return EXIT_USAGE
+    if args.record_render:
+        try:
+            render_choice(True, base, vector=False)
+        except RecordingError as exc:  # an env that does not render RGB frames
+            _err(str(exc))
+            return EXIT_USAGE
     metadata = {"policy": "uniform random", "command": "gym-recording record"}
     try:
         env: TraceRecordingWrapper[Any, Any] = TraceRecordingWrapper(
@@ -136,7 +143,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             compression_level=args.compression_level,
             record_render=args.record_render,
         )
-    except (ValueError, RecordingError) as exc:  # a level out of range; an env that cannot render
+    except ValueError as exc:  # a level out of range (--dir that cannot be made: main says why)
+        if isinstance(exc, RecordingError):
+            raise
         _err(str(exc))
         return EXIT_USAGE
     interrupted = False

@@ -9,6 +9,7 @@ their own suites.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -175,6 +176,21 @@ def test_info_and_verify_of_rendered_compressed_frames(cli: Run, tmp_path: Path)
     raw = gym_recording.verify(tmp_path / "raw")
     assert raw.ok and raw.compressed == 0 and raw.arrays == report.arrays
     assert "compressed" not in raw.summary()
+
+
+def test_info_names_the_codec_of_compressed_arrays(cli: Run, tmp_path: Path) -> None:
+    """info says which codec compressed the arrays, beside the bytes on disk; a recording of
+    raw arrays gets the bytes alone, as before."""
+    raw, packed = tmp_path / "raw", tmp_path / "packed"
+    with gym_recording.TraceRecording(raw) as rec:  # (arrays that shrink: compressed)
+        rec.add_reset(np.zeros(1000))
+        rec.add_step(0, np.ones(1000), 1.0, terminated=True)
+    cli("compress", str(raw), str(packed))
+    size = r"\d+(\.\d)? (B|KB)"
+    got = _row(cli("info", str(packed)).stdout, "bytes")
+    assert re.fullmatch(size + r" \(compressed arrays: zstd\)", got), got
+    got = _row(cli("info", str(raw)).stdout, "bytes")
+    assert re.fullmatch(size, got), got
 
 
 # --------------------------------------------------------------------------------------------

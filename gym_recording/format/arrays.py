@@ -267,6 +267,8 @@ class BatchBlob:
         self._budget = budget
         #: Array references checked so far, and how many of them were compressed.
         self.arrays = self.compressed = 0
+        #: The codecs of those compressed (``{"zstd"}``, or empty).
+        self.codecs: set[str] = set()
 
     def fail(self, where: str, problem: str) -> TraceFormatError:
         """An error naming the batch file, the place in it and the problem."""
@@ -335,6 +337,7 @@ class BatchBlob:
             except CodecError as exc:
                 what = f"{exc} (in {self.name} at {off}); restore the file from a copy"
                 raise self.fail(where, what) from None
+            self.codecs.add(ref.codec)  # type: ignore[arg-type]
             return raw.view(dt).reshape(ref.shape)
         if empty:
             try:

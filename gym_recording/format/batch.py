@@ -373,9 +373,11 @@ class DecodedBatch:
     part: list[int]
     continues: list[bool]
     render_frames: list[np.ndarray | None]
-    #: Array references checked, and those of them compressed (for ``verify``'s counts).
+    #: Array references checked, and those of them compressed (for ``verify``'s counts),
+    #: and the codecs of those (for ``info``).
     arrays: int = 0
     compressed: int = 0
+    codecs: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -533,6 +535,7 @@ def decode_batch(
         render_frames,
         blob.arrays,
         blob.compressed,
+        frozenset(blob.codecs),
     )
     total = sum(steps)
     if entry.steps is not None and entry.steps != total:

@@ -218,6 +218,7 @@ class Recording(Sequence[Episode]):
         # a Dict observation) the user may have changed.
         self._cache: OrderedDict[tuple[str, int], tuple[DecodedBatch, set[int]]] = OrderedDict()
         self._ahead: set[tuple[str, int]] = set()  # batches a remote storage fetched ahead
+        self._codecs: set[str] = set()  # of the compressed arrays of the batches read
         self.closed = False
         self._writers: list[_Writer] = []
         self._cum: list[int] = [0]  # episodes before each writer
@@ -265,6 +266,26 @@ class Recording(Sequence[Episode]):
     def action_space(self) -> Any:
         """The action space (a gymnasium space), if recorded."""
         return self._space("action_space")
+
+    @property
+    def codecs(self) -> list[str]:
+        """The codecs of the compressed arrays (FORMAT.md §6.2) in the batches read so far.
+
+        Sorted: ``["zstd"]``, or ``[]`` while no batch read holds a compressed array.
+        Reading every episode (iterating over the recording) reads every batch.
+
+        Example:
+            >>> import tempfile, numpy as np, gym_recording
+            >>> d = tempfile.mkdtemp()
+            >>> with gym_recording.TraceRecording(d, compression="zstd") as w:
+            ...     w.add_reset(np.zeros(1000))
+            >>> with gym_recording.load(d) as rec:
+            ...     before = rec.codecs
+            ...     _ = list(rec)
+            ...     before, rec.codecs
+            ([], ['zstd'])
+        """
+        return sorted(self._codecs)
 
     def _space(self, key: str) -> Any:
         for w in self._writers:
@@ -348,6 +369,7 @@ class Recording(Sequence[Episode]):
         elif ahead and self._storage.parallel_reads > 1:
             self._read_ahead(m, b)
         batch = read_batch(self._storage, self.directory, m, b)
+        self._codecs |= batch.codecs
         self._cache[key] = (batch, set(objs))
         self._cache.move_to_end(key)  # (in place of one decoded before)
         while len(self._cache) > _BATCH_CACHE:

@@ -275,7 +275,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
             ("batches", sum(len(w.batches) for w in rec.writers)),
             ("episodes", len(rec)),
             ("steps", int(np.sum(lengths)) if lengths else 0),
-            ("bytes", "-" if on_disk is None else _human_bytes(on_disk)),
+            (
+                "bytes",
+                ("-" if on_disk is None else _human_bytes(on_disk))
+                + (f" (compressed arrays: {', '.join(rec.codecs)})" if rec.codecs else ""),
+            ),
             ("arrays, read back", _human_bytes(arrays)),
             ("observation space", rec.observation_space),
             ("action space", rec.action_space),

@@ -10,6 +10,8 @@ them; bad arguments are refused.
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from conftest import (
 )
 
 import gym_recording
-from gym_recording import TraceRecording, scan_recorded_traces
+from gym_recording import RecordingError, TraceRecording, scan_recorded_traces
 from gym_recording.tools.cli import main as cli
 from gym_recording.tools.recode import recode
 from gym_recording.tools.verify import verify
@@ -76,7 +78,9 @@ def _same_field(x: Any, y: Any, where: str) -> None:
         assert repr(x) == repr(y), where
 
 
-def _assert_same_episodes(a: Path, b: Path, *, infos: bool = False, times: bool = True) -> None:
+def _assert_same_episodes(
+    a: Path | str, b: Path | str, *, infos: bool = False, times: bool = True
+) -> None:
     """The recordings ``a`` and ``b`` hold equal episodes, to the byte and the dtype (and
     the same times: one is a copy of the other)."""
     with gym_recording.load(a) as ra, gym_recording.load(b) as rb:
@@ -285,6 +289,65 @@ def test_compress_of_a_damaged_recording_copies_nothing(tmp_path, capsys):
     assert cli(["compress", str(src), str(tmp_path / "z")]) == 1
     assert str(last.name) in capsys.readouterr().err
     assert not (tmp_path / "z").exists()
+
+
+def _one_episode(directory: Path | str) -> None:
+    with TraceRecording(directory) as rec:
+        rec.add_reset(np.zeros(8))
+        rec.add_step(0, np.ones(8), 1.0, terminated=True)
+
+
+def test_a_copy_inside_the_recording_around_it_or_onto_it_is_refused(tmp_path, capsys):
+    """OUT inside DIR, OUT holding DIR, or DIR itself by another path (a symbolic link, a
+    trailing slash, DIR/.) is refused with a RecordingError, by the function and by both
+    commands (exit 1), before anything is written; a sibling named alike is a copy."""
+    src = tmp_path / "rec"
+    _one_episode(src)
+    (tmp_path / "link").symlink_to(src)
+    before = sorted(tmp_path.rglob("*"))
+    cases = {
+        "is inside it": [src / "sub", tmp_path / "link" / "sub", f"{src}/./sub/"],
+        "holds it": [tmp_path, f"{tmp_path}/link/..", f"file://{tmp_path}/"],
+        "is that same directory": [tmp_path / "link", f"{src}/", f"{src}/.", f"file://{src}"],
+    }
+    for how, outs in cases.items():
+        for out in outs:
+            match = f"apart from the recording {re.escape(str(src))}, .* {how};"
+            with pytest.raises(RecordingError, match=match):
+                recode(src, out, compression="zstd")
+            for command in ("compress", "decompress"):
+                assert cli([command, str(src), str(out)]) == 1
+                err = capsys.readouterr().err
+                assert err.count("\n") == 1 and f"{out} {how}; give a new directory" in err
+    assert sorted(tmp_path.rglob("*")) == before
+    assert cli(["compress", str(src), f"{src}-2"]) == 0
+    _assert_same_episodes(src, Path(f"{src}-2"))
+
+
+def test_a_remote_copy_inside_or_around_the_recording_is_refused(tmp_path):
+    """For URLs the same holds of their text, trailing slashes aside (an object store takes
+    `.` in a key as it is): refused before anything is written; a sibling named alike is a
+    copy."""
+    fsspec = pytest.importorskip("fsspec")
+    fs, root = fsspec.filesystem("memory"), f"/gymrec-test-{os.getpid()}-{tmp_path.name}"
+    src = f"memory://{root}/rec"
+    try:
+        _one_episode(src)
+        before = fs.find(root)
+        for out, how in (
+            (f"{src}/sub", "is inside it"),
+            (f"memory://{root}", "holds it"),
+            (f"{src}/", "is that same directory"),
+        ):
+            match = f"apart from the recording {re.escape(src)}, .* {how};"
+            with pytest.raises(RecordingError, match=match):
+                recode(src, out, compression=None)
+        assert fs.find(root) == before
+        recode(src, f"{src}-2", compression="zstd")
+        _assert_same_episodes(src, f"{src}-2")
+    finally:
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
 
 
 def test_compress_of_a_recording_still_written_copies_what_it_checked(tmp_path, monkeypatch):

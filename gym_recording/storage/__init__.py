@@ -15,7 +15,7 @@ from gym_recording._errors import RecordingError
 from gym_recording.storage.base import BytesLike, Storage
 from gym_recording.storage.local import LocalStorage
 
-__all__ = ["BytesLike", "LocalStorage", "Storage", "is_url", "open_storage"]
+__all__ = ["BytesLike", "LocalStorage", "Storage", "is_url", "local_path", "open_storage"]
 
 # ``scheme://...``, or a chained URL such as ``simplecache::s3://...``.
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(?:::[A-Za-z][A-Za-z0-9+.\-]*)*://")
@@ -49,16 +49,33 @@ def open_storage(
     which are ignored for local paths.
     """
     loc = os.fspath(location)
+    path = local_path(loc)
+    if path is None:
+        from gym_recording.storage.remote import FsspecStorage  # imports fsspec: URLs only
+
+        return FsspecStorage(loc, create=create, storage_options=storage_options)
+    return LocalStorage(path, create=create, mmap=mmap)
+
+
+def local_path(location: str | os.PathLike[str]) -> str | None:
+    """The local path :func:`open_storage` opens for ``location``; ``None`` for other URLs.
+
+    A local path is itself; a ``file://`` or ``local://`` URL gives its path.
+
+    Raises:
+        RecordingError: a ``file://`` URL names another host.
+
+    Example:
+        >>> local_path("traces/run1"), local_path("file:///tmp/a%20b"), local_path("s3://b/r")
+        ('traces/run1', '/tmp/a b', None)
+    """
+    loc = os.fspath(location)
     if loc.startswith("local://") and "::" not in loc:  # (the rest is the path, as fsspec has it)
-        return LocalStorage(loc[len("local://") :], create=create, mmap=mmap)
+        return loc[len("local://") :]
     if loc.startswith("file://") and "::" not in loc:
         parts = urlsplit(loc)
         if parts.netloc not in ("", "localhost"):
             msg = f"expected a file:// URL on this host, got {loc!r}"
             raise RecordingError(msg)
-        return LocalStorage(unquote(parts.path), create=create, mmap=mmap)
-    if is_url(loc):
-        from gym_recording.storage.remote import FsspecStorage  # imports fsspec: URLs only
-
-        return FsspecStorage(loc, create=create, storage_options=storage_options)
-    return LocalStorage(loc, create=create, mmap=mmap)
+        return unquote(parts.path)
+    return None if is_url(loc) else loc

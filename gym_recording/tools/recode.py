@@ -22,7 +22,7 @@ from gym_recording.format.manifest import Manifest
 from gym_recording.format.names import find_manifests, holds_no_recording, no_recording
 from gym_recording.format.wire import FORMAT_VERSION, decode, encode
 from gym_recording.read.recording import read_batch, read_manifests
-from gym_recording.storage import Storage, open_storage
+from gym_recording.storage import Storage, local_path, open_storage
 
 __all__ = ["recode"]
 
@@ -39,7 +39,8 @@ def recode(
     Args:
         directory: The recording to read.
         out: Where to write the copy: a directory that does not exist yet or holds no
-            trace files.
+            trace files, apart from ``directory``: neither it (by another path), nor inside
+            it, nor holding it.
         compression: ``"zstd"`` to compress each array that shrinks, ``None`` to store
             every array raw (a recording any version 1 or 2.0 reader reads).
         compression_level: zstd's level, 1 to 22 (default 3).
@@ -49,7 +50,8 @@ def recode(
 
     Raises:
         TraceFormatError: a file of ``directory`` is damaged (nothing of it is copied).
-        RecordingError: ``directory`` holds no recording, or ``out`` already holds one.
+        RecordingError: ``directory`` holds no recording, or ``out`` already holds one; or
+            ``out`` is ``directory``, inside it or holds it (nothing is written).
 
     Example:
         >>> import tempfile, numpy as np, gym_recording
@@ -64,6 +66,7 @@ def recode(
     """
     compressor = make_compressor(compression, compression_level)
     src_dir, out_dir = os.fspath(directory), os.fspath(out)
+    _check_apart(src_dir, out_dir)
     src = open_storage(src_dir, create=False)
     manifests = read_manifests(src, src_dir)
     if not manifests:
@@ -99,6 +102,38 @@ def recode(
             _write_doc(dst, m, docs[m.name])
     dst.sync()
     return out_dir
+
+
+def _check_apart(src_dir: str, out_dir: str) -> None:
+    """Refuse an ``out_dir`` that is ``src_dir``, is inside it, or holds it.
+
+    Local paths (``file://`` URLs too) are compared resolved: symbolic links, ``.``, ``..``
+    and trailing slashes do not hide that two are one. Other URLs are compared as text,
+    trailing slashes aside (an object store takes ``.`` and ``//`` in a key as they are).
+
+    Raises:
+        RecordingError: they overlap.
+    """
+    src_path, out_path = local_path(src_dir), local_path(out_dir)
+    if src_path is not None and out_path is not None:
+        src, out, sep = os.path.realpath(src_path), os.path.realpath(out_path), os.sep
+    elif src_path is None and out_path is None:
+        src, out, sep = src_dir.rstrip("/"), out_dir.rstrip("/"), "/"
+    else:  # (one local, one remote)
+        return
+    if out == src:
+        how = "is that same directory"
+    elif out.startswith(src.rstrip(sep) + sep):
+        how = "is inside it"
+    elif src.startswith(out.rstrip(sep) + sep):
+        how = "holds it"
+    else:
+        return
+    msg = (
+        f"expected the copy's directory to be apart from the recording {src_dir}, but "
+        f"{out_dir} {how}; give a new directory that neither is inside it nor holds it"
+    )
+    raise RecordingError(msg)
 
 
 def _read_doc(storage: Storage, m: Manifest) -> Any:

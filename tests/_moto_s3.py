@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,3 +66,44 @@ def moto_s3() -> Iterator[S3Server]:
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
         server.stop()
+
+
+# A moto server in a process of its own: servers started in one process share their buckets.
+_SERVE = """
+import logging, sys
+from moto.server import ThreadedMotoServer
+
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+print("http://%s:%d" % server.get_host_and_port(), flush=True)
+sys.stdin.read()  # (until the test is done with it)
+server.stop()
+"""
+
+
+@contextmanager
+def moto_s3_process() -> Iterator[S3Server]:
+    """Start another moto S3 server, with buckets of its own, in a child process.
+
+    It is reached through its storage options only (the AWS_* variables stay as they are).
+    """
+    pytest.importorskip("moto.server")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        endpoint = proc.stdout.readline().strip()
+        assert endpoint.startswith("http://127.0.0.1:"), f"moto did not start: {endpoint!r}"
+        yield S3Server(endpoint, {})
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
-from _moto_s3 import S3Server, moto_s3
+from _moto_s3 import S3Server, moto_s3, moto_s3_process
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import gym_recording
@@ -582,6 +582,38 @@ def test_download_of_a_prefix_and_of_a_longer_one(
         url = storage_s3.upload_recording(str(tmp_path / "1"), name, bucket)
         with gym_recording.load(storage_s3.download_recording(url)) as got:
             assert len(got) == 2
+
+
+def test_downloads_of_one_bucket_and_prefix_from_two_endpoints_are_kept_apart(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    """Two S3 servers hold different recordings under one bucket and prefix: each download
+    is its own server's (they shared one cache directory: the second returned the first's).
+    The default endpoint's keeps the original helper's <cache>/<bucket>/<prefix>; another
+    one's is under @<host>_<port>, the same whether given as endpoint_url or client_kwargs."""
+    import s3fs
+
+    from gym_recording.tools import transfer
+
+    cache, bucket = str(tmp_path / "cache"), s3.new_bucket()
+    url = f"s3://{bucket}/run"
+    with moto_s3_process() as other:
+        s3fs.S3FileSystem(**other.storage_options).mkdir(bucket)
+        record(url, seed=1, episodes=1)  # (the default endpoint: AWS_ENDPOINT_URL, s3's)
+        record(url, seed=2, episodes=2, storage_options=other.storage_options)
+        mine = transfer.download_recording(url, cache_dir=cache)
+        theirs = transfer.download_recording(
+            url, storage_options=other.storage_options, cache_dir=cache
+        )
+        for directory, seed in ((mine, 1), (theirs, 2)):
+            with gym_recording.load(directory) as rec:
+                assert len(rec) == seed and rec.writers[0].metadata == {"seed": seed}
+        host, port = other.endpoint.removeprefix("http://").split(":")
+        assert mine == os.path.join(cache, bucket, "run")
+        assert theirs == os.path.join(cache, f"@{host}_{port}", bucket, "run")
+        client = {"client_kwargs": {"endpoint_url": other.endpoint + "/"}}
+        options = {"key": "testing", "secret": "testing", **client}
+        assert transfer.download_recording(url, storage_options=options, cache_dir=cache) == theirs
 
 
 def test_the_default_download_cache_is_private_to_its_user(

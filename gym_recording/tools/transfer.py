@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ import stat
 import tempfile
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from gym_recording._errors import RecordingError
 from gym_recording.format.names import (
@@ -44,7 +46,9 @@ logger = logging.getLogger(__name__)
 _TOKEN_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _S3_URL = re.compile(r"^s3://([A-Za-z0-9][A-Za-z0-9.\-_]*)/([^\x00-\x1f\\]+?)/*$")
 #: Where downloads are cached: ``<tmp>/gym-recording-s3-<uid>/<bucket>/<key prefix>`` (one
-#: per user: another user's copies are not taken for one's own).
+#: per user: another user's copies are not taken for one's own); a download from an
+#: ``endpoint_url`` of ``storage_options`` goes to a directory of that endpoint's in it (see
+#: :func:`download_recording`).
 CACHE_DIR = os.path.join(tempfile.gettempdir(), f"gym-recording-s3-{getattr(os, 'getuid', str)()}")
 
 
@@ -110,6 +114,46 @@ def _private(root: str) -> None:
         os.chmod(root, 0o700)
 
 
+def _endpoint(storage_options: dict[str, Any] | None) -> str | None:
+    """The ``endpoint_url`` that ``storage_options`` give s3fs, or ``None`` for the default.
+
+    ``endpoint_url`` itself, else ``client_kwargs["endpoint_url"]`` (s3fs's precedence).
+    """
+    options = storage_options or {}
+    client = options.get("client_kwargs")
+    url = options.get("endpoint_url") or (
+        client.get("endpoint_url") if isinstance(client, dict) else None
+    )
+    return str(url) if url else None
+
+
+def _endpoint_dir(endpoint: str) -> str:
+    """The cache's directory of the downloads from ``endpoint``: ``@<host>_<port>``.
+
+    ``http://127.0.0.1:9000`` gives ``@127.0.0.1_9000`` (and ``https://s3.example.com``
+    ``@s3.example.com_443``); an endpoint with a path gets a hash of it too
+    (``@host_443-1a2b3c4d5e6f``). No bucket's name holds ``@``: the directory is never one
+    of a bucket of the default endpoint.
+    """
+    text = endpoint.strip()
+    parts = urlsplit(text)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:  # (a port out of range)
+        port = None
+    if not (host and port):  # (no endpoint botocore takes: named by its hash)
+        return f"@endpoint-{_digest(text)}"
+    name = "@" + re.sub(r"[^A-Za-z0-9.\-]+", "_", f"{host}_{port}")  # ("[::1]": "_1")
+    rest = parts.path.rstrip("/") + (f"?{parts.query}" if parts.query else "")
+    return f"{name}-{_digest(rest)}" if rest else name
+
+
+def _digest(text: str) -> str:
+    """The first 12 hex digits of the SHA-256 of ``text``."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def download_recording(
     s3url: str, *, storage_options: dict[str, Any] | None = None, cache_dir: str | None = None
 ) -> str:
@@ -127,7 +171,13 @@ def download_recording(
         cache_dir: Where downloads are kept (default :data:`CACHE_DIR`).
 
     Returns:
-        The local directory, ``<cache_dir>/<bucket>/<prefix>``.
+        The local directory, ``<cache_dir>/<bucket>/<prefix>``; for an endpoint given in
+        ``storage_options`` (``endpoint_url``, or ``client_kwargs["endpoint_url"]``),
+        ``<cache_dir>/@<host>_<port>/<bucket>/<prefix>`` (``@127.0.0.1_9000`` for
+        ``http://127.0.0.1:9000``; a hash of its path is appended to an endpoint with one),
+        so that two servers holding the same bucket and prefix are not taken for one. An
+        endpoint set by the environment (``AWS_ENDPOINT_URL``) or AWS's config files is the
+        default one here.
 
     Raises:
         ValueError: ``s3url`` is not an ``s3://bucket/prefix`` URL.
@@ -142,7 +192,9 @@ def download_recording(
     root = cache_dir or CACHE_DIR
     if os.path.abspath(root) == os.path.abspath(CACHE_DIR):
         _private(root)
-    directory = os.path.join(root, bucket, *parts)
+    endpoint = _endpoint(storage_options)
+    where = [root] if endpoint is None else [root, _endpoint_dir(endpoint)]
+    directory = os.path.join(*where, bucket, *parts)
     if os.path.isdir(directory) and find_manifests(os.listdir(directory)):
         return directory
     source = FsspecStorage(

@@ -56,8 +56,9 @@ def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
     """
     manifests = []
     listed = storage.list_names()
-    for bad in misnamed_manifests(listed):  # (a writer is not skipped: §8)
-        raise TraceFormatError(misnamed_manifest(bad), os.path.join(directory, bad))
+    misnamed = misnamed_manifests(listed)
+    if misnamed:  # (a writer is refused, not skipped: §8)
+        raise TraceFormatError(misnamed_manifest(misnamed[0]), os.path.join(directory, misnamed[0]))
     names = find_manifests(listed)
     try:
         for k, name in enumerate(names):

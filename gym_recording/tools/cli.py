@@ -131,6 +131,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         try:
             render_choice(True, base, vector=False)
         except RecordingError as exc:  # an env that does not render RGB frames
+            base.close()
             _err(str(exc))
             return EXIT_USAGE
     metadata = {"policy": "uniform random", "command": "gym-recording record"}
@@ -143,10 +144,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
             compression_level=args.compression_level,
             record_render=args.record_render,
         )
-    except ValueError as exc:  # a level out of range (--dir that cannot be made: main says why)
-        if isinstance(exc, RecordingError):
+    except BaseException as exc:  # (a --dir that cannot be made: main says why)
+        base.close()
+        if not isinstance(exc, ValueError) or isinstance(exc, RecordingError):
             raise
-        _err(str(exc))
+        _err(str(exc))  # a level out of range
         return EXIT_USAGE
     interrupted = False
     try:

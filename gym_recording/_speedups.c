@@ -1,16 +1,14 @@
-/*
- * gym_recording._speedups: the accelerated pieces of gym-recording, each a drop-in for Python
+/* gym_recording._speedups: the accelerated pieces of gym-recording, each a drop-in for Python
  * code that stays the reference, imported only by gym_recording/_accel.py and run beside that
  * code over one corpus by tests/test_accelerated.py. Nothing here reads a Python object's
  * layout beyond the public C API of CPython and NumPy.
  * 1. StepRecorder (for record.steps.PlainStepRecorder): record(action, result) appends a step
  *    whose observation and action fit configure()'s leaves, with a float reward, while the
  *    buffer has room (its info: to its row, else to keep_info); others go to slow().
- * 2. start_write(directory, files, mode), for LocalStorage's Python group write: the same
- *    files, renames and fsyncs in the same order, on a thread that never takes the GIL.
- * 3. views(refs, blob, name, dtypes, min_ndim), for BatchBlob.array over a list of ndarray
- *    references: the same checks and arrays, or None for the Python code to say what is wrong.
- */
+ * 2. start_write(directory, files, mode), for LocalStorage's Python group write: the same files,
+ *    renames and fsyncs in the same order, on a thread that never takes the GIL.
+ * 3. views(refs, blob, name, dtypes, min_ndim), for BatchBlob.array over ndarray references:
+ *    the same checks and arrays, or None for the Python code to say what is wrong. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h> /* (Python.h brings string.h, errno.h and limits.h) */
@@ -39,7 +37,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *slow, *on_flags;
+    PyObject *slow, *on_flags, *on_failure;
     PyObject *keep_info; /* called with the step's info before it is stored; or NULL */
     PyObject *rows;      /* (values, keys, types): the step infos kept as rows, or None */
     Py_ssize_t row_room; /* rows it may append to rows before keep_info must take one */
@@ -201,13 +199,19 @@ store_step(StepRecorder *self, PyObject *action, PyObject *result)
         }
     }
     double r = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(result, 1));
-    return append(self->act.buf, a_src, self->act.nbytes) < 0 ||
-           append(self->obs.buf, o_src, self->obs.nbytes) < 0 ||
-           append(self->rewards, &r, sizeof r) < 0 ? -1 : 1;
+    if (append(self->act.buf, a_src, self->act.nbytes) < 0 ||
+        append(self->obs.buf, o_src, self->obs.nbytes) < 0 || append(self->rewards, &r, 8) < 0) {
+        PyObject *t, *v, *tb, *got; /* (on_failure takes the step back, and raises) */
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        got = PyObject_CallOneArg(self->on_failure, v ? v : Py_None);
+        Py_XDECREF(t), Py_XDECREF(v), Py_XDECREF(tb), Py_XDECREF(got);
+        return got ? (PyErr_SetString(PyExc_SystemError, "on_failure returned"), -1) : -1;
+    }
+    return 1;
 }
 
-/* record(action, result): store the step, or hand it to slow; return result, or NULL. Its thread
-   is in stepper while it stores (see StepRecorder.stepper in record/steps.py). */
+/* record(action, result): the step stored (its thread in stepper meanwhile) or handed to slow. */
 static PyObject *
 recorder_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -295,10 +299,10 @@ recorder_configure(PyObject *op, PyObject *args)
 static PyObject *
 recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *slow, *on_flags, *rewards;
-    static char *kwlist[] = {"slow", "on_flags", "rewards", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!:StepRecorder", kwlist, &slow, &on_flags,
-                                     &PyByteArray_Type, &rewards)) {
+    PyObject *slow, *on_flags, *on_failure, *rewards;
+    static char *kwlist[] = {"slow", "on_flags", "on_failure", "rewards", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!:StepRecorder", kwlist, &slow, &on_flags,
+                                     &on_failure, &PyByteArray_Type, &rewards)) {
         return NULL;
     }
     StepRecorder *self = (StepRecorder *)type->tp_alloc(type, 0);
@@ -307,6 +311,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->slow = Py_NewRef(slow);
     self->on_flags = Py_NewRef(on_flags);
+    self->on_failure = Py_NewRef(on_failure);
     self->rewards = Py_NewRef(rewards);
     self->room = -1;
     return (PyObject *)self;
@@ -318,6 +323,7 @@ recorder_traverse(PyObject *op, visitproc visit, void *arg)
     StepRecorder *self = (StepRecorder *)op;
     Py_VISIT(self->slow);
     Py_VISIT(self->on_flags);
+    Py_VISIT(self->on_failure);
     Py_VISIT(self->keep_info);
     Py_VISIT(self->rows);
     Py_VISIT(self->rewards);
@@ -335,6 +341,7 @@ recorder_clear(PyObject *op)
     self->fast = 0;
     Py_CLEAR(self->slow);
     Py_CLEAR(self->on_flags);
+    Py_CLEAR(self->on_failure);
     Py_CLEAR(self->keep_info);
     Py_CLEAR(self->rows);
     Py_CLEAR(self->rewards);
@@ -376,7 +383,7 @@ static PyTypeObject StepRecorderType = {
     .tp_basicsize = sizeof(StepRecorder),
     .tp_dealloc = recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "StepRecorder(slow, on_flags, rewards): stores the steps configure() allows.",
+    .tp_doc = "StepRecorder(slow, on_flags, on_failure, rewards): stores what configure() allows.",
     .tp_traverse = recorder_traverse,
     .tp_clear = recorder_clear,
     .tp_methods = recorder_methods,
@@ -386,7 +393,6 @@ static PyTypeObject StepRecorderType = {
 
 #ifndef _WIN32
 /* ------------------------------------------------------------------ write_files */
-
 typedef struct {
     PyObject *tmp, *name; /* bytes: the temporary and the final name, in the directory */
     Py_buffer *bufs;      /* views of the file's chunks, got of them */
@@ -637,8 +643,7 @@ file_parse(GroupFile *f, PyObject *item)
     return 0;
 }
 
-/* Parse start_write's arguments into g (zeroed): 0, or -1 with an exception (then
- * group_clear). */
+/* start_write's arguments parsed into g (zeroed): 0, or -1 with an exception (group_clear). */
 static int
 group_parse(Group *g, PyObject *dir, PyObject *files, int mode)
 {
@@ -653,11 +658,9 @@ group_parse(Group *g, PyObject *dir, PyObject *files, int mode)
     int result = -1;
     if (nf < 1 || nf > 64) {
         PyErr_Format(PyExc_ValueError, "start_write: expected 1 to 64 files, got %zd", nf);
-    }
-    else if ((g->f = PyMem_Calloc((size_t)nf, sizeof(GroupFile))) == NULL) {
+    } else if ((g->f = PyMem_Calloc((size_t)nf, sizeof(GroupFile))) == NULL) {
         PyErr_NoMemory();
-    }
-    else {
+    } else {
         g->mode = mode;
         result = 0;
         for (g->nf = 0; result == 0 && g->nf < nf; g->nf++) {
@@ -710,7 +713,6 @@ group_result(Group *g, PyObject *published)
 /* ------------------------------------------------------------------ WriteTask: a batch's files
  * written on a POSIX thread that never takes the GIL, signals blocked; it holds the buffers
  * until task.wait(published) joins it. */
-
 typedef struct {
     PyObject_HEAD
     Group g;
@@ -838,7 +840,6 @@ start_write(PyObject *Py_UNUSED(module), PyObject *args)
 #endif /* !_WIN32 */
 
 /* ------------------------------------------------------------------ views */
-
 static PyObject *s_shape, *s_dtype, *s_npyfile, *s_npyoff, *s_size;
 
 /* An exact int attribute of o as a Py_ssize_t; -1 if it is none (no error set). */
@@ -885,8 +886,7 @@ ref_view(PyObject *r, PyObject *blob, const char *buf, Py_ssize_t size, PyObject
     v = PyArray_NewFromDescr(&PyArray_Type, descr, ndim, dims, NULL, (char *)buf + *off, 0, NULL);
     if (v != NULL && PyArray_SetBaseObject((PyArrayObject *)v, Py_NewRef(blob)) < 0) {
         Py_CLEAR(v); /* (the reference to blob was stolen all the same) */
-    }
-    else if (v != NULL) {
+    } else if (v != NULL) {
         PyArray_UpdateFlags((PyArrayObject *)v, NPY_ARRAY_UPDATE_ALL);
     }
 done:

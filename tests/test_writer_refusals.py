@@ -572,3 +572,70 @@ def test_a_batch_that_fails_to_encode_is_kept_and_written_later(
     with gym_recording.load(tmp_path / "t") as r:
         assert [ep.seed for ep in r] == [0, 1, 2, 3]
     assert verify(tmp_path / "t").ok
+
+
+_OUT_OF_MEMORY = """
+import os, resource, sys
+import gymnasium, numpy as np
+from gymnasium import spaces
+import gym_recording
+from gym_recording import RecordingError, TraceRecordingWrapper
+from gym_recording.record import steps
+if sys.argv[2] == "python":
+    steps.speedups = None
+
+class Env(gymnasium.Env):  # (a step allocates nothing but its tuple: memory runs out in
+    observation_space = spaces.Box(0, 255, (4096,), np.uint8)  # the recorder's buffer)
+    action_space = spaces.Discrete(10)
+    obs = np.zeros(4096, np.uint8)
+    result = (obs, 1.0, False, False, {})
+
+    def reset(self, *, seed=None, options=None):
+        return self.obs, {}
+
+    def step(self, action):
+        return self.result
+
+env = TraceRecordingWrapper(Env(), sys.argv[1], batch_bytes=256 << 20)
+env.reset(seed=1)
+for _ in range(2048):  # (8 MiB of observations: the buffer's next growth takes 1 MiB more)
+    env.step(3)
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+resource.setrlimit(resource.RLIMIT_AS, (used + (512 << 10), hard))
+try:
+    for _ in range(4096):
+        env.step(5)
+    print("stored")
+except RecordingError as exc:
+    print("refused:", exc)
+finally:
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+env.reset(seed=2)
+env.step(7)
+env.close()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS and /proc are Linux's")
+def test_a_step_out_of_memory_is_taken_back_whole(tmp_path: Path, step_path: str) -> None:
+    """Memory runs out as a step's observation is stored, after its action: the step is
+    refused (a RecordingError, as any value that cannot be stored), taken back whole, and
+    the next episode's action is its own. (The C step raised MemoryError and kept the
+    action: every later step of the batch was recorded with the action before it.)"""
+    import subprocess
+
+    got = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_MEMORY, str(tmp_path / "t"), step_path],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "refused: cannot record the" in got.stdout and "MemoryError" in got.stdout
+    with gym_recording.load(tmp_path / "t") as r:
+        assert [ep.seed for ep in r] == [1, 2]
+        first, second = r[0].actions.tolist(), r[1].actions.tolist()
+        assert first[:2048] == [3] * 2048 and set(first[2048:]) <= {5}
+        assert second == [7]
+    assert verify(tmp_path / "t").ok

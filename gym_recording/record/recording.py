@@ -19,7 +19,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -545,11 +545,22 @@ class TraceRecording(RowsMixin):
                 other(action, result)
             return result
 
-        recorder = _steps.step_recorder(slow, self._flags, self._rew, accelerated=True)
+        recorder = _steps.step_recorder(
+            slow, self._flags, self._stored_in_part, self._rew, accelerated=True
+        )
         self._recorders.add(recorder)
         self._configure()
         self._sync_room()
         return recorder
+
+    def _stored_in_part(self, exc: Exception | None) -> NoReturn:
+        """The C step recorder stored a step in part (no memory): take it back, as add_step does.
+
+        Raises:
+            RecordingError: always; the episode ends at its last stored step.
+        """
+        self._cut(len(self._rew.buf) >> 3)  # (the rows, flags and info past the steps stored)
+        raise buffer.refusal("the step", exc or MemoryError()) from None
 
     def _configure(self) -> None:
         """Tell the step recorders the buffer's layouts, and where infos go (if kept)."""

@@ -18,7 +18,7 @@ the one place that chooses between the two implementations, which store the same
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 
@@ -111,7 +111,12 @@ class PlainStepRecorder:
 
 
 def step_recorder(
-    slow: Record, on_flags: Callable[[Any, Any], None], rewards: Rewards, *, accelerated: bool
+    slow: Record,
+    on_flags: Callable[[Any, Any], None],
+    on_failure: Callable[[Exception | None], NoReturn],
+    rewards: Rewards,
+    *,
+    accelerated: bool,
 ) -> StepRecorder:
     """A step recorder that stores into a recording's buffer.
 
@@ -120,11 +125,14 @@ def step_recorder(
             the result it was given.
         on_flags: Called with ``(terminated, truncated)`` before it stores a step that sets
             either (the step is stored only if it returns).
-        rewards: The buffer's rewards.
+        on_failure: Called with the error (``MemoryError``) when the accelerated recorder
+            could store a step only in part (after its flags and info): it takes the step
+            back and raises.
+        rewards: The buffer's rewards (appended last: a step is stored once they hold it).
         accelerated: Use the C recorder if it is built.
     """
     if accelerated and speedups is not None:
-        return speedups.StepRecorder(slow, on_flags, rewards.buf)
+        return speedups.StepRecorder(slow, on_flags, on_failure, rewards.buf)
     return PlainStepRecorder(slow)
 
 

@@ -628,3 +628,58 @@ def test_reset_options_are_recorded_as_given_not_as_the_env_leaves_them(tmp_path
         assert rec[0].options == {"level": 3, "nested": {"a": [1]}}
     got = episodes_by_subenv(tmp_path / "vec", 2)
     assert [eps[0].options for eps in got] == [{"level": 3, "nested": {"a": [1]}}] * 2
+
+
+class _FailsOnce(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """Its ``what`` call (``"step"`` or ``"reset"``) number ``at`` raises (0: never)."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any], what: str, at: int) -> None:
+        super().__init__(env)
+        self.what, self.at, self.calls = what, at, 0
+
+    def _count(self, what: str) -> None:
+        if what == self.what:
+            self.calls += 1
+            if self.calls == self.at:
+                raise ValueError(f"a transient {what} failure")
+
+    def step(self, action: Any) -> Any:
+        self._count("step")
+        return self.env.step(action)
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._count("reset")
+        return self.env.reset(**kwargs)
+
+
+@pytest.mark.parametrize("what", ["step", "reset"])
+def test_a_sub_env_failing_mid_call_ends_every_episode_it_may_have_touched(
+    tmp_path: Path, what: str
+) -> None:
+    """Sub-env 1 raises inside the vector env's step (or reset), after sub-env 0 stepped (or
+    reset): which sub-envs did is not known, so each episode ends at its last recorded step,
+    and each records again from its next reset. (The episodes went on: sub-env 0's missed
+    the step lost with the call, or ran on into its next episode.)"""
+
+    def make(at: int) -> Callable[[], gymnasium.Env[Any, Any]]:
+        return lambda: _FailsOnce(gymnasium.make("CartPole-v1", max_episode_steps=8), what, at)
+
+    venv = TraceRecordingVectorWrapper(SyncVectorEnv([make(0), make(3)]), tmp_path)
+    venv.reset(seed=0)
+    failed = 0
+    for t in range(20):
+        try:
+            if what == "reset" and t in (4, 7):  # (sub-env 1's third reset raises)
+                venv.reset(seed=[100 + t, 200 + t])
+            venv.step(np.array([1, 1]))
+        except ValueError as exc:
+            failed += 1
+            assert "transient" in str(exc)
+    venv.close()
+    assert failed == 1
+    with gym_recording.load(tmp_path) as rec:
+        first = rec.writers[0].writer
+        lengths = [(ep.length, ep.truncated) for ep in rec if ep.writer == first]
+    assert lengths and all(n <= 8 for n, _ in lengths), lengths
+    assert all(n == 8 for n, truncated in lengths if truncated), lengths  # (no step missing)
+    assert gym_recording.verify(tmp_path).ok

@@ -28,7 +28,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -337,6 +337,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     ) -> tuple[Any, dict[str, Any]]:
         """Reset the sub-envs (all, or those in ``options["reset_mask"]``); start their episodes.
 
+        If the env's reset raises, the episodes of the sub-envs it was to reset end.
+
         Raises:
             RecordingClosedError: the wrapper is closed (the env is not reset).
             RecordingError: as :meth:`step`, once every sub-env is reset and recorded.
@@ -364,10 +366,14 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 mask = np.asarray(options["reset_mask"])
                 # (what each reset sub-env gets: the rest of the dict, ``{}`` if nothing)
                 sub_options = {k: v for k, v in sub_options.items() if k != "reset_mask"}
-        obs, infos = self.env.reset(seed=seed, options=options)
+        targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
+        try:
+            obs, infos = self.env.reset(seed=seed, options=options)
+        except Exception:  # (some may have reset: their episodes end, as TraceRecordingWrapper's)
+            self._interrupted(targets)
+            raise
         own = isinstance(self.env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))  # (sub-envs)
         seeds = per_env_seeds(seed if own else None, n)
-        targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
         all_obs = unbatch(self.single_observation_space, self.observation_space, obs, n)
         frames, failure = None, None
         if self._render_choice is not None:
@@ -401,8 +407,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every sub-env and record each sub-env's step (or the start of its next episode).
 
-        An interrupted step (Ctrl-C) ends every sub-env's episode at its last recorded step,
-        as :meth:`TraceRecordingWrapper.step` does; each records again from its next episode.
+        An interrupted step (Ctrl-C), or the env's error (the other sub-envs may have stepped),
+        ends every sub-env's episode at its last recorded step; each records from its next one.
 
         Raises:
             RecordingError: once every sub-env's step is recorded: the first refusal (that
@@ -425,27 +431,34 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         finally:
             self._stepper = None
 
-    def _interrupted(self) -> None:
-        """After an interrupt: record the whole steps the columns hold, end every episode.
+    def _interrupted(self, targets: Iterable[int] | None = None) -> None:
+        """After an interrupt, or the env's error: keep the columns' steps, end the episodes.
 
-        (Whether the interrupted step was taken, and recorded, is not known.)
+        Those of ``targets`` (default: every sub-env's) end at their last recorded step: which
+        of them the call stepped or reset is not known. Each records again from its next reset.
         """
         cols = self._columns
         with uninterrupted():  # (a second Ctrl-C waits until every episode is ended)
             try:
-                self._flush()
+                with contextlib.suppress(RecordingError):  # (not in place of what is raised)
+                    self._flush()
             finally:
                 if cols is not None:
                     cols.t = 0
                     cols.final.clear()
-                for i, rec in enumerate(self.recordings):
+                for i in range(self.num_envs) if targets is None else targets:
+                    rec = self.recordings[i]
                     if self._active[i]:
                         with contextlib.suppress(WriteError):  # (not in place of the Ctrl-C)
                             rec.end_episode()
                     self._active[i] = self._rendering[i] = self._pending_reset[i] = False
 
     def _step(self, actions: Any, ident: int) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        result = self.env.step(actions)
+        try:
+            result = self.env.step(actions)
+        except Exception:  # (a sub-env's: the others may have stepped, their steps lost)
+            self._interrupted()
+            raise
         self._stepper = ident  # (first: a close, or the exit's hand-over, waits for the rest)
         if self._exiting:  # (they have begun: the steps since are not recorded)
             if self._closing:

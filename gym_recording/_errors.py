@@ -1,4 +1,8 @@
-"""The exception hierarchy: every error gym-recording raises is a :class:`RecordingError`.
+"""The exception hierarchy: every error about a recording is a :class:`RecordingError`.
+
+A wrong argument (a negative ``batch_bytes``, a ``metadata`` that is not a dict, an index
+out of range) raises ``TypeError``, ``ValueError`` or ``IndexError``, as Python's own
+functions do.
 
 Every class here is importable from :mod:`gym_recording`. The warnings gym-recording issues
 are here too, so that one ``warnings.filterwarnings`` line can select them.
@@ -14,6 +18,7 @@ __all__ = [
     "NoRecordingWarning",
     "OutputExistsError",
     "RecordingClosedError",
+    "ReadError",
     "RecordingError",
     "ReplayMismatchWarning",
     "TraceFormatError",
@@ -22,7 +27,10 @@ __all__ = [
 
 
 class RecordingError(Exception):
-    """Base class of every error raised by gym-recording.
+    """Base class of the errors about a recording: its files, its values, its storage.
+
+    A wrong argument raises ``TypeError``, ``ValueError`` or ``IndexError`` instead (some
+    errors here are also a ``ValueError``: :class:`TraceFormatError`, ...).
 
     Example:
         >>> import gym_recording
@@ -72,6 +80,19 @@ class WriteError(RecordingError):
         >>> import gym_recording
         >>> issubclass(gym_recording.WriteError, gym_recording.RecordingError)
         True
+    """
+
+
+class ReadError(RecordingError):
+    """A recording's storage could not be read: the network, the endpoint, the credentials.
+
+    Not a damaged file (that is a :class:`TraceFormatError`): the same read may succeed
+    later, and the message names the location and what failed.
+
+    Example:
+        >>> import gym_recording
+        >>> issubclass(gym_recording.ReadError, gym_recording.TraceFormatError)
+        False
     """
 
 

@@ -272,6 +272,19 @@ def test_npz_seeds_and_empty(tmp_path: Path) -> None:
     assert empty["episode_lengths"].shape == (0,) and empty["rewards"].shape == (0,)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc, which takes no file")
+@pytest.mark.parametrize("to", ["npz", "parquet"])
+def test_an_output_that_cannot_be_written_is_named(tmp_path: Path, to: str) -> None:
+    """An export to a place that takes no file names the output, not its temporary file."""
+    if to == "parquet":
+        pytest.importorskip("pyarrow")
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset(np.zeros(2))
+    with pytest.raises(RecordingError, match=r"cannot write /proc/x\.\w+: ") as caught:
+        export(tmp_path / "r", to=to, out=f"/proc/x.{to}")
+    assert ".gymrec-tmp" not in str(caught.value)
+
+
 # --------------------------------------------------------------------------------------------
 # Minari
 # --------------------------------------------------------------------------------------------

@@ -838,3 +838,41 @@ def test_compressed_recording_to_s3(s3: S3Server, tmp_path: Path) -> None:
     remote = open_storage(url, create=False, storage_options=opts)
     blobs = [n for n in remote.list_names() if n.endswith(".bin")]
     assert sum(len(remote.read_bytes(n, 1 << 30)) for n in blobs) < frames.nbytes // 20
+
+
+def test_a_storage_that_cannot_be_reached_is_a_read_error_not_a_damaged_file() -> None:
+    """A recording whose server goes away: opening it, or reading a batch of it once open,
+    raises ReadError (the storage failed: read again later), not TraceFormatError (a damaged
+    file), and verify says so without calling the files damaged."""
+    quick = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2}}
+    with moto_s3_process() as server:
+        opts = {**server.storage_options, **quick}
+        import s3fs
+
+        s3fs.S3FileSystem(**server.storage_options).mkdir("gone")
+        record("s3://gone/run", seed=1, storage_options=opts)
+        rec = gym_recording.load("s3://gone/run", storage_options=opts)
+        assert len(rec) == 3
+    with pytest.raises(gym_recording.ReadError, match="check the network") as caught:
+        rec[0].observations  # noqa: B018 (its batch is read now)
+    assert not isinstance(caught.value, TraceFormatError)
+    rec.close()
+    with pytest.raises(gym_recording.ReadError, match="gone/run"):
+        gym_recording.load("s3://gone/run", storage_options=opts)
+    report = verify("s3://gone/run", storage_options=opts)
+    assert not report.ok and "check the network" in str(report.problems)
+
+
+def test_missing_s3fs_names_the_extra() -> None:
+    """fsspec without s3fs (ray, pandas and datasets bring fsspec): an s3:// URL raises
+    DependencyNotInstalled naming the 'remote' extra."""
+    code = (
+        "import sys; sys.modules['s3fs'] = None\n"
+        "import gym_recording\n"
+        "try:\n"
+        "    gym_recording.load('s3://bucket/run1')\n"
+        "except gym_recording.DependencyNotInstalled as exc:\n"
+        "    print(exc)\n"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "'s3fs'" in got.stdout and 'pip install "gym-recording[remote]"' in got.stdout

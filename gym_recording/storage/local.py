@@ -25,7 +25,7 @@ from gym_recording._errors import OutputExistsError, RecordingError, TraceFormat
 from gym_recording.format.names import TEMP_PREFIX, is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, PendingWrite, ThreadedWrite
 
-__all__ = ["LocalStorage", "atomic_output", "directory_mode", "make_parent"]
+__all__ = ["LocalStorage", "atomic_output", "directory_mode", "make_parent", "output_error"]
 
 _UMASK = os.umask(0)  # (at import: where the process's own cannot be read without setting it)
 os.umask(_UMASK)
@@ -106,6 +106,11 @@ def make_parent(parent: str, out: str) -> None:
         raise RecordingError(msg) from exc
 
 
+def output_error(out: str, exc: OSError) -> RecordingError:
+    """The error of an output ``out`` that cannot be written, named (not its temporary file)."""
+    return RecordingError(f"cannot write {out}: {exc.strerror or exc}; choose another place")
+
+
 @contextlib.contextmanager
 def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Iterator[str]:
     """A temporary path beside ``out``, renamed to ``out`` once the block succeeds.
@@ -116,6 +121,7 @@ def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Ite
     Raises:
         OutputExistsError: ``out`` exists (before or when the block ends), unless
             ``overwrite``.
+        RecordingError: ``out``'s directory takes no file, or writing it failed (a full disk).
     """
 
     def refuse(when: str) -> None:
@@ -126,13 +132,20 @@ def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Ite
     refuse("")
     parent = os.path.dirname(os.path.abspath(out))
     make_parent(parent, out)
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=parent)
+    except OSError as exc:  # (a place that takes no file: /proc, a read-only disk)
+        raise output_error(out, exc) from exc
     os.close(fd)
     try:
         yield tmp
         refuse(" (it appeared while it was written)")
         os.chmod(tmp, _file_mode())  # (mkstemp made it 0600: the mode open() would give)
         os.replace(tmp, out)
+    except OSError as exc:
+        if exc.filename not in (tmp, out):
+            raise
+        raise output_error(out, exc) from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -16,7 +16,13 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gym_recording._errors import RecordingError, TraceFormatError, WriteError
+from gym_recording._errors import (
+    DependencyNotInstalled,
+    ReadError,
+    RecordingError,
+    TraceFormatError,
+    WriteError,
+)
 from gym_recording._optional import require
 from gym_recording.format.names import is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, ThreadedWrite
@@ -59,8 +65,10 @@ class FsspecStorage:
         try:
             self.fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
         except ImportError as exc:  # the protocol's package (s3fs, gcsfs ...) is missing
+            if getattr(exc, "name", None) == "s3fs" or "s3fs" in str(exc):
+                raise DependencyNotInstalled.for_extra("s3fs", "remote", repr(url)) from exc
             msg = f"{url!r} needs a package that is not installed: {exc}"
-            raise RecordingError(msg) from exc
+            raise DependencyNotInstalled(msg) from exc
         except ValueError as exc:  # an unknown protocol
             msg = f"cannot open {url!r}: {exc}"
             raise RecordingError(msg) from exc
@@ -84,8 +92,7 @@ class FsspecStorage:
                 self.fs.invalidate_cache(self.root)
                 ok = self.fs.isdir(self.root)
             except Exception as exc:
-                msg = f"cannot read the recording location: {exc}"
-                raise TraceFormatError(msg, url) from exc
+                raise _read_error("cannot read the recording location", url, exc) from exc
             if not ok:
                 msg = f"expected a recording at {url!r}, but nothing is stored there"
                 raise TraceFormatError(msg, url)
@@ -193,7 +200,7 @@ class FsspecStorage:
         except FileNotFoundError as exc:
             raise TraceFormatError(f"{listed} but does not exist", self._where(name)) from exc
         except Exception as exc:
-            raise TraceFormatError(f"cannot read file: {exc}", self._where(name)) from exc
+            raise _read_error("cannot read the file", self._where(name), exc) from exc
 
     def list_names(self) -> list[str]:
         """Plain names of the objects directly under the prefix (freshly listed)."""
@@ -203,8 +210,7 @@ class FsspecStorage:
         except FileNotFoundError:
             return []
         except Exception as exc:
-            msg = f"cannot list the recording location: {exc}"
-            raise TraceFormatError(msg, self.url) from exc
+            raise _read_error("cannot list the recording location", self.url, exc) from exc
         names = []
         for e in entries:
             if e.get("type") != "file":
@@ -220,3 +226,11 @@ class FsspecStorage:
 
     def __repr__(self) -> str:
         return f"<FsspecStorage {self.url!r}>"
+
+
+def _read_error(what: str, where: str, exc: BaseException) -> ReadError:
+    """The error of a read the storage failed (not a damaged file): what, where, and why."""
+    return ReadError(
+        f"{where}: {what}: {type(exc).__name__}: {exc}; check the network, the endpoint and "
+        "the credentials (storage_options), then read again"
+    )

@@ -46,7 +46,7 @@ from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
 from gym_recording.storage import is_url
-from gym_recording.storage.local import atomic_output, directory_mode, make_parent
+from gym_recording.storage.local import atomic_output, directory_mode, make_parent, output_error
 from gym_recording.tools._source import (
     episodes,
     episodes_text,
@@ -512,7 +512,10 @@ def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
     out = os.path.abspath(out)
     parent = os.path.dirname(out)
     make_parent(parent, out)
-    tmp = tempfile.mkdtemp(prefix=".gymrec-tmp-export-", dir=parent)
+    try:
+        tmp = tempfile.mkdtemp(prefix=".gymrec-tmp-export-", dir=parent)
+    except OSError as exc:
+        raise output_error(out, exc) from exc
     try:
         with open_recording(directory) as rec:
             written = skipped = 0

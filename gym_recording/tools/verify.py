@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_recording._errors import RecordingError, TraceFormatError
+from gym_recording._errors import ReadError, RecordingError, TraceFormatError
 from gym_recording.format.limits import MAX_MANIFEST_BYTES
 from gym_recording.format.manifest import Manifest, decode_manifest
 from gym_recording.format.names import (
@@ -201,6 +201,9 @@ def _read_all(directory: str, report: VerifyReport, options: dict[str, Any] | No
         report.read_all = False
         if (exc.path or directory) not in report.problems:
             report.add_error(exc, directory)
+    except ReadError as exc:  # (the storage failed: nothing said of the files)
+        report.read_all = False
+        report.add(directory, str(exc))
     except Exception as exc:  # a reader bug must not hide behind a crash of verify
         report.read_all = False
         report.add(directory, f"the reader failed unexpectedly: {type(exc).__name__}: {exc}")

@@ -565,3 +565,48 @@ def test_info_sums_up_the_episodes_before_a_damaged_file(cli: Run, tmp_path: Pat
     assert_error(proc, "read 1 of 3 episodes", blob.name, "verify")
     proc = cli("verify", str(tmp_path / "rec"), expect=1)
     assert "1 episode(s) read before the reader stopped at a problem" in proc.stdout
+
+
+def test_record_refuses_a_memory_dir(cli: Run) -> None:
+    """--dir memory://... is bad usage (exit 2), said in one line with what to use instead:
+    fsspec's memory filesystem is gone when `record` exits, so the info, verify and load
+    commands it printed could never find the recording."""
+    for where in ("memory://b/r", "MEMORY://b/r", "simplecache::memory://b/r"):
+        proc = cli("record", "--episodes", "1", "--dir", where, expect=2)
+        assert_error(proc, f"--dir {where} ", "only in this process", "local directory", "s3://")
+        assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
+
+
+def test_a_level_out_of_range_names_the_flag(cli: Run, recorded: Path, tmp_path: Path) -> None:
+    """compress takes --compression-level, as record does, and --level still; a level out of
+    range names the flag as given, not the Python parameter, and exits 2 writing nothing."""
+    for flag in ("--compression-level", "--level"):
+        out = tmp_path / f"out{flag}"
+        proc = cli("compress", str(recorded), str(out), flag, "30", expect=2)
+        assert_error(proc, f"expected {flag} to be zstd's level, from 1 to 22, got 30")
+        assert "compression_level" not in proc.stderr and not out.exists()
+        cli("compress", str(recorded), str(out), flag, "9")
+        assert gym_recording.verify(out).ok
+    where = tmp_path / "rec"
+    args = ("--compression", "zstd", "--compression-level", "0", "--dir", str(where))
+    proc = cli("record", *args, expect=2)
+    assert_error(proc, "expected --compression-level to be zstd's level, from 1 to 22, got 0")
+    assert "compression_level" not in proc.stderr and not where.exists()
+
+
+def test_verify_help_says_which_temporary_files_clean_removes(cli: Run) -> None:
+    from gym_recording.tools.verify import CLEAN_MIN_AGE
+
+    text = " ".join(cli("verify", "--help").stdout.split())
+    assert f"unmodified for {CLEAN_MIN_AGE:.0f} s or more" in text
+
+
+def test_info_says_spaces_that_are_not_recorded(cli: Run, tmp_path: Path) -> None:
+    """A recording without spaces (as the original format's) says "(not recorded)" for them,
+    as for its env, not "None"."""
+    with gym_recording.TraceRecording(tmp_path / "d") as rec:
+        rec.add_reset(np.zeros(2))
+        rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    text = cli("info", str(tmp_path / "d")).stdout
+    for key in ("env", "observation space", "action space"):
+        assert _row(text, key) == "(not recorded)", text

@@ -569,6 +569,60 @@ def test_cli_view_serves_the_directory(recording: Path) -> None:
     _check_and_interrupt(proc, url, recording)
 
 
+def _view_stderr(directory: Path) -> str:
+    """What `gym-recording view DIR` says on stderr, serving the page, until Ctrl+C."""
+    command = [sys.executable, "-m", "gym_recording", "view", str(directory), "--no-browser"]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
+    try:
+        url = _read_url(proc)
+        assert fetch(url, "/")[0] == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    return err
+
+
+def test_cli_view_of_a_directory_without_a_recording_warns_and_serves(
+    recording: Path, tmp_path: Path
+) -> None:
+    """`view` of a directory of other files (a recording's parent) says, in one warning line,
+    what info and verify say of it, then serves it all the same (a recording may come);
+    a recording's own directory gets no warning."""
+    parent = recording.parent
+    err = _view_stderr(parent)
+    assert err.startswith(f"gym-recording: warning: {parent} holds no recording ("), err
+    assert err.rstrip().endswith("pass the directory the recorder wrote"), err
+    assert len(err.splitlines()) == 1, err
+    info = subprocess.run(
+        [sys.executable, "-m", "gym_recording", "info", str(parent)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
+    assert err.split("warning: ", 1)[1] == info.stderr.split("error: ", 1)[1]
+    assert _view_stderr(recording) == ""
+
+
+def test_cli_view_of_a_missing_directory_says_it_does_not_exist(tmp_path: Path) -> None:
+    """As info and verify say it: "does not exist", not "not a directory"; a file "is not
+    a directory"."""
+    (tmp_path / "a-file").write_text("x")
+    for name, what in (("nope", "does not exist"), ("a-file", "is not a directory")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gym_recording", "view", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=60,
+        )
+        assert proc.returncode == 1 and proc.stdout == ""
+        expected = f"expected a recording directory, but {str(tmp_path / name)!r} {what}"
+        assert proc.stderr == f"gym-recording: error: {expected}\n"
+
+
 # ------------------------------------------------------------------------------ hostile clients
 
 

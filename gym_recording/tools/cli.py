@@ -21,13 +21,14 @@ from gym_recording._errors import NoRecordingWarning, RecordingError, TraceForma
 from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
+from gym_recording.format.codec import MAX_LEVEL
 from gym_recording.format.fields import leaves
-from gym_recording.format.names import TRACE_PREFIX, no_recording
+from gym_recording.format.names import TRACE_PREFIX, holds_no_recording, no_recording
 from gym_recording.read.recording import load
 from gym_recording.record import steps
 from gym_recording.storage import is_url
 from gym_recording.tools._source import episodes_text
-from gym_recording.tools.verify import printable, verify_cli
+from gym_recording.tools.verify import CLEAN_MIN_AGE, printable, verify_cli
 
 __all__ = ["main"]
 
@@ -87,6 +88,33 @@ def _port(text: str) -> int:
     return port
 
 
+def _in_memory(location: str) -> bool:
+    """Whether ``location`` is a ``memory://`` URL (fsspec's, gone when the process ends)."""
+    return is_url(location) and "memory" in location.split("://")[0].lower().split("::")
+
+
+def _bad_level(level: int | None, flag: str) -> bool:
+    """Whether ``level`` (given as ``flag``) is out of zstd's range; if so, says so."""
+    if level is None or 1 <= level <= MAX_LEVEL:
+        return False
+    _err(f"expected {flag} to be zstd's level, from 1 to {MAX_LEVEL}, got {level}")
+    return True
+
+
+class _FlagGiven(argparse.Action):
+    """Store the option's value, and in ``flag`` the option string it was given as."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.flag = option_string
+
+
 def _path_word(path: str) -> str:
     """``path`` as one shell word that no command takes for an option (``./-run``)."""
     return shlex.quote(os.path.join(".", path) if path.startswith("-") else path)
@@ -112,6 +140,15 @@ def _cmd_record(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.compression_level is not None and args.compression is None:
         _err("--compression-level needs --compression zstd")
+        return EXIT_USAGE
+    if _bad_level(args.compression_level, "--compression-level"):
+        return EXIT_USAGE
+    if args.dir is not None and _in_memory(args.dir):
+        _err(
+            f"--dir {args.dir} is in fsspec's memory filesystem, which lives only in this "
+            "process: the recording would be gone when `record` exits; give a local "
+            "directory, or an object store URL such as s3://bucket/run1"
+        )
         return EXIT_USAGE
     kwargs: dict[str, Any] = {"max_episode_steps": args.max_steps} if args.max_steps else {}
     if args.record_render:
@@ -148,7 +185,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         base.close()
         if not isinstance(exc, ValueError) or isinstance(exc, RecordingError):
             raise
-        _err(str(exc))  # a level out of range
+        _err(str(exc))  # (a value the wrapper refuses)
         return EXIT_USAGE
     interrupted = False
     try:
@@ -227,6 +264,11 @@ def _array_bytes(*fields: Any) -> int:
     )
 
 
+def _or_not_recorded(value: Any) -> Any:
+    """``value``, or ``"(not recorded)"`` for ``None`` (an original-format trace's space)."""
+    return "(not recorded)" if value is None else value
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     with load(args.directory) as rec:
         if not rec.writers:
@@ -283,8 +325,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 + (f" (compressed arrays: {', '.join(rec.codecs)})" if rec.codecs else ""),
             ),
             ("arrays, read back", _human_bytes(arrays)),
-            ("observation space", rec.observation_space),
-            ("action space", rec.action_space),
+            ("observation space", _or_not_recorded(rec.observation_space)),
+            ("action space", _or_not_recorded(rec.action_space)),
         ]
         if lengths:
             shapes = ", ".join("x".join(map(str, s)) for s in sorted(frame_shapes))
@@ -341,6 +383,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_view(args: argparse.Namespace) -> int:
     from gym_recording.tools.viewer import serve
 
+    names: list[str] = []
+    with contextlib.suppress(OSError):  # (a missing or unreadable directory: serve says so)
+        names = os.listdir(args.directory)
+    if holds_no_recording(names):  # (said as info and verify say it; served, as one may come)
+        _warn(f"{args.directory} {no_recording(names)}")
     try:
         serve(args.directory, port=args.port, open_browser=not args.no_browser)
     except OSError as exc:  # the port is taken, or not ours to bind
@@ -371,9 +418,11 @@ def _cmd_recode(args: argparse.Namespace) -> int:
     from gym_recording.tools.recode import recode
 
     level = getattr(args, "level", None)
+    if _bad_level(level, getattr(args, "flag", "--compression-level")):
+        return EXIT_USAGE
     try:
         out = recode(args.directory, args.out, compression=args.codec, compression_level=level)
-    except ValueError as exc:  # a compression level out of range (a damaged file: below)
+    except ValueError as exc:  # a value refused (a damaged file: below)
         if isinstance(exc, RecordingError):
             raise
         _err(str(exc))
@@ -477,7 +526,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("directory", metavar="DIR")
     v.add_argument(
-        "--clean", action="store_true", help="remove leftover temporary files of interrupted writes"
+        "--clean",
+        action="store_true",
+        help="remove leftover temporary files of interrupted writes: only those left "
+        f"unmodified for {CLEAN_MIN_AGE:.0f} s or more (a younger one may be a running "
+        "writer's)",
     )
     v.set_defaults(func=_cmd_verify)
 
@@ -517,7 +570,13 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("out", metavar="OUT")
         if codec:
             c.add_argument(
-                "--level", type=int, default=None, help="zstd's level, 1-22 (default: 3)"
+                "--compression-level",
+                "--level",
+                dest="level",
+                type=int,
+                default=None,
+                action=_FlagGiven,
+                help="zstd's level, 1-22 (default: 3), as record's --compression-level",
             )
         c.set_defaults(func=_cmd_recode, codec=codec)
 

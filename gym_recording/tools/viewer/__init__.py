@@ -453,7 +453,8 @@ def make_server(
         raise TraceFormatError(msg, directory)
     root = Path(directory).resolve()
     if not root.is_dir():
-        msg = f"{directory}: not a directory; `gym-recording view` needs a recording directory"
+        what = "is not a directory" if root.exists() else "does not exist"
+        msg = f"expected a recording directory, but {str(directory)!r} {what}"
         raise TraceFormatError(msg, directory)
     try:
         server = ViewerServer(root, (host, port))

@@ -610,3 +610,23 @@ def test_info_says_spaces_that_are_not_recorded(cli: Run, tmp_path: Path) -> Non
     text = cli("info", str(tmp_path / "d")).stdout
     for key in ("env", "observation space", "action space"):
         assert _row(text, key) == "(not recorded)", text
+
+
+def test_pure_python_is_forced_by_1_true_or_yes_only(tmp_path: Path) -> None:
+    """GYM_RECORDING_PURE_PYTHON=1, true or yes (any case) forces the pure-Python path;
+    0, false, no or empty leave the path as without the variable."""
+
+    def version(value: str | None) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "GYM_RECORDING_PURE_PYTHON"}
+        if value is not None:
+            env["GYM_RECORDING_PURE_PYTHON"] = value
+        command = [sys.executable, "-m", "gym_recording", "--version"]
+        run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    unset = version(None)
+    for value in ("0", "false", "No", ""):
+        assert version(value) == unset, value
+    for value in ("1", "TRUE", "yes"):
+        assert "(pure Python: GYM_RECORDING_PURE_PYTHON is set)" in version(value), value

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from gym_recording._accel import PURE_PYTHON_FORCED
 from gym_recording._errors import NoRecordingWarning, RecordingError, TraceFormatError
 from gym_recording._optional import require
 from gym_recording._progress import progress
@@ -446,7 +447,7 @@ def _version() -> str:
     """The version, and whether the C extension runs (step, writes, views), or why not."""
     if steps.ACCELERATED:
         how = "C extension: step, writes, views"
-    elif os.environ.get("GYM_RECORDING_PURE_PYTHON"):
+    elif PURE_PYTHON_FORCED:
         how = "pure Python: GYM_RECORDING_PURE_PYTHON is set"
     else:
         how = (

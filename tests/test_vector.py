@@ -355,6 +355,18 @@ def test_default_directory_and_repr(tmp_path: Path) -> None:
         assert len(rec) == 2
 
 
+def test_a_single_env_is_refused_with_the_wrapper_to_use(tmp_path: Path) -> None:
+    """A single env given to the vector wrapper is a TypeError naming TraceRecordingWrapper
+    (as a vector env given to TraceRecordingWrapper names the vector wrapper), before
+    anything is written."""
+    env = make_cartpole()
+    with pytest.raises(TypeError, match=r"TraceRecordingWrapper\(env, directory\)") as caught:
+        TraceRecordingVectorWrapper(env, tmp_path / "v")
+    assert "got TimeLimit" in str(caught.value)
+    assert not (tmp_path / "v").exists()
+    env.close()
+
+
 def test_same_step_without_final_obs_is_an_error(tmp_path: Path) -> None:
     """A vector env that claims SAME_STEP but drops final_obs is refused, not recorded wrong."""
 

@@ -188,6 +188,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     Raises:
         RecordingError: ``record_render`` with a vector env that does not render RGB frames,
             or under the ``SAME_STEP`` autoreset mode.
+        TypeError: ``env`` is not a vector env (a single env: use ``TraceRecordingWrapper``).
 
     Example:
         >>> import tempfile, gymnasium as gym, gym_recording
@@ -221,6 +222,12 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         compression_level: int | None = None,
         record_render: bool | RenderChoice = False,
     ) -> None:
+        if not isinstance(env, VectorEnv):
+            msg = (
+                f"expected a vector env (gymnasium.vector.VectorEnv), got {type(env).__name__}: "
+                "record a single env with TraceRecordingWrapper(env, directory)"
+            )
+            raise TypeError(msg)
         super().__init__(env)
         if episode_trigger is not None and not callable(episode_trigger):
             msg = f"expected episode_trigger to be callable or None, got {episode_trigger!r}"
@@ -526,19 +533,11 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if self._active[i]:
                 frame = frames[i] if self._rendering[i] and frames is not None else None
                 try:
+                    step = (all_obs[i], rewards[i], terminated, truncated, subs[i])
                     if frame is None:  # (the step recorder: its C step where it is built)
-                        step = (all_obs[i], rewards[i], terminated, truncated, subs[i])
                         self._step_recorders[i](all_acts[i], step)
                     else:
-                        rec.add_step(
-                            all_acts[i],
-                            all_obs[i],
-                            rewards[i],
-                            terminated,
-                            truncated,
-                            subs[i],
-                            frame,
-                        )
+                        rec.add_step(all_acts[i], *step, frame)
                 except WriteError as exc:  # (the step is recorded)
                     errors.append(exc)
                 except RecordingError as exc:

@@ -30,11 +30,12 @@ def scan_recorded_traces(
     Args:
         directory: The recording directory.
         episode_cb: Called once per episode, in recording order. Raise from it to stop early.
-        max_episodes: Stop after this many episodes.
+        max_episodes: Stop after this many episodes (0: none); ``None`` reads them all.
 
     Raises:
         TraceFormatError: a file of the recording does not follow the format.
         TypeError: ``max_episodes`` is not an int.
+        ValueError: ``max_episodes`` is negative.
 
     Example:
         >>> import tempfile, numpy as np
@@ -51,7 +52,10 @@ def scan_recorded_traces(
     ):
         msg = f"max_episodes must be an int or None, got {max_episodes!r:.60}"
         raise TypeError(msg)
-    if max_episodes is not None and max_episodes <= 0:
+    if max_episodes is not None and max_episodes < 0:
+        msg = f"expected max_episodes to be 0 or more (or None for all), got {max_episodes}"
+        raise ValueError(msg)
+    if max_episodes == 0:
         return
     with load(directory) as rec:
         for n, ep in enumerate(rec, start=1):

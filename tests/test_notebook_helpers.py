@@ -7,6 +7,7 @@ replay through the environment.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import warnings
@@ -539,6 +540,28 @@ def test_show_makes_an_inline_animation(images: Path) -> None:
         ep.show(max_frames=2.5)
 
 
+def _interval(anim: Animation) -> int:
+    """The milliseconds between frames of ``anim``'s player."""
+    match = re.search(r"new Animation\(frames, img_id, slider_id, (\d+)", anim.html)
+    assert match, anim.html[-2000:]
+    return int(match.group(1))
+
+
+def test_show_plays_at_the_recorded_frame_rate(images: Path, tmp_path: Path) -> None:
+    """show() plays at the env's render_fps, as to_video() and export --to mp4 do; a recording
+    that has none plays at 30 fps, as they do."""
+    ep = gym_recording.load(images)[0]
+    assert ep.render_fps == 15
+    assert _interval(ep.show(max_frames=2)) == _interval(ep.show(fps=15, max_frames=2)) == 66
+    assert _interval(ep.show(fps=30, max_frames=2)) == 33
+    with gym_recording.TraceRecording(tmp_path / "d") as w:
+        w.add_reset(np.zeros((16, 16, 3), np.uint8))
+        w.add_step(0, np.ones((16, 16, 3), np.uint8), 0.0)
+    ep = gym_recording.load(tmp_path / "d")[0]
+    assert ep.render_fps is None
+    assert _interval(ep.show()) == 33
+
+
 def test_show_saves_a_page(images: Path, tmp_path: Path) -> None:
     anim = gym_recording.load(images)[1].show()
     anim.save(str(tmp_path / "a.html"))
@@ -570,6 +593,12 @@ def test_replay_reproduces_and_renders(dots: Path) -> None:
     assert "reproduced all" in result.message
     assert "True" in result._repr_html_()
     assert result.show().frames == ep.length + 1
+    # Its repr is short: the frames' shape, not their pixels.
+    text = repr(result)
+    assert len(text) < 400, text
+    assert text.startswith("ReplayResult(env_id='TestDot-v0', reproduced=True, ")
+    assert f"frames=<array ({ep.length + 1}, 16, 16, 3) uint8>" in text
+    assert "None" in repr(ep.replay(render=False)).split("frames=")[1]
 
 
 def test_show_replays_vector_observations(dots: Path) -> None:

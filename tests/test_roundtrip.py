@@ -640,3 +640,24 @@ def test_playback_refuses_what_is_not_a_batch_or_a_count(trace_dir):
     seen = []
     scan_recorded_traces(trace_dir, lambda o, a, r: seen.append(o), max_episodes=np.int64(2))
     assert len(seen) == 2
+
+
+def test_a_negative_max_episodes_and_a_mmap_that_is_not_a_bool_are_refused(trace_dir):
+    """scan_recorded_traces(max_episodes=-1) is a ValueError (it read no episode, silently),
+    0 reads none; load(mmap="no") is a TypeError (a truthy string mapped the files)."""
+    from gym_recording import scan_recorded_traces
+
+    with TraceRecording(trace_dir) as rec:
+        for _ in range(3):
+            rec.add_reset(np.zeros(2))
+    seen: list[Any] = []
+    with pytest.raises(ValueError, match=r"expected max_episodes to be 0 or more.*got -1"):
+        scan_recorded_traces(trace_dir, lambda o, a, r: seen.append(o), max_episodes=-1)
+    scan_recorded_traces(trace_dir, lambda o, a, r: seen.append(o), max_episodes=0)
+    assert seen == []
+    for bad in ("no", "False", 0, None):
+        with pytest.raises(TypeError, match=rf"expected mmap to be True .* or False .*got {bad!r}"):
+            gym_recording.load(trace_dir, mmap=bad)
+    for flag in (False, np.True_):
+        with gym_recording.load(trace_dir, mmap=flag) as rec:
+            assert len(rec) == 3

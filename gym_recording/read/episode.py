@@ -290,7 +290,7 @@ class Episode(EpisodeKeys):
     def show(
         self,
         *,
-        fps: float = 30,
+        fps: float | None = None,
         max_frames: int = 300,
         key: str | None = None,
         replay: bool = False,
@@ -301,6 +301,8 @@ class Episode(EpisodeKeys):
         Needs the ``notebook`` extra (matplotlib). The frames are :meth:`frames` (rendered
         frames first); for an episode with neither rendered frames nor picture observations,
         ``replay=True`` renders them by :meth:`replay`.
+        It plays at ``fps``: by default the frame rate the environment declares
+        (:attr:`render_fps`), else 30, as :meth:`to_video` and ``export --to mp4`` do.
         The returned object displays itself in Jupyter (it has ``_repr_html_``) and can be
         saved as an HTML page with ``.save(path)``.
 
@@ -327,7 +329,8 @@ class Episode(EpisodeKeys):
             if not replay:
                 raise
             frames = self.replay(env_id).frames
-        return notebook.animate(frames, fps=fps, max_frames=max_frames)
+        rate = fps if fps is not None else self.render_fps or video.DEFAULT_FPS
+        return notebook.animate(frames, fps=rate, max_frames=max_frames)
 
     def replay(
         self,

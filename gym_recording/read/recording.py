@@ -186,6 +186,7 @@ class Recording(Sequence[Episode]):
 
     Raises:
         TraceFormatError: a manifest is damaged or the directory is missing.
+        TypeError: ``mmap`` is not a bool.
 
     Warns:
         NoRecordingWarning: the directory holds files but none of a recording (a wrong path:
@@ -210,6 +211,12 @@ class Recording(Sequence[Episode]):
         storage_options: dict[str, Any] | None = None,
         mmap: bool = True,
     ) -> None:
+        if not isinstance(mmap, (bool, np.bool_)):  # (a truthy "no" would map the files)
+            msg = (
+                f"expected mmap to be True (map the files) or False (read them into memory), "
+                f"got {mmap!r:.60}"
+            )
+            raise TypeError(msg)
         self.directory = os.fspath(directory)
         self._storage: Storage = open_storage(
             self.directory, create=False, storage_options=storage_options, mmap=mmap
@@ -542,5 +549,6 @@ def load(
     Raises:
         TraceFormatError: the directory is missing or a manifest is damaged. Damaged batches
             raise when their episodes are read.
+        TypeError: ``mmap`` is not a bool.
     """
     return Recording(directory, storage_options=storage_options, mmap=mmap)

@@ -102,6 +102,16 @@ class ReplayResult:
     message: str
     observations: list[Any] = field(default_factory=list, repr=False)
 
+    def __repr__(self) -> str:  # (the frames' shape, not their pixels)
+        frames = (
+            "None" if self.frames is None else f"<array {self.frames.shape} {self.frames.dtype}>"
+        )
+        return (
+            f"ReplayResult(env_id={self.env_id!r}, reproduced={self.reproduced}, "
+            f"first_mismatch={self.first_mismatch}, steps={self.steps}, frames={frames}, "
+            f"observations=<list of {len(self.observations)}>, message={self.message!r})"
+        )
+
     def show(self, *, fps: float = 30, max_frames: int = 300) -> Animation:
         """The rendered frames as an inline animation with a step slider."""
         if self.frames is None or len(self.frames) == 0:

@@ -188,3 +188,17 @@ def test_rows_at_times_that_are_not_finite_numbers_are_refused_before_any_is_rec
         assert rec.episode_count == 2
     with gym_recording.load(tmp_path / "t") as r:
         assert [(ep.length, ep.started_at, ep.ended_at) for ep in r] == [(1, 1.7e9, 1.7e9)] * 2
+
+
+def test_add_rows_documents_each_argument() -> None:
+    """add_rows is public (the README names it): its docstring's Args section says what each
+    parameter is."""
+    import inspect
+    import re
+
+    doc = inspect.getdoc(TraceRecording.add_rows) or ""
+    assert "\nArgs:\n" in doc, doc
+    args = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0]
+    documented = re.findall(r"^    (\w+):", args, re.MULTILINE)
+    params = [p for p in inspect.signature(TraceRecording.add_rows).parameters if p != "self"]
+    assert documented == params

@@ -72,6 +72,17 @@ class RowsMixin:
         No infos or frames. Rows are stored at once, as many as the batch has room for at a
         time (a batch is written between), and one by one where they do not fit the layout.
 
+        Args:
+            actions: Each row's action, one array ``[T, ...]`` (ignored in reset rows).
+            observations: Each row's observation, one array ``[T, ...]``: the reset
+                observation of a reset row, else what the step returned.
+            rewards: Each row's reward, ``[T]`` real numbers (ignored in reset rows).
+            terminated: Whether each row's step terminated its episode, ``[T]`` bools.
+            truncated: Whether each row's step truncated its episode, ``[T]`` bools.
+            times: When each row was taken, ``[T]`` unix seconds (its episode's start for a
+                reset row, its end for a row that sets a flag).
+            reset_first: Whether row 0 is a reset (else it is a step of the open episode).
+
         Returns:
             The number of episodes the rows started (the last may be open: :attr:`in_episode`).
 

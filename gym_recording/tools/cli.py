@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gym_recording._accel import PURE_PYTHON_FORCED
-from gym_recording._errors import NoRecordingWarning, RecordingError, TraceFormatError
+from gym_recording._errors import NoRecordingWarning, ReadError, RecordingError, TraceFormatError
 from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
@@ -208,8 +208,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             steps = sum(ep.length for ep in mine)  # (as recorded: an interrupted step may be)
             others = len(rec) - len(mine)
             envs = {w.env_id for w in rec.writers if w.writer != writer} - {args.env_id}
-    except TraceFormatError as exc:  # (another run's file is damaged: this run's are written)
-        _warn(f"this run is written, but the directory holds a damaged file: {exc}")
+    except (TraceFormatError, ReadError) as exc:  # (this run's files are written)
+        why = "holds a damaged file" if isinstance(exc, TraceFormatError) else "cannot be read now"
+        _warn(f"this run is written, but the directory {why}: {exc}")
         print(
             f"Recorded {episodes_text(env.recording.episode_count)} of {args.env_id} to {directory}"
         )

@@ -695,3 +695,29 @@ def test_a_sub_env_failing_mid_call_ends_every_episode_it_may_have_touched(
     assert lengths and all(n <= 8 for n, _ in lengths), lengths
     assert all(n == 8 for n, truncated in lengths if truncated), lengths  # (no step missing)
     assert gym_recording.verify(tmp_path).ok
+
+
+class _IntKeyInfoEnv(gymnasium.Env[Any, Any]):
+    observation_space = spaces.Box(-1, 1, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        return np.zeros(2, np.float32), 0.0, False, False, {3: "int key", "a": 1.0}
+
+
+def test_infos_with_a_key_that_is_not_a_str_are_recorded_per_sub_env(tmp_path: Path) -> None:
+    """An info key that is not a str (Gymnasium's vector env masks it as ``"_3"``): each
+    sub-env's info holds it, as the single-env wrapper records it. (It raised
+    AttributeError: 'int' object has no attribute 'startswith'.)"""
+    venv = TraceRecordingVectorWrapper(
+        SyncVectorEnv([_IntKeyInfoEnv] * 2), tmp_path, record_infos=True
+    )
+    venv.reset(seed=0)
+    venv.step(np.array([0, 1]))
+    venv.close()
+    with gym_recording.load(tmp_path) as rec:
+        assert [ep.infos[1] for ep in rec] == [{3: "int key", "a": 1.0}] * 2

@@ -117,14 +117,15 @@ def unbatch(
     return [_index(single, batch, i) for i in range(n)]
 
 
-def sub_infos(infos: Mapping[str, Any] | None, n: int) -> list[dict[str, Any]]:
+def sub_infos(infos: Mapping[Any, Any] | None, n: int) -> list[dict[Any, Any]]:
     """Each sub-env's info out of a vector info dict (``key`` values with ``_key`` masks)."""
-    outs: list[dict[str, Any]] = [{} for _ in range(n)]
+    outs: list[dict[Any, Any]] = [{} for _ in range(n)]
     if not infos:
         return outs
+    masks = {f"_{key}" for key in infos}  # (Gymnasium's mask of any key, a str or not)
     for key, value in infos.items():
-        if key.startswith("_") and key[1:] in infos:
-            continue  # a mask
+        if key in masks:
+            continue
         if isinstance(value, np.ndarray):  # (the commonest: one value per sub-env)
             items: list[Any] = list(value) if value.shape[:1] == (n,) else [value] * n
         elif isinstance(value, Mapping):
@@ -133,7 +134,7 @@ def sub_infos(infos: Mapping[str, Any] | None, n: int) -> list[dict[str, Any]]:
             items = list(value)
         else:
             items = [value] * n
-        mask = infos.get("_" + key)
+        mask = infos.get(f"_{key}")
         if mask is not None:
             has = mask.tolist() if type(mask) is np.ndarray else [mask[i] for i in range(n)]
             if not all(has):

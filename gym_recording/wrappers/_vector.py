@@ -377,7 +377,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         try:
             obs, infos = self.env.reset(seed=seed, options=options)
         except Exception:  # (some may have reset: their episodes end, as TraceRecordingWrapper's)
-            self._interrupted(targets)
+            if not self._exiting:
+                self._interrupted(targets)
             raise
         own = isinstance(self.env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))  # (sub-envs)
         seeds = per_env_seeds(seed if own else None, n)
@@ -454,17 +455,17 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                     cols.t = 0
                     cols.final.clear()
                 for i in range(self.num_envs) if targets is None else targets:
-                    rec = self.recordings[i]
                     if self._active[i]:
                         with contextlib.suppress(WriteError):  # (not in place of the Ctrl-C)
-                            rec.end_episode()
+                            self.recordings[i].end_episode()
                     self._active[i] = self._rendering[i] = self._pending_reset[i] = False
 
     def _step(self, actions: Any, ident: int) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         try:
             result = self.env.step(actions)
         except Exception:  # (a sub-env's: the others may have stepped, their steps lost)
-            self._interrupted()
+            if not self._exiting:  # (else a close, or the exit, holds the columns)
+                self._interrupted()
             raise
         self._stepper = ident  # (first: a close, or the exit's hand-over, waits for the rest)
         if self._exiting:  # (they have begun: the steps since are not recorded)

@@ -298,3 +298,53 @@ def test_a_held_ctrl_c_is_raised_once_after_the_block(tmp_path):
             spin()
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_a_ctrl_c_while_waiting_for_a_background_write_loses_no_batch(tmp_path, monkeypatch):
+    """A real SIGINT while the recording waits for a batch written on its writer thread
+    (a slow disk): the next wait waits for that same write. (Python 3.11's join() of a
+    thread, interrupted, may take the thread for stopped: the batch was written again from
+    the stepping thread meanwhile, and the old thread's manifest, renamed last, lost every
+    later batch.) The disk is made slow by holding the writer thread's first write back."""
+    from gym_recording.storage import LocalStorage  # (the disk made slow: a storage's write)
+
+    real = LocalStorage.write_files
+    entered, release, written = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_write(self: Any, files: Any, published: list[str]) -> None:
+        first = threading.current_thread().name == "gym-recording-writer" and not entered.is_set()
+        if first:
+            entered.set()
+            release.wait(30)
+        try:
+            real(self, files, published)
+        finally:
+            if first:
+                written.set()
+
+    monkeypatch.setattr(LocalStorage, "write_files", slow_write)
+
+    def ctrl_c_then_release() -> None:
+        if entered.wait(30):
+            threading.Event().wait(0.3)  # (the stepping thread waits for the write by then)
+            os.kill(os.getpid(), signal.SIGINT)
+            threading.Event().wait(0.5)  # (its next wait, close()'s, has begun)
+        release.set()
+
+    threading.Thread(target=ctrl_c_then_release, daemon=True).start()
+    rec = TraceRecording(tmp_path, compression="zstd", batch_bytes=1, record_infos=True)
+    interrupted = False
+    try:
+        for e in range(200):  # (a batch an episode: the second waits for the first's write)
+            rec.add_reset(np.full(3, e, np.float32), info={"e": e})
+            rec.add_step(1, np.full(3, e, np.float32), 1.0, True, info={"e": e})
+    except KeyboardInterrupt:
+        interrupted = True
+    rec.close()
+    assert written.wait(30)
+    assert interrupted
+    assert gym_recording.verify(tmp_path).ok
+    with gym_recording.load(tmp_path) as r:
+        assert len(r) == rec.episode_count >= 2
+        for i, ep in enumerate(r):
+            assert ep.observations[0].tolist() == [i, i, i]

@@ -85,6 +85,10 @@ class _WriteJob:
         self.error: Exception | None = None
         self.pending: PendingWrite | None = None
         self.thread: threading.Thread | None = None
+        #: Set once :meth:`run` ends: what :meth:`wait` waits for. Not ``Thread.join()``:
+        #: on CPython 3.11 an interrupted join may take a thread still writing for stopped,
+        #: and the job would then run twice at once (an older manifest renamed last).
+        self.ended = threading.Event()
         self.seconds = 0.0
 
     def run(self) -> None:
@@ -106,13 +110,15 @@ class _WriteJob:
             self.error = exc
         finally:
             self.done += len(published)
-        self.seconds = time.perf_counter() - t
+            self.seconds = time.perf_counter() - t
+            self.ended.set()
 
     def start(self) -> None:
         if self.prepare is None:
             self.pending = self.storage.start_write_files(self.files[self.done :])
             return
         thread = threading.Thread(target=self.run, name="gym-recording-writer", daemon=True)
+        self.ended.clear()
         try:
             with uninterrupted():  # (started and known, or neither: else it would run twice)
                 thread.start()
@@ -123,7 +129,7 @@ class _WriteJob:
     def wait(self) -> None:
         """Wait for the write; raise its error (the job can then be run again)."""
         if self.thread is not None:
-            self.thread.join()
+            self.ended.wait()  # (interrupted: the next wait waits again, for the same run)
             self.thread = None
         if self.pending is not None:
             published: list[str] = []

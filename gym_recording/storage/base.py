@@ -125,19 +125,24 @@ class ThreadedWrite:
     def __init__(self, storage: Storage, files: Sequence[FileToWrite]) -> None:
         self._published: list[str] = []
         self._error: BaseException | None = None
+        # (Waited for, not joined: on CPython 3.11 an interrupted join may take the thread,
+        # still writing, for stopped.)
+        self._ended = threading.Event()
 
         def run() -> None:
             try:
                 storage.write_files(files, self._published)
             except BaseException as exc:  # handed to the caller by wait()
                 self._error = exc
+            finally:
+                self._ended.set()
 
         self._thread = threading.Thread(target=run, name="gym-recording-writer", daemon=True)
         self._thread.start()
 
     def wait(self, published: list[str]) -> None:
         """Wait for the write; then as :meth:`Storage.write_files`."""
-        self._thread.join()
+        self._ended.wait()
         names, self._published = self._published, []
         published.extend(names)
         if self._error is not None:

@@ -20,12 +20,30 @@ from gym_recording.storage import Storage, open_storage
 __all__ = ["TraceRecordingReader", "scan_recorded_traces"]
 
 
+def _per_step(field: Any, n: int) -> Any:
+    """A Dict or Tuple field as the original handed it: one dict (or list) per step.
+
+    Each leaf's row ``t`` goes into step ``t``'s; any other field is returned as it is.
+    """
+    if isinstance(field, dict):
+        rows = {k: _per_step(v, n) for k, v in field.items()}
+        return [{k: r[t] for k, r in rows.items()} for t in range(n)]
+    if isinstance(field, tuple):
+        leaves = [_per_step(v, n) for v in field]
+        return [[r[t] for r in leaves] for t in range(n)]
+    return field
+
+
 def scan_recorded_traces(
     directory: str | os.PathLike[str],
     episode_cb: Callable[[Any, Any, Any], Any] | None = None,
     max_episodes: int | None = None,
 ) -> None:
     """Call ``episode_cb(observations, actions, rewards)`` for every episode in ``directory``.
+
+    As the original did: observations and actions of a Box or Discrete space are one array
+    (``[N + 1, ...]`` and ``[N, ...]``); of a Dict or Tuple space, a list of one dict or
+    list per step (:func:`gym_recording.load` gives them as dicts and tuples of arrays).
 
     Args:
         directory: The recording directory.
@@ -60,7 +78,9 @@ def scan_recorded_traces(
     with load(directory) as rec:
         for n, ep in enumerate(rec, start=1):
             if episode_cb is not None:
-                episode_cb(ep.observations, ep.actions, ep.rewards)
+                steps = ep.length
+                obs, acts = _per_step(ep.observations, steps + 1), _per_step(ep.actions, steps)
+                episode_cb(obs, acts, ep.rewards)
             if max_episodes is not None and n >= max_episodes:
                 return
 
@@ -68,8 +88,9 @@ def scan_recorded_traces(
 class TraceRecordingReader:
     """The original reader's interface: list batches, then read the episodes of one batch.
 
-    Episodes come back as dicts with ``observations``, ``actions``, ``rewards`` and the
-    version 2 keys; an episode split across batches comes back as its parts.
+    Episodes come back as dicts with ``observations``, ``actions``, ``rewards`` (as
+    :func:`scan_recorded_traces` gives them) and the version 2 keys; an episode split across
+    batches comes back as its parts.
 
     Args:
         directory: The recording directory.
@@ -122,8 +143,9 @@ class TraceRecordingReader:
         keys = ["observations", "actions", "rewards", "options", "infos", "part", "continues"]
         out = [{**{k: getattr(b, k)[j] for k in keys}, **b.keys[j]} for j in range(len(b))]
         for ep in out:  # (a part's per-step lists, which the reader joins first: stacked here)
-            for key in ("observations", "actions"):
-                ep[key] = join_fields([ep[key]], drop_first=False)
+            n = len(ep["rewards"])
+            for key, rows in (("observations", n + 1), ("actions", n)):
+                ep[key] = _per_step(join_fields([ep[key]], drop_first=False), rows)
         return out
 
     def close(self) -> None:

@@ -272,3 +272,28 @@ def test_negative_and_out_of_range_indices(case):
             rec[n]
         with pytest.raises(IndexError):
             rec[-n - 1]
+
+
+def test_dict_and_tuple_fields_come_back_per_step_as_the_original_gave_them(tmp_path):
+    """The original handed a Tuple (Dict) observation or action to ``scan_recorded_traces``'
+    callback as a list of one list (dict) per step: so does a recording of this writer.
+    (It got a tuple (dict) of per-leaf arrays: ``len()`` counted leaves, and ``obs[0]`` was
+    the first leaf of every step.) The original's own tuple traces come back so too."""
+    from gym_recording import TraceRecording
+
+    with TraceRecording(tmp_path) as rec:
+        rec.add_reset((20, 7, 0))
+        rec.add_step({"a": np.array([1.0, 2.0]), "b": 3}, (22, 7, 0), -1.0, terminated=True)
+    calls: list[Any] = []
+    playback.scan_recorded_traces(tmp_path, lambda *args: calls.append(args))
+    ((observations, actions, rewards),) = calls
+    assert rewards.tolist() == [-1.0]
+    assert [[int(v) for v in o] for o in observations] == [[20, 7, 0], [22, 7, 0]]
+    assert len(actions) == 1 and int(actions[0]["b"]) == 3
+    np.testing.assert_array_equal(actions[0]["a"], [1.0, 2.0])
+    reader = playback.TraceRecordingReader(tmp_path)
+    (ep,) = reader.get_recorded_episodes(reader.get_recorded_batches()[0])
+    assert [[int(v) for v in o] for o in ep["observations"]] == [[20, 7, 0], [22, 7, 0]]
+    original: list[Any] = []
+    playback.scan_recorded_traces(case_dir("tuple"), lambda *args: original.append(args))
+    assert isinstance(original[0][0], list) and isinstance(original[0][0][0], list)

@@ -26,6 +26,7 @@ __all__ = [
     "CodecError",
     "Compressor",
     "FrameStream",
+    "check_level",
     "decompress",
     "make_compressor",
 ]
@@ -232,16 +233,23 @@ def make_compressor(compression: str | None, level: int | None) -> Compressor | 
         names = ", ".join(map(repr, CODECS))
         msg = f"expected compression to be None or one of {names}, got {compression!r}"
         raise ValueError(msg)
-    if level is None:
-        return Compressor()
+    return Compressor() if level is None else Compressor(check_level(level))
+
+
+def check_level(level: Any, what: str = "compression_level") -> int:
+    """``level``, if it is zstd's (an int from 1 to :data:`MAX_LEVEL`); ``what`` names it.
+
+    Raises:
+        ValueError: it is not.
+    """
     if (
         not isinstance(level, (int, np.integer))
         or isinstance(level, bool)
         or not 1 <= level <= MAX_LEVEL
     ):
-        msg = f"expected compression_level to be an int from 1 to {MAX_LEVEL}, got {level!r}"
+        msg = f"expected {what} to be zstd's level, from 1 to {MAX_LEVEL}, got {level!r}"
         raise ValueError(msg)
-    return Compressor(int(level))
+    return int(level)
 
 
 def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:

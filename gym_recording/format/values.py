@@ -108,8 +108,10 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
         return value  # (a NaN or an infinity is stored as a JSON object, one more level)
     if t is int:
         return check_int(value)
-    if _depth > MAX_NESTING or (
-        isinstance(value, (complex, np.generic)) and _depth + _levels(value) > MAX_NESTING + 1
+    if _depth > MAX_NESTING or (  # (a number's JSON object takes at most 3 levels)
+        _depth > MAX_NESTING - 2
+        and isinstance(value, (complex, np.generic))
+        and _depth + _levels(value) > MAX_NESTING + 1
     ):
         msg = (
             f"it nests deeper than {MAX_NESTING} levels (or refers to itself); "

@@ -279,8 +279,10 @@ class BatchWriter:
         deferred = compressor is not None or any(sp.infos is not None for sp in spans)
         laid_out = None
         if not deferred:
-            with contextlib.suppress(Exception):  # (tried again by files(), below)
+            try:
                 laid_out = lay_out_batch(observations, actions, rewards, spans, bin_fn, frames)
+            except Exception:  # (made again on the writer's thread, below)
+                deferred = True
         self.wait()
         if self._measured is not None:  # (the last deferred batch's sizes)
             self.size_for(*self._measured)

@@ -22,7 +22,7 @@ from gym_recording._errors import NoRecordingWarning, ReadError, RecordingError,
 from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
-from gym_recording.format.codec import MAX_LEVEL
+from gym_recording.format.codec import check_level
 from gym_recording.format.fields import leaves
 from gym_recording.format.names import TRACE_PREFIX, holds_no_recording, no_recording
 from gym_recording.read.recording import load
@@ -96,10 +96,14 @@ def _in_memory(location: str) -> bool:
 
 def _bad_level(level: int | None, flag: str) -> bool:
     """Whether ``level`` (given as ``flag``) is out of zstd's range; if so, says so."""
-    if level is None or 1 <= level <= MAX_LEVEL:
+    if level is None:
         return False
-    _err(f"expected {flag} to be zstd's level, from 1 to {MAX_LEVEL}, got {level}")
-    return True
+    try:
+        check_level(level, flag)
+    except ValueError as exc:
+        _err(str(exc))
+        return True
+    return False
 
 
 class _FlagGiven(argparse.Action):

@@ -115,6 +115,23 @@ def test_env_that_does_not_render_rgb_arrays_is_refused(tmp_path: Path) -> None:
         RecordingError, match=r"does not \(its metadata's render_modes are \['ansi'\]"
     ):
         TraceRecordingWrapper(TextOnly(), tmp_path, record_render=True)
+
+    # Made with render_mode="rgb_array", which its metadata does not list: Gymnasium's env
+    # checker would fail the first render() with an AssertionError.
+    class Made(TextOnly):
+        def __init__(self, render_mode: str | None = None) -> None:
+            self.render_mode = render_mode
+
+    gym.register("TextOnly-v0", entry_point=Made)
+    try:
+        with pytest.warns(UserWarning, match="not in the possible render_modes"):
+            made = gym.make("TextOnly-v0", render_mode="rgb_array")
+        with pytest.raises(
+            RecordingError, match=r"are \['ansi'\]\); its render_mode is 'rgb_array'"
+        ):
+            TraceRecordingWrapper(made, tmp_path, record_render=True)
+    finally:
+        del gym.registry["TextOnly-v0"]
     with pytest.raises(TypeError, match="record_render"):
         TraceRecordingWrapper(_cartpole(), tmp_path, record_render="yes")  # type: ignore[arg-type]
     assert not list(tmp_path.glob("*.manifest.json"))

@@ -36,10 +36,11 @@ def render_choice(
         )
         raise TypeError(msg)
     mode = getattr(env, "render_mode", None)
-    if mode != "rgb_array":
-        metadata = getattr(env, "metadata", None)
-        modes = metadata.get("render_modes") if isinstance(metadata, dict) else None
-        if isinstance(modes, (list, tuple)) and "rgb_array" not in modes:
+    metadata = getattr(env, "metadata", None)
+    modes: Any = metadata.get("render_modes") if isinstance(metadata, dict) else None
+    unsupported = isinstance(modes, (list, tuple)) and "rgb_array" not in modes
+    if mode != "rgb_array" or unsupported:  # (Gymnasium's env checker asserts on the latter)
+        if unsupported:
             fix = f"this one does not (its metadata's render_modes are {list(modes)!r})"
         else:
             make = "gym.make_vec(env_id, num_envs, " if vector else "gym.make(env_id, "

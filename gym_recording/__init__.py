@@ -16,6 +16,8 @@ the implementation, in layers: ``format`` (bytes and objects), ``storage`` (atom
 ``record`` and ``read``, then ``wrappers`` and ``tools``.
 """
 
+import inspect
+
 from gym_recording._errors import (
     DependencyNotInstalled,
     ExportError,
@@ -70,9 +72,18 @@ __all__ = [
     "verify",
 ]
 
-# Public names say where users import them from (in tracebacks, reprs and docs), as httpx does.
+# Public names say where users import them from (in tracebacks, reprs and docs), as httpx does;
+# so do their classes' methods (which is also where doctest looks for their examples).
 for _name in __all__:
     _obj = globals()[_name]
-    if hasattr(_obj, "__module__") and not isinstance(_obj, str):
-        _obj.__module__ = __name__
-del _name, _obj
+    if not hasattr(_obj, "__module__") or isinstance(_obj, str):
+        continue
+    for _cls in _obj.__mro__ if isinstance(_obj, type) else ():
+        if _cls.__module__.startswith(f"{__name__}.") and globals().get(_cls.__name__) is _cls:
+            for _attr in vars(_cls).values():
+                _attr = _attr.fget if isinstance(_attr, property) else _attr
+                _attr = getattr(_attr, "__func__", _attr)  # (static and class methods)
+                if inspect.isfunction(_attr) and _attr.__module__ == _cls.__module__:
+                    _attr.__module__ = __name__
+    _obj.__module__ = __name__
+del _name, _obj, _cls, _attr

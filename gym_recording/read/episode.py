@@ -210,7 +210,10 @@ class Episode(EpisodeKeys):
             the figure).
 
         Example:
-            >>> axes = rec[0].plot()  # doctest: +SKIP
+            >>> import numpy as np
+            >>> ep = Episode(np.zeros((3, 2)), np.array([0, 1]), np.array([1.0, 0.5]))
+            >>> len(ep.plot())  # observations, actions, rewards
+            3
         """
         return notebook.episode_plot(self, max_dims=max_dims)
 
@@ -246,9 +249,9 @@ class Episode(EpisodeKeys):
 
         Example:
             >>> import numpy as np
-            >>> ep = Episode(np.zeros((3, 8, 8, 3), np.uint8), np.array([0, 1]), np.zeros(2))
+            >>> ep = Episode(np.zeros((3, 16, 16, 3), np.uint8), np.array([0, 1]), np.zeros(2))
             >>> ep.frames().shape
-            (3, 8, 8, 3)
+            (3, 16, 16, 3)
         """
         return notebook.episode_frames(self, key)
 
@@ -282,7 +285,9 @@ class Episode(EpisodeKeys):
             DependencyNotInstalled: PyAV is missing (``pip install "gym-recording[video]"``).
 
         Example:
-            >>> rec[0].to_video("episode0.mp4")  # doctest: +SKIP
+            >>> import os, tempfile, numpy as np
+            >>> ep = Episode(np.zeros((3, 16, 16, 3), np.uint8), np.array([0, 1]), np.zeros(2))
+            >>> path = ep.to_video(os.path.join(tempfile.mkdtemp(), "episode.mp4"), fps=10)
         """
         rate = fps if fps is not None else self.render_fps or video.DEFAULT_FPS
         return video.write_video(self.frames(key), path, rate, overwrite=overwrite)
@@ -321,7 +326,10 @@ class Episode(EpisodeKeys):
             ValueError: ``fps`` is not a positive number, or ``max_frames`` is below 1.
 
         Example:
-            >>> rec[0].show(fps=15)  # doctest: +SKIP
+            >>> import numpy as np
+            >>> ep = Episode(np.zeros((3, 16, 16, 3), np.uint8), np.array([0, 1]), np.zeros(2))
+            >>> ep.show(fps=15)  # (in a notebook, the player itself)
+            <Animation of 3 frames (... bytes of HTML)>
         """
         try:
             frames = notebook.episode_frames(self, key)

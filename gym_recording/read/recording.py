@@ -515,7 +515,15 @@ class Recording(Sequence[Episode]):
             The matplotlib ``Axes`` (``ax.figure`` is the figure).
 
         Example:
-            >>> ax = rec.plot_returns(window=20)  # doctest: +SKIP
+            >>> import tempfile, numpy as np, gym_recording
+            >>> d = tempfile.mkdtemp()
+            >>> with gym_recording.TraceRecording(d) as w:
+            ...     for r in (1.0, 3.0, 2.0):
+            ...         w.add_reset(np.zeros(2))
+            ...         w.add_step(0, np.ones(2), r, terminated=True)
+            >>> ax = gym_recording.load(d).plot_returns(window=2)
+            >>> ax.get_xlabel()
+            'episode'
         """
         return notebook.recording_plot_returns(self, window=window, ax=ax)
 

@@ -44,16 +44,17 @@ logger = logging.getLogger(__name__)
 #: Forks this process descends from (a recording remembers the count it was made under).
 forks = 0
 
-# Per open recording: how to close it at exit, how to forget it in a forked child, and
-# whether it is closed early (see register).
-_open: dict[int, tuple[str, Callable[[], None], Callable[[], None], bool]] = {}
+# Per open recording (the object itself: its entry's close holds it until it is closed): how
+# to close it at exit, how to forget it in a forked child, and whether it is closed early
+# (see register).
+_open: dict[object, tuple[str, Callable[[], None], Callable[[], None], bool]] = {}
 _lock = threading.Lock()
 #: The thread that last fed each open recording (see :func:`fed`).
-_feeders: dict[int, threading.Thread] = {}
+_feeders: dict[object, threading.Thread] = {}
 
 
 def register(
-    key: int,
+    key: object,
     where: str,
     close: Callable[[], None],
     forget: Callable[[], None],
@@ -98,14 +99,14 @@ def _close_at_worker_exit() -> None:
         util.Finalize(None, _close_at_exit, exitpriority=0)
 
 
-def unregister(key: int) -> None:
+def unregister(key: object) -> None:
     """The recording ``key`` is closed: nothing to do at exit."""
     with _lock:
         _open.pop(key, None)
         _feeders.pop(key, None)
 
 
-def fed(key: int) -> None:
+def fed(key: object) -> None:
     """The recording ``key`` is fed by this thread.
 
     Called as it starts an episode or takes rows, and by a vector wrapper that a new thread
@@ -249,7 +250,7 @@ def before_exit(hand_over: Callable[[bool], None]) -> None:
     _hand_overs.append(hand_over)
 
 
-def closes_early(key: int) -> bool:
+def closes_early(key: object) -> bool:
     """Whether the open recording ``key`` closes early at exit (see :func:`register`)."""
     entry = _open.get(key)
     return entry is not None and entry[3]
@@ -279,7 +280,7 @@ def _close_early_at_exit() -> None:
         _close_at_exit(early=True)
 
 
-def _abandon_fed(keys: list[int]) -> None:
+def _abandon_fed(keys: list[object]) -> None:
     """Forget the recordings of ``keys`` a live non-daemon thread still feeds, saying so."""
     with _lock:
         fed = [(k, _open[k][0], t) for k in keys if k in _open and (t := _feeders.get(k))]

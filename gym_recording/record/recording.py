@@ -168,7 +168,7 @@ class TraceRecording(RowsMixin):
         self._holder: int | None = None  # the thread in a serialized call
         self._stepper: int | None = None  # the thread in add_step, from its mark on
         early = not isinstance(self._storage, LocalStorage)  # (see lifetime.register)
-        lifetime.register(id(self), self.directory, self.close, self._forget, early=early)
+        lifetime.register(self, self.directory, self.close, self._forget, early=early)
         logger.info("Recording traces to %s (writer %s)", self.directory, self.writer_id)
 
     @property
@@ -248,7 +248,7 @@ class TraceRecording(RowsMixin):
         """
         if self.closed or self._forks != lifetime.forks:
             self._check_usable("add_reset")
-        lifetime.fed(id(self))
+        lifetime.fed(self)
         if seed is not None:
             buffer.check_seed(seed)
         if started_at is not None:
@@ -752,7 +752,7 @@ class TraceRecording(RowsMixin):
                 self._obs.close()
                 if self._frames is not None:
                     self._frames.close()
-                lifetime.unregister(id(self))
+                lifetime.unregister(self)
 
     def _forget(self) -> None:
         """In a forked child: no open episode, so that the checks refuse the next step."""

@@ -94,7 +94,7 @@ class RowsMixin:
         t = len(rewards)
         if not np.isfinite(times).all():  # (before any row is recorded)
             raise ValueError("expected times to be finite numbers of unix seconds")
-        lifetime.fed(id(self))
+        lifetime.fed(self)
         done = np.logical_or(terminated, truncated)
         resets = np.zeros(t, np.bool_)
         resets[:1], resets[1:] = reset_first, done[:-1]

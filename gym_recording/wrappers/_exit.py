@@ -34,7 +34,7 @@ def _hand_over(early: bool) -> None:
     """
     for wrapper in list(holding):
         recs = wrapper.recordings
-        if early and not any(lifetime.closes_early(id(r)) for r in recs):
+        if early and not any(lifetime.closes_early(r) for r in recs):
             continue  # (its recordings close at atexit: it is handed over then)
         if all(r.closed for r in recs):
             continue

@@ -428,7 +428,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         if ident != self._fed_by:  # (another thread steps it: exit waits for that one)
             self._fed_by = ident
             for rec in self.recordings:
-                lifetime.fed(id(rec))
+                lifetime.fed(rec)
         try:
             return self._step(actions, ident)
         except Exception:

@@ -651,6 +651,17 @@ def now() -> float:
     return time.time_ns() // 1000 / 1e6
 
 
+def start_keys(started_at: float, seed: int | None = None) -> dict[str, Any]:
+    """The keys an episode gets as it starts (FORMAT.md §4), for every way one is started.
+
+    Its end adds ``ended_at``, and the flags of its last step (:meth:`OpenSpan.last_keys`).
+    """
+    keys: dict[str, Any] = {"started_at": started_at}
+    if seed is not None:
+        keys["seed"] = int(seed)
+    return keys
+
+
 def row_spans(
     resets: np.ndarray,
     done: np.ndarray,
@@ -679,7 +690,7 @@ def row_spans(
     for r in starts:
         while k < len(ends) and ends[k] < r:
             k += 1
-        keys: dict[str, Any] = {"started_at": when[r]}
+        keys = start_keys(when[r])
         if k == len(ends):  # the last episode stays open
             return (
                 taken,

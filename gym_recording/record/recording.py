@@ -275,9 +275,7 @@ class TraceRecording(RowsMixin):
                 self._frame_rows = self._writer.rows_within(self._frames.row_bytes())
                 self._sized = False  # (batches are sized with the frames)
             self._frames.claim()  # (before the observation is stored)
-        keys = {"started_at": buffer.now() if started_at is None else started_at}
-        if seed is not None:
-            keys["seed"] = int(seed)
+        keys = buffer.start_keys(buffer.now() if started_at is None else started_at, seed)
         steps = len(self._rew.buf) >> 3
         rows = steps + self._resets
         store: Any = self._frames

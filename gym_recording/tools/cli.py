@@ -24,7 +24,7 @@ from gym_recording._progress import progress
 from gym_recording._version import __version__
 from gym_recording.format.codec import check_level
 from gym_recording.format.fields import leaves
-from gym_recording.format.names import TRACE_PREFIX, holds_no_recording, no_recording
+from gym_recording.format.names import holds_no_recording, is_trace_name, no_recording
 from gym_recording.read.recording import load
 from gym_recording.record import steps
 from gym_recording.storage import is_url
@@ -303,13 +303,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 sizes = [
                     e["size"]
                     for e in fs.ls(root, detail=True)
-                    if str(e["name"]).rsplit("/", 1)[-1].startswith(TRACE_PREFIX)
+                    if is_trace_name(str(e["name"]).rsplit("/", 1)[-1])
                 ]
             except Exception:
                 sizes = [None]
         elif os.path.isdir(rec.directory):
             for name in os.listdir(rec.directory):
-                if name.startswith(TRACE_PREFIX):
+                if is_trace_name(name):
                     with contextlib.suppress(OSError):
                         sizes.append(os.path.getsize(os.path.join(rec.directory, name)))
         on_disk = None if None in sizes else sum(s or 0 for s in sizes)

@@ -273,6 +273,37 @@ def test_batch_size_adapts_toward_batch_bytes(obs_shape, batch_bytes, trace_dir)
         assert 0.75 * batch_bytes <= b["bytes"] <= 1.25 * batch_bytes, b
 
 
+@pytest.mark.parametrize("kind", ["text", "arrays-of-varying-shapes"])
+def test_batches_of_per_step_values_are_sized_by_what_the_values_take(kind, trace_dir):
+    """Observations stored as per-step values (text, arrays whose shape varies) fill a
+    batch by their size: 10 KB texts at 64 bytes a step made one batch of every step."""
+    rng = np.random.default_rng(0)
+
+    def obs(t: int) -> Any:
+        if kind == "text":
+            return f"{t:06d}" + "x" * 10_000
+        return rng.random(1000 + t % 7)  # (8 KB, a shape of its own each step)
+
+    want = [obs(t) for t in range(400)]
+    with TraceRecording(trace_dir, batch_bytes=400_000) as rec:
+        for e in range(4):
+            rec.add_reset(want[100 * e])
+            for t in range(100 * e + 1, 100 * e + 100):
+                rec.add_step(0, want[t], 1.0, truncated=t % 100 == 99)
+    batches = assert_batches_well_formed(trace_dir)
+    assert len(batches) >= 8
+    assert max(b["bytes"] for b in batches) <= 1.25 * 400_000, batches
+    with gym_recording.load(trace_dir) as r:
+        got = [x for ep in r for x in ep.observations]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert type(g) is type(w)
+        if kind == "text":
+            assert g == w
+        else:
+            assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
 class ImageEnv(SpaceEnv):
     """84x84x3 uint8 frames (about 21 KB per step), cheap to make and different every step."""
 

@@ -67,6 +67,8 @@ _BOOL = np.dtype(np.bool_)
 _PACK = {"int64": struct.Struct("<q").pack, "float64": struct.Struct("<d").pack}
 
 Put = Callable[[Any], bool]
+#: Told what a stored per-step value takes of its batch, in bytes (see ``Values.count``).
+Count = Callable[[int], None]
 
 
 def _packer(dtype: np.dtype[Any]) -> Callable[[Any], bytes]:
@@ -328,9 +330,12 @@ class ListLeaf:
 
     ``depth`` is how deeply a step's value nests in the batch's JSON (the reader's count,
     FORMAT.md §9): one for a field's own values, one more for each Dict or Tuple around it.
+    ``count(cost)`` is told what each value takes of its batch (see ``Values.count``).
     """
 
-    def __init__(self, values: list[Any] | None = None, depth: int = 1) -> None:
+    def __init__(
+        self, values: list[Any] | None = None, depth: int = 1, count: Count | None = None
+    ) -> None:
         self.values: list[Any] = values if values is not None else []
         app = self.values.append
 
@@ -344,6 +349,8 @@ class ListLeaf:
                 )
                 raise ValueError(msg)
             app(kept)
+            if count is not None:  # (what it takes of its batch: per-step values vary)
+                count(cost)
             return True
 
         self.put: Put = put
@@ -445,31 +452,31 @@ def _leaf_for(dtype: np.dtype[Any], shape: tuple[int, ...], python: type | None)
     return FrameLeaf(dtype, shape)  # large rows, or empty ones
 
 
-def infer(v: Any, depth: int = 0) -> Node:
-    """How to store values shaped like ``v``."""
+def infer(v: Any, depth: int = 0, count: Count | None = None) -> Node:
+    """How to store values shaped like ``v`` (``count``: see :class:`ListLeaf`)."""
     if depth > 32:
-        return ListLeaf(depth=depth + 1)
+        return ListLeaf(depth=depth + 1, count=count)
     t = type(v)
     if t is np.ndarray:
         # (stacked, an array of MAX_NDIM dimensions would have one too many: one per step)
         if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">" or v.ndim >= MAX_NDIM:
-            return ListLeaf(depth=depth + 1)
+            return ListLeaf(depth=depth + 1, count=count)
         return _leaf_for(v.dtype, v.shape, None)
     if isinstance(v, np.generic):
         if blob_dtype(v.dtype) is None or v.dtype.byteorder == ">":
-            return ListLeaf(depth=depth + 1)
+            return ListLeaf(depth=depth + 1, count=count)
         return RowLeaf(v.dtype, (), None)
     if t is bool:
         return RowLeaf(_BOOL, (), bool)
     if t is int:
-        return RowLeaf(_INT64, (), int) if fits_int64(v) else ListLeaf(depth=depth + 1)
+        return RowLeaf(_INT64, (), int) if fits_int64(v) else ListLeaf(depth=depth + 1, count=count)
     if t is float:
         return RowLeaf(_FLOAT64, (), float)
     if t is tuple and v:
-        return _TupleNode([infer(x, depth + 1) for x in v])
+        return _TupleNode([infer(x, depth + 1, count) for x in v])
     if isinstance(v, Mapping) and v and all(type(k) is str for k in v) and is_text("".join(v)):
-        return _DictNode(tuple(v), [infer(x, depth + 1) for x in v.values()])
-    return ListLeaf(depth=depth + 1)  # (which refuses a key JSON cannot hold)
+        return _DictNode(tuple(v), [infer(x, depth + 1, count) for x in v.values()])
+    return ListLeaf(depth=depth + 1, count=count)  # (which refuses a key JSON cannot hold)
 
 
 class Field:
@@ -483,8 +490,15 @@ class Field:
     episode's part begins (:meth:`begin_part`).
     """
 
-    def __init__(self, what: str, space: Any = None, compressor: Compressor | None = None):
+    def __init__(
+        self,
+        what: str,
+        space: Any = None,
+        compressor: Compressor | None = None,
+        count: Count | None = None,
+    ):
         self.what = what
+        self._count = count
         self.root: Node | None = None
         self.put: Put = self._first_put
         # What a batch gets while no value has come: no steps of the space's values.
@@ -492,7 +506,7 @@ class Field:
         self._compressor = compressor
 
     def _first_put(self, v: Any) -> bool:
-        root = infer(v)
+        root = infer(v, 0, self._count)
         if type(root) is FrameLeaf and self._compressor is not None:
             root = frame_store(root.dtype, root.shape, self._compressor)
         self.root = root
@@ -536,7 +550,8 @@ class Field:
         left as it was.
         """
         root = self.root
-        leaf = ListLeaf([root.get(i) for i in range(rows)] if root is not None else [])
+        values = [root.get(i) for i in range(rows)] if root is not None else []
+        leaf = ListLeaf(values, count=self._count)
         leaf.put(v)  # (first: a value refused here changes nothing)
         self.close()
         logger.warning(

@@ -62,7 +62,10 @@ _EMPTY_INFO_BYTES = 4
 
 
 class Values:
-    """A batch's buffered infos and options: kept, counted, and whether they fill the batch.
+    """What fills a batch besides its arrays: infos, options, per-step values, counted.
+
+    Infos and options are kept here; the observations and actions stored as per-step values
+    (:class:`~gym_recording.record.buffer.ListLeaf`) are counted (:meth:`count`).
 
     Each value is counted twice (FORMAT.md §9): as stored, against ``batch_bytes``, and as
     JSON, against what readers accept; past either bound, :attr:`full`. A step info kept as
@@ -115,6 +118,14 @@ class Values:
         return min(
             (self._budget - self._stored) // r.as_info, (MAX_VALUE_COST - self._json) // r.cost
         )
+
+    def count(self, cost: int) -> None:
+        """Count a per-step observation or action stored as JSON, taking ``cost`` bytes.
+
+        Such values vary in size (text, arrays of varying shapes), so a batch is sized by
+        what they take, as by its infos.
+        """
+        self._count(cost, cost)
 
     def keep(self, value: Any, what: str) -> Any:
         """A storable copy of ``value`` (``None`` as it is), counted.

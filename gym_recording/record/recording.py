@@ -152,14 +152,14 @@ class TraceRecording(RowsMixin):
         self._pid, self._forks = os.getpid(), lifetime.forks
         #: Complete episodes handed to the buffer.
         self.episode_count = 0
-        self._obs = Field("observations", compressor=compressor)
-        self._act = Field("actions", action_space)
+        self._values = Values(batch_bytes)  # the buffered infos, options and per-step values
+        self._obs = Field("observations", compressor=compressor, count=self._values.count)
+        self._act = Field("actions", action_space, count=self._values.count)
         self._rew = Rewards()
         self._frames: buffer.FrameStore | None = None  # one frame per observation
         self._frame_rows = 0  # the frames a batch holds (as split_steps, for a frame's bytes)
         self._resets = 0  # buffered observation rows that follow no step (episode starts)
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
-        self._values = Values(batch_bytes)  # the buffered infos and options
         self._sized = False
         self._pending: list[Span] = []
         self._open: OpenSpan | None = None

@@ -115,6 +115,16 @@ def _deep(n: int) -> Any:
     return v
 
 
+def _object_arrays(n: int, ndim: int) -> Any:
+    """``n`` object arrays of ``ndim`` dimensions, each the one element of the next."""
+    v: Any = 0
+    for _ in range(n):
+        a = np.empty((1,) * ndim, dtype=object)
+        a.reshape(-1)[0] = v
+        v = a
+    return v
+
+
 @pytest.mark.parametrize(
     ("info", "says"),
     [
@@ -126,6 +136,7 @@ def _deep(n: int) -> Any:
         ({"a": np.clongdouble(0.1)}, "no exact stored form"),
         ({"a": _deep(150)}, "nests deeper"),
         ({"a": _recursive()}, "nests deeper"),
+        ({"a": _object_arrays(33, 31)}, "nests deeper"),  # (a list a dimension: 1,056 deep)
         ({"a": "\ud800"}, "lone surrogate"),
         ({"a": np.array(["x"] * 1000, dtype="<U1000")}, "object array"),
         ({"a": 10**5000}, "4300 digits"),
@@ -141,6 +152,7 @@ def _deep(n: int) -> Any:
         "clongdouble-scalar",
         "deep",
         "recursive",
+        "object-arrays",
         "surrogate",
         "wide",
         "huge-int",
@@ -183,6 +195,33 @@ def test_an_int_past_what_json_readers_convert_is_refused_among_int_infos(
     eps = _check_readable(tmp_path)
     assert [ep.length for ep in eps] == [2, 0]
     assert eps[0].infos[1:] == infos[:2]
+
+
+def test_an_info_of_non_finite_floats_is_counted_as_readers_count_it(tmp_path: Path) -> None:
+    """A NaN is stored as a JSON object, which a reader counts at several times a number:
+    2.8 million of them, counted as numbers, made a batch every reader refused."""
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(np.zeros(2))
+        rec.add_step(0, np.ones(2), 1.0, info={"gap": 1.0}, terminated=True)
+        rec.add_reset(np.zeros(2))
+        with pytest.raises(RecordingError, match="MiB readers accept"):
+            rec.add_step(0, np.ones(2), 1.0, info={"gaps": [float("nan")] * 2_800_000})
+    eps = _check_readable(tmp_path)
+    assert [ep.length for ep in eps] == [1, 0]
+
+
+def test_a_memoryview_is_copied_at_the_call(tmp_path: Path) -> None:
+    """An env that hands out a view of a buffer it then reuses: each step keeps its bytes."""
+    buf = bytearray(b"0000")
+    with TraceRecording(tmp_path, record_infos=True) as rec:
+        rec.add_reset(b"0000", info={"m": memoryview(buf)})
+        for t in range(1, 4):
+            buf[:] = str(t).encode() * 4
+            rec.add_step(0, memoryview(buf), 1.0, info={"m": memoryview(buf)})
+    buf += b"more"  # (no view of it is kept: it may resize)
+    (ep,) = _check_readable(tmp_path)
+    want = [b"0000", b"1111", b"2222", b"3333"]
+    assert list(ep.observations) == want and [i["m"] for i in ep.infos] == want
 
 
 def test_an_object_array_of_the_same_strings_is_kept(tmp_path: Path) -> None:

@@ -89,12 +89,14 @@ def _levels(value: Any) -> int:
 def snapshot(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` that later mutation by the env cannot change, checked storable.
 
-    Arrays are copied, containers rebuilt, immutable scalars shared; other objects are
-    deep-copied when possible (they are stored as their ``repr``).
+    Arrays are copied, containers rebuilt, immutable scalars shared, a ``memoryview`` kept
+    as its bytes (as it is stored); other objects are deep-copied when possible (they are
+    stored as their ``repr``).
 
     Raises:
         ValueError: ``value`` cannot be stored exactly: it nests deeper than
-            :data:`~gym_recording.format.limits.MAX_NESTING` levels (or refers to itself), holds
+            :data:`~gym_recording.format.limits.MAX_NESTING` levels (an object array's
+            elements one level a dimension deeper; or it refers to itself), holds
             a string that is not valid Unicode (a lone surrogate), a masked array (its mask),
             an array of more than :data:`~gym_recording.format.limits.MAX_NDIM` dimensions,
             an array of a dtype with no exact stored form (structured, void, ``longdouble``,
@@ -147,10 +149,10 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
             raise ValueError(msg)
         if value.dtype.kind in "US":
             _check_width(value)
-        if value.dtype.kind == "O":
+        if value.dtype.kind == "O":  # (its elements nest in a list per dimension)
             out = np.empty(value.shape, dtype=object)
             for i, x in enumerate(value.reshape(-1)):
-                out.reshape(-1)[i] = snapshot(x, _depth + 1)
+                out.reshape(-1)[i] = snapshot(x, _depth + max(1, value.ndim))
             return out
         return value.copy()
     if isinstance(value, list):
@@ -159,6 +161,8 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
         return tuple(snapshot(v, _depth + 1) for v in value)
     if isinstance(value, Mapping):
         return {snapshot(k, _depth + 1): snapshot(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, memoryview):  # (stored as its bytes: a view would see them change)
+        return value.tobytes()
     try:
         return copy.deepcopy(value)
     except Exception:  # an object that refuses copying is stored as its repr at flush time
@@ -206,6 +210,10 @@ def value_cost(value: Any, _depth: int = 0) -> int:
     t = type(value)
     cost = _SCALAR_COST.get(t)
     if cost is not None:
+        if t is float and value - value != 0:  # (NaN, an infinity: a JSON object)
+            return _NONFINITE_COST
+        if t is int and not -_I64 <= value < _I64:  # (its digits)
+            return cost + value.bit_length() // 2
         return cost
     if t is str:
         return _str_cost(value)
@@ -230,6 +238,9 @@ _SCALAR_COST: dict[type, int] = {
     np.dtype(n).type: 2048 if np.dtype(n).kind == "c" else 1024 for n in DTYPES
 }
 _SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
+#: The :func:`value_cost` of a non-finite float: ``{"__type": "float", "value": "nan"}``.
+_NONFINITE_COST = 512
+_I64 = 1 << 63
 #: The §6.1 name of each numpy scalar type of a blob dtype.
 _SCALAR_NAME: dict[type, str] = {np.dtype(n).type: n for n in DTYPES}
 #: The :func:`value_cost` of the ASCII keys seen (an env's info keys repeat every step).
@@ -245,8 +256,10 @@ def flat_dict_cost(value: dict[Any, Any]) -> int | None:
     keys = _KEY_COST
     for k, v in value.items():
         c = _SCALAR_COST.get(type(v))
-        if c is None or (type(v) is int and not json_int(v)):
-            return None
+        if c is None or (type(v) is int and not -_I64 <= v < _I64):
+            return None  # (an int of many digits: counted by value_cost, checked by snapshot)
+        if type(v) is float and v - v != 0:
+            c = _NONFINITE_COST
         kc = keys.get(k) if type(k) is str else None
         if kc is None:
             if type(k) is not str or not k.isascii():

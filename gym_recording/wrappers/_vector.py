@@ -27,7 +27,6 @@ import logging
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,6 +37,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from gym_recording._errors import RecordingError, WriteError
 from gym_recording.record import lifetime
+from gym_recording.record.columns import Columns
 from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
@@ -65,74 +65,8 @@ _ARRAY_SPACES = (
     gymnasium.spaces.MultiDiscrete,
     gymnasium.spaces.MultiBinary,
 )
-#: Vector steps the columns hold before they are handed to the sub-envs' recordings, and
-#: the most bytes they may take.
-COLUMN_STEPS = 1024
-COLUMN_BYTES = 16 * 1024 * 1024
-
 #: Sub-env writers closed at once by :meth:`TraceRecordingVectorWrapper.close`.
 CLOSE_THREADS = 16
-
-
-class _Columns:
-    """A vector env's steps as they come: one row per vector step of each batched array.
-
-    :meth:`put` copies a step's batched observations, actions, rewards and flags into row
-    ``t`` of preallocated columns (a few NumPy copies, no work per sub-env), keeping the
-    final observations of sub-envs that ended under ``SAME_STEP``. The wrapper then cuts
-    each sub-env's episodes out of the columns (:meth:`TraceRecordingVectorWrapper._flush`).
-    """
-
-    def __init__(self, obs: np.ndarray, act: np.ndarray, n: int) -> None:
-        row = max(1, (obs.nbytes + act.nbytes) // n + 10) * n
-        self.size = max(8, min(COLUMN_STEPS, COLUMN_BYTES // row))
-        self.obs = np.empty((self.size, *obs.shape), obs.dtype)
-        self.act = np.empty((self.size, *act.shape), act.dtype)
-        self.rew = np.empty((self.size, n), np.float64)
-        self.term = np.empty((self.size, n), np.bool_)
-        self.trunc = np.empty((self.size, n), np.bool_)
-        self.times = np.empty(self.size, np.float64)
-        # Each row of each column, as a view (assigning to a view's [...] is the cheapest copy)
-        self._rows = [
-            (self.obs[t], self.act[t], self.rew[t], self.term[t], self.trunc[t])
-            for t in range(self.size)
-        ]
-        self._layout = (obs.dtype, obs.shape, act.dtype, act.shape, (n,))
-        #: Rows filled; ``final[(t, i)]``: sub-env ``i``'s final observation at row ``t``.
-        self.t = 0
-        self.final: dict[tuple[int, int], np.ndarray] = {}
-
-    def fits(self, obs: Any, actions: Any, rewards: Any, terms: Any, truncs: Any) -> bool:
-        """Whether a step's arrays are exactly what the columns hold (else: one by one)."""
-        ndarray = np.ndarray
-        odt, oshape, adt, ashape, n = self._layout
-        return (
-            type(obs) is ndarray
-            and type(actions) is ndarray
-            and type(rewards) is ndarray
-            and type(terms) is ndarray
-            and type(truncs) is ndarray
-            and obs.shape == oshape
-            and actions.shape == ashape
-            and rewards.shape == terms.shape == truncs.shape == n
-            and (obs.dtype is odt or obs.dtype == odt)
-            and (actions.dtype is adt or actions.dtype == adt)
-            and rewards.dtype.kind in "biuf"
-        )
-
-    def put(
-        self, obs: np.ndarray, actions: np.ndarray, rewards: Any, terms: Any, truncs: Any
-    ) -> None:
-        """Store one vector step in row ``t`` (checked by :meth:`fits`)."""
-        t = self.t
-        o, a, r, te, tr = self._rows[t]
-        o[...] = obs
-        a[...] = actions
-        r[...] = rewards
-        te[...] = terms
-        tr[...] = truncs
-        self.times[t] = time.time()
-        self.t = t + 1
 
 
 def _no_episode(action: Any, result: Any) -> None:
@@ -303,7 +237,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         if self._columns is not None:
             holding.add(self)
 
-    def _make_columns(self, n: int) -> _Columns | None:
+    def _make_columns(self, n: int) -> Columns | None:
         """Columns for this env's batched arrays, or ``None`` if its spaces batch otherwise."""
         spaces = (self.single_observation_space, self.single_action_space)
         batched = (self.observation_space, self.action_space)
@@ -314,7 +248,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if s.shape is None or s.shape[:1] != (n,) or np.dtype(s.dtype).byteorder == ">":
                 return None
             arrays.append(np.empty(s.shape, np.dtype(s.dtype)))
-        return _Columns(arrays[0], arrays[1], n)
+        return Columns(arrays[0], arrays[1], n)
 
     def _sub_specs(self, n: int) -> list[Any]:
         """Each sub-env's spec (for the manifest), or ``None`` where it is not known.
@@ -345,6 +279,16 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         """Reset the sub-envs (all, or those in ``options["reset_mask"]``); start their episodes.
 
         If the env's reset raises, the episodes of the sub-envs it was to reset end.
+
+        Args:
+            seed: Passed to the vector env's ``reset``: one int (sub-env ``i`` is seeded with
+                ``seed + i``, as Gymnasium does) or one per sub-env; each episode records
+                its sub-env's seed.
+            options: Passed to the vector env's ``reset`` (a copy of them is recorded with
+                each episode it starts), with ``reset_mask`` choosing the sub-envs.
+
+        Returns:
+            The vector env's ``(observations, infos)``.
 
         Raises:
             RecordingClosedError: the wrapper is closed (the env is not reset).
@@ -476,7 +420,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         cols = self._columns
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
             # The common case: the step's arrays go to columns, one copy each; the sub-envs'
-            # episodes are cut out of them every COLUMN_STEPS steps (_flush).
+            # episodes are cut out of them when they are full (_flush).
             if self.autoreset_mode == AutoresetMode.SAME_STEP:
                 done = np.logical_or(terminations, truncations)
                 for i in np.flatnonzero(done).tolist():  # (each checked before a row is kept)
@@ -650,7 +594,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         with uninterrupted():  # (every sub-env takes its rows, or none does)
             self._flush_columns(cols)
 
-    def _flush_columns(self, cols: _Columns) -> None:
+    def _flush_columns(self, cols: Columns) -> None:
         """Each sub-env's rows; then the first error, if any (see :meth:`_kept`)."""
         t, errors = cols.t, list[RecordingError]()
         cols.t = 0
@@ -672,7 +616,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self,
         i: int,
         rec: TraceRecording,
-        cols: _Columns,
+        cols: Columns,
         t: int,
         ended: np.ndarray,
         errors: list[RecordingError],

@@ -20,6 +20,14 @@ CACHE_DIR = transfer.CACHE_DIR
 def download_recording(s3url: str, *, storage_options: dict[str, Any] | None = None) -> str:
     """Download the recording at ``s3url`` into :data:`CACHE_DIR`; return the directory.
 
-    See :func:`gym_recording.tools.transfer.download_recording`.
+    Args:
+        s3url: The recording's ``s3://bucket/prefix`` URL.
+        storage_options: Passed to s3fs (an ``endpoint_url``, credentials, ...).
+
+    Returns:
+        The local directory that holds the recording's files.
+
+    See :func:`gym_recording.tools.transfer.download_recording` (what is fetched again, and
+    the errors).
     """
     return transfer.download_recording(s3url, storage_options=storage_options, cache_dir=CACHE_DIR)

@@ -239,6 +239,14 @@ class TraceRecordingWrapper(
     ) -> Any:
         """Reset the env and start recording a new episode (if the trigger says so).
 
+        Args:
+            seed: Passed to the env's ``reset``, and recorded as the episode's seed.
+            options: Passed to the env's ``reset`` (a copy of them is recorded).
+            **kwargs: Passed to the env's ``reset`` (a legacy env's, say), not recorded.
+
+        Returns:
+            What the env's ``reset`` returned (``(observation, info)`` for a Gymnasium env).
+
         Raises:
             RecordingClosedError: the wrapper is closed (the env is not reset).
             WriteError: a batch could not be written (it stays buffered, and is written at
@@ -303,6 +311,12 @@ class TraceRecordingWrapper(
         not an ``Exception``) may or may not have stepped the env and been recorded: its
         episode ends at its last recorded step, so that no step is missing from the middle
         of an episode, and the next ``reset`` records again.
+
+        Args:
+            action: Passed to the env's ``step``, and recorded.
+
+        Returns:
+            What the env's ``step`` returned, as it returned it.
 
         Raises:
             RecordingError: the step cannot be recorded (the message says why: a reward

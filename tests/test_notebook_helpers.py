@@ -554,6 +554,9 @@ def test_show_plays_at_the_recorded_frame_rate(images: Path, tmp_path: Path) -> 
     assert ep.render_fps == 15
     assert _interval(ep.show(max_frames=2)) == _interval(ep.show(fps=15, max_frames=2)) == 66
     assert _interval(ep.show(fps=30, max_frames=2)) == 33
+    # (a rate that is not a whole number, or is below 1, as it is: not rounded)
+    assert _interval(ep.show(fps=2.5, max_frames=2)) == 400
+    assert _interval(ep.show(fps=0.5, max_frames=2)) == 2000
     with gym_recording.TraceRecording(tmp_path / "d") as w:
         w.add_reset(np.zeros((16, 16, 3), np.uint8))
         w.add_step(0, np.ones((16, 16, 3), np.uint8), 0.0)

@@ -737,5 +737,6 @@ def animate(
     anim = animation.FuncAnimation(
         fig, draw, frames=len(chosen), interval=1000.0 / fps, blit=False, repeat=False
     )
-    html_text = _offline_buttons(anim.to_jshtml(fps=max(1, round(fps)), default_mode="once"))
+    # (at the interval's rate, 1000 / interval: not rounded to a whole number as fps= is)
+    html_text = _offline_buttons(anim.to_jshtml(default_mode="once"))
     return Animation(html_text, len(chosen))

@@ -488,6 +488,18 @@ def test_minari_without_recorded_spaces_infers_them(tmp_path: Path, minari_path:
     assert dataset.total_steps == 8
 
 
+def test_minari_infers_a_space_of_bool_arrays(tmp_path: Path, minari_path: Any) -> None:
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset(np.array([True, False]))
+        w.add_step(0, np.array([False, True]), 1.0, terminated=True)
+    export(tmp_path / "r", to="minari", out="tests/inferred-bool-v0")
+    dataset = minari_path.load_dataset("tests/inferred-bool-v0")
+    assert dataset.observation_space == gymnasium.spaces.Box(0, 1, (2,), np.bool_)
+    (ep,) = dataset.iterate_episodes()
+    assert ep.observations.dtype == np.bool_
+    assert ep.observations.tolist() == [[True, False], [False, True]]
+
+
 def test_minari_infers_dict_observations_and_keeps_out_zero_step_episodes(
     tmp_path: Path, minari_path: Any
 ) -> None:

@@ -459,6 +459,10 @@ def test_cli_exports_one_video_per_episode(tmp_path: Path) -> None:
         with pytest.raises(LossyExportWarning):
             export(directory, to="mp4", out=tmp_path / "again")
     assert not (tmp_path / "again").exists()
+    # A source that is no recording: refused before any directory of the output is made.
+    with pytest.raises(gym_recording.TraceFormatError):
+        export(tmp_path / "no-such-dir", to="mp4", out=tmp_path / "made" / "videos")
+    assert not (tmp_path / "made").exists()
 
 
 def test_npz_export_carries_the_frames_and_parquet_says_it_does_not(tmp_path: Path) -> None:

@@ -142,8 +142,8 @@ def atomic_output(out: str, *, overwrite: bool = False, suffix: str = "") -> Ite
         refuse(" (it appeared while it was written)")
         os.chmod(tmp, _file_mode())  # (mkstemp made it 0600: the mode open() would give)
         os.replace(tmp, out)
-    except OSError as exc:
-        if exc.filename not in (tmp, out):
+    except OSError as exc:  # (one of no file: a write's, a full disk)
+        if exc.filename not in (tmp, out, None):
             raise
         raise output_error(out, exc) from exc
     finally:

@@ -511,13 +511,13 @@ def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
     """
     out = os.path.abspath(out)
     parent = os.path.dirname(out)
-    make_parent(parent, out)
-    try:
-        tmp = tempfile.mkdtemp(prefix=".gymrec-tmp-export-", dir=parent)
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    try:
-        with open_recording(directory) as rec:
+    with open_recording(directory) as rec:  # (first: no directory is made for a bad source)
+        make_parent(parent, out)
+        try:
+            tmp = tempfile.mkdtemp(prefix=".gymrec-tmp-export-", dir=parent)
+        except OSError as exc:
+            raise output_error(out, exc) from exc
+        try:
             written = skipped = 0
             for ep in episodes(rec, "mp4"):
                 try:
@@ -528,24 +528,24 @@ def export_mp4(directory: str | os.PathLike[str], out: str) -> str:
                 name = os.path.join(tmp, f"episode-{ep.index:06d}.mp4")
                 write_video(frames, name, ep.render_fps or DEFAULT_FPS)
                 written += 1
-        if not written:
-            msg = (
-                f"no episode of {os.fspath(directory)} has pictures to put in a video: record "
-                "rendered frames with record_render=True (gym-recording record --record-render), "
-                "or image observations"
-            )
-            raise ExportError(msg)
-        if skipped:
-            msg = (
-                f"{skipped} of {written + skipped} episodes have no rendered frames or picture "
-                "observations and have no video"
-            )
-            warnings.warn(msg, LossyExportWarning, stacklevel=3)
-        if os.path.lexists(out):
-            msg = f"{out} appeared while exporting; remove it or choose another path"
-            raise OutputExistsError(msg)
-        os.chmod(tmp, directory_mode())
-        os.rename(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            if not written:
+                msg = (
+                    f"no episode of {os.fspath(directory)} has pictures to put in a video: "
+                    "record rendered frames with record_render=True (gym-recording record "
+                    "--record-render), or image observations"
+                )
+                raise ExportError(msg)
+            if skipped:
+                msg = (
+                    f"{skipped} of {written + skipped} episodes have no rendered frames or "
+                    "picture observations and have no video"
+                )
+                warnings.warn(msg, LossyExportWarning, stacklevel=3)
+            if os.path.lexists(out):
+                msg = f"{out} appeared while exporting; remove it or choose another path"
+                raise OutputExistsError(msg)
+            os.chmod(tmp, directory_mode())
+            os.rename(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out

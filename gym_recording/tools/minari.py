@@ -52,6 +52,7 @@ from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.record.recording import TraceRecording
 from gym_recording.storage import is_url, open_storage
+from gym_recording.storage.local import output_error
 from gym_recording.tools._source import episodes, open_recording, source_location
 
 __all__ = ["export_minari", "import_minari"]
@@ -147,7 +148,7 @@ def _infer(fields: list[Any], where: str) -> Any:
         if head.dtype.kind == "f":
             return spaces.Box(-np.inf, np.inf, shape=head.shape[1:], dtype=head.dtype)
         if head.dtype.kind == "b":
-            return spaces.Box(False, True, shape=head.shape[1:], dtype=head.dtype)
+            return spaces.Box(0, 1, shape=head.shape[1:], dtype=head.dtype)
         info = np.iinfo(head.dtype)
         return spaces.Box(info.min, info.max, shape=head.shape[1:], dtype=head.dtype)
     if fields and all(isinstance(f, list) and all(type(v) is str for v in f) for f in fields):
@@ -416,6 +417,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     f"{exc or type(exc).__name__}"
                 )
                 raise ExportError(msg) from exc
+            if isinstance(exc, OSError) and exc.filename is None:  # (a full disk, say)
+                raise output_error(f"the Minari dataset {dataset_id} ({path})", exc) from exc
             raise
     lost.warn(dataset_id)
     return path

@@ -594,6 +594,19 @@ def test_what_is_recorded_as_the_interpreter_exits_is_written(trace_dir, child):
         assert [ep.length for ep in rec] == [5] * 20
 
 
+def test_a_recording_that_cannot_be_written_at_exit_says_so_in_one_line(tmp_path):
+    """Its error names the file and why; no traceback (the library's error says it all)."""
+    d = tmp_path / "gone"
+    src = "import os, shutil, numpy as np\nfrom gym_recording import TraceRecording\n"
+    src += f"rec = TraceRecording({str(d)!r})\n"
+    src += "rec.add_reset(np.zeros(2)); rec.add_step(0, np.ones(2), 1.0, terminated=True)\n"
+    src += f"shutil.rmtree({str(d)!r}); open({str(d)!r}, 'w').close()  # (a file in its place)\n"
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"could not flush the recording in {d} at exit: could not write")
+
+
 def test_killed_process_loses_only_unflushed_episodes(trace_dir):
     """A process that dies without exit handlers leaves only complete, exact episodes."""
     _run_child(trace_dir, "import os; os._exit(0)")

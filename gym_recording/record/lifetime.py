@@ -324,7 +324,9 @@ def _close_at_exit(*, early: bool = False) -> None:
     for key, (where, close, *_) in recordings:
         try:
             close()
-        except Exception:  # exit must go on; say what was lost
+        except RecordingError as exc:  # exit must go on; say what was lost (the message says)
+            logger.error("could not flush the recording in %s at exit: %s", where, exc)
+        except Exception:  # (not the library's: where it came from too)
             logger.exception("could not flush the recording in %s at exit", where)
         # Tried once: not again at atexit, where an early one's storage cannot write. But an
         # interrupt (Ctrl-C) leaves it to atexit: it stopped threading's exit hooks, and with

@@ -178,6 +178,29 @@ def test_info_and_verify_of_rendered_compressed_frames(cli: Run, tmp_path: Path)
     assert "compressed" not in raw.summary()
 
 
+def test_the_printed_video_export_of_a_recording_in_the_current_directory_works(
+    tmp_path: Path,
+) -> None:
+    """``record --dir .`` suggests videos beside the directory, by name (not ``.-videos``)."""
+    pytest.importorskip("pygame")  # (CartPole's rgb_array rendering)
+    pytest.importorskip("av")
+    here = tmp_path / "run"
+    here.mkdir()
+    args = ["record", "--episodes", "1", "--max-steps", "3", "--record-render", "--dir", "."]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gym_recording", *args], capture_output=True, text=True, cwd=here
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if "--to mp4" in ln]
+    assert f"--to mp4 {tmp_path / 'run-videos'}" in line
+    command = line.split("#")[0].split()[1:]  # (after the printed gym-recording)
+    done = subprocess.run(
+        [sys.executable, "-m", "gym_recording", *command], capture_output=True, text=True, cwd=here
+    )
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "run-videos").iterdir()] == ["episode-000000.mp4"]
+
+
 def test_info_names_the_codec_of_compressed_arrays(cli: Run, tmp_path: Path) -> None:
     """info says which codec compressed the arrays, beside the bytes on disk; a recording of
     raw arrays gets the bytes alone, as before."""
@@ -548,6 +571,47 @@ def test_a_directory_of_two_envs_says_so(cli: Run, tmp_path: Path) -> None:
     pytest.importorskip("minari")
     proc = cli("export", mixed, "--to", "minari", "mixed/envs-v0", expect=1)
     assert_error(proc, "whose env_id differs", '"CartPole-v1"', '"Acrobot-v1"')
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as Linux has them")
+@pytest.mark.parametrize("to", ["npz", "parquet"])
+def test_an_export_the_disk_cannot_take_names_its_output(
+    recorded: Path, tmp_path: Path, to: str
+) -> None:
+    """A write that fails with no file named (a full disk; here a file-size limit) is
+    the output's, named in one line."""
+    import resource
+    import signal
+
+    if to == "parquet":
+        pytest.importorskip("pyarrow")
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (the write fails: EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    out = tmp_path / f"out.{to}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gym_recording", "export", str(recorded), "--to", to, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limited,
+    )
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"gym-recording: error: cannot write {out}: "), line
+    assert not out.exists() and not list(tmp_path.glob(".gymrec-tmp-*"))
+
+
+def test_recording_again_an_env_named_with_its_module_gives_no_warning(
+    cli: Run, tmp_path: Path
+) -> None:
+    """MODULE:ENV_ID records the env id alone: a second run is no other env."""
+    same = str(tmp_path / "same")
+    for _ in range(2):
+        proc = cli("record", "gymnasium:CartPole-v1", "--episodes", "1", "--dir", same)
+        assert "also holds episodes of" not in proc.stderr
 
 
 def test_info_sums_up_the_episodes_before_a_damaged_file(cli: Run, tmp_path: Path) -> None:

@@ -205,13 +205,14 @@ def _cmd_record(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True
     directory, writer = env.directory, env.recording.writer_id
+    env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
         with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
             mine = [ep for ep in rec if ep.writer == writer]
             returns = [ep.total_reward for ep in mine]
             steps = sum(ep.length for ep in mine)  # (as recorded: an interrupted step may be)
             others = len(rec) - len(mine)
-            envs = {w.env_id for w in rec.writers if w.writer != writer} - {args.env_id}
+            envs = {w.env_id for w in rec.writers if w.writer != writer} - {env_id}
     except (TraceFormatError, ReadError) as exc:  # (this run's files are written)
         why = "holds a damaged file" if isinstance(exc, TraceFormatError) else "cannot be read now"
         _warn(f"this run is written, but the directory {why}: {exc}")
@@ -243,7 +244,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
         print(f"  {cmd} view {q}          # in the browser")
     print(f"  {_python()} -c {_shell_word(snippet)}")
     if args.record_render:
-        videos = _path_word(directory.rstrip("/") + "-videos")
+        beside = directory.rstrip("/")
+        if not is_url(beside) and os.path.basename(os.path.normpath(beside)) in ("", ".", ".."):
+            beside = os.path.abspath(beside)  # (a sibling of ".", named)
+        videos = _path_word(beside + "-videos")
         print(f"  {cmd} export {q} --to mp4 {videos}   # one video per episode")
     return 130 if interrupted else EXIT_OK
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,12 @@ def _read_batch(directory: Path, batch_fn: str, blobs: dict[str, bytes]) -> Any:
         count = math.prod(shape)
         if size != count * dtype.itemsize:
             raise ValueError(f"{where}: size {size} != prod(shape) * itemsize")
-        if npyfile not in blobs:
-            blobs[npyfile] = (directory / npyfile).read_bytes()
+        if npyfile not in blobs:  # (mapped, as the original maps it: an empty file fails)
+            with (
+                open(directory / npyfile, "rb") as f,
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm,
+            ):
+                blobs[npyfile] = mm[:]
         blob = blobs[npyfile]
         if offset + size > len(blob):
             raise ValueError(f"{where}: bytes {offset}..{offset + size} past the end of {npyfile}")

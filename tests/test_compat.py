@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -297,3 +298,33 @@ def test_dict_and_tuple_fields_come_back_per_step_as_the_original_gave_them(tmp_
     original: list[Any] = []
     playback.scan_recorded_traces(case_dir("tuple"), lambda *args: original.append(args))
     assert isinstance(original[0][0], list) and isinstance(original[0][0][0], list)
+
+
+def test_int_rewards_of_the_original_writer_are_read_as_float64(tmp_path):
+    """The original stored a Python int reward (Taxi's, CliffWalking's) as an int64 array:
+    episodes hand rewards as float64, whichever writer wrote them."""
+    blob = np.array([0, 1], np.int64).tobytes() + np.array([-1, 20], np.int64).tobytes()
+    blob += np.array([3, 4, 5], np.int64).tobytes()
+
+    def ref(off: int, n: int) -> dict[str, Any]:
+        return {
+            "__type": "ndarray",
+            "shape": [n],
+            "order": "C",
+            "dtype": "int64",
+            "npyfile": "openaigym.trace.0.1.ep000000000.bin",
+            "npyoff": off,
+            "size": 8 * n,
+        }
+
+    episode = {"actions": ref(0, 2), "rewards": ref(16, 2), "observations": ref(32, 3)}
+    (tmp_path / "openaigym.trace.0.1.ep000000000.bin").write_bytes(blob)
+    (tmp_path / "openaigym.trace.0.1.ep000000000.json").write_text(
+        json.dumps({"episodes": [episode]})
+    )
+    batch = {"first": 0, "len": 1, "fn": "openaigym.trace.0.1.ep000000000.json"}
+    (tmp_path / "openaigym.trace.0.1.manifest.json").write_text(json.dumps({"batches": [batch]}))
+    with gym_recording.load(tmp_path) as rec:
+        (ep,) = rec
+        assert ep.rewards.dtype == np.float64 and ep.rewards.tolist() == [-1.0, 20.0]
+        assert ep.total_reward == 19.0 and ep.observations.dtype == np.int64

@@ -228,6 +228,18 @@ def test_seed_reader_reads_zero_step_episodes(trace_dir):
     assert len(empty["actions"]) == 0
 
 
+def test_seed_reader_reads_a_batch_of_zero_step_episodes_of_text(trace_dir):
+    """A batch of zero-step episodes whose observations are text has no array bytes: its
+    blob is still a file the original reader can map (it maps each blob an episode names)."""
+    with TraceRecording(trace_dir, batch_bytes=1) as rec:  # (a batch an episode)
+        rec.add_reset("start")
+        rec.add_step(0, "next", 1.0, terminated=True)
+        rec.add_reset("alone")  # (zero steps, in a batch of its own)
+    episodes = seed_episodes(trace_dir)
+    assert [ep["observations"] for ep in episodes] == [["start", "next"], ["alone"]]
+    assert [len(ep["rewards"]) for ep in episodes] == [1, 0]
+
+
 def test_seed_reader_reads_every_writer(trace_dir):
     """Several writers in one directory: one manifest each, all read by the old reader."""
     expected: dict[str, list[Trace]] = {}

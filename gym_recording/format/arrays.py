@@ -204,6 +204,18 @@ class BlobLayout:
 
         return ref
 
+    def pieces(self) -> tuple[list[Any], int]:
+        """The blob's bytes, in pieces, and its size; a blob of no array is 8 zero bytes.
+
+        (The original reader maps each blob, which an empty file fails: a batch of only
+        zero-step episodes of per-step values has no array bytes.)
+        """
+        if not self.size:
+            self._starts.append(0)
+            self.chunks.append(_PAD[:8])
+            self.size = 8
+        return self.chunks, self.size
+
     def compress(self, compressor: Compressor) -> None:
         """Lay the blob out again with each array compressed (FORMAT.md §6.2).
 

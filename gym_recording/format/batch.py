@@ -335,7 +335,7 @@ def finish_batch(
     """
     if compressor is not None:
         layout.compress(compressor)
-    return encode(batch), layout.chunks, layout.size
+    return encode(batch), *layout.pieces()
 
 
 def encode_batch(
@@ -395,7 +395,7 @@ def _legacy_empty(a: Any) -> Any:
     return a
 
 
-_REWARD_KINDS = {(1, "b"), (1, "i"), (1, "u"), (1, "f")}
+_REWARD_KINDS = {(1, "f")}  # (version 1's int and bool rewards are made float64: _rewards)
 
 
 def _lengths(fields: list[Any]) -> list[int | None]:
@@ -416,6 +416,10 @@ def _rewards(r: Any, blob: BatchBlob, where: str) -> np.ndarray:
             raise blob.fail(where, "expected rewards to be float64 numbers") from None
     if not isinstance(r, np.ndarray) or r.ndim != 1 or r.dtype.kind not in "biuf":
         raise blob.fail(where, "expected rewards to be a 1-D numeric array")
+    if r.dtype.kind != "f":  # (version 1 stored a Python int reward as it was: int64)
+        out = r.astype(np.float64)
+        out.flags.writeable = False
+        return out
     return r
 
 
@@ -695,4 +699,4 @@ def recode_batch(
     doc = walk(doc)
     if compressor is not None:
         layout.compress(compressor)
-    return encode(doc, legacy=legacy), layout.chunks, layout.size  # (v1: NaN tokens kept)
+    return encode(doc, legacy=legacy), *layout.pieces()  # (v1: NaN tokens kept)

@@ -31,7 +31,7 @@ from conftest import (
 
 import gym_recording
 from gym_recording import RecordingClosedError, TraceRecording
-from gym_recording.wrappers import TraceRecordingWrapper
+from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -156,6 +156,19 @@ def test_legacy_four_tuple_env(trace_dir):
         assert rec.observation_space == inner.observation_space
 
 
+def test_legacy_env_renders_with_its_own_arguments(trace_dir):
+    """``render(mode=...)``, the legacy call, reaches the env (Gymnasium's takes none)."""
+
+    class Rendering(LegacyEnv):
+        def render(self, mode: str = "human") -> Any:
+            return np.full((2, 2, 3), 7, np.uint8) if mode == "rgb_array" else None
+
+    with TraceRecordingWrapper(Rendering(), trace_dir) as env:
+        env.reset()
+        assert env.render(mode="rgb_array").tolist() == [[[7] * 3] * 2] * 2
+        assert env.render("human") is None and env.render() is None
+
+
 def test_legacy_env_infos(trace_dir):
     """With record_infos, a legacy env's step infos are kept (its reset has none: None)."""
     with TraceRecordingWrapper(LegacyEnv(episode_len=2), trace_dir, record_infos=True) as env:
@@ -243,6 +256,21 @@ def test_gym_026_env(trace_dir):
         assert space.dtype == inner.observation_space.dtype
         np.testing.assert_array_equal(space.high, inner.observation_space.high)
         assert rec.action_space == gymnasium.spaces.Discrete(2)
+
+
+def test_a_gym_vector_env_is_refused_by_both_wrappers(trace_dir):
+    """gym's vector envs are neither single envs nor Gymnasium's: each wrapper says so before
+    anything is recorded (the single-env wrapper took it for a legacy env)."""
+    gym = pytest.importorskip("gym")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (gym 0.26 on NumPy 2)
+        envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    for wrapper in (TraceRecordingWrapper, TraceRecordingVectorWrapper):
+        with pytest.raises(
+            TypeError, match=r"gym's vector env SyncVectorEnv.*before gym vectorizes"
+        ):
+            wrapper(envs, trace_dir)
+    assert not trace_dir.exists() or not list(trace_dir.iterdir())
 
 
 def test_gym_026_time_limit_is_truncated(trace_dir):

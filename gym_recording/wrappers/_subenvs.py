@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from gym_recording.record.recording import TraceRecording
 __all__ = [
     "autoreset_mode",
     "close_one",
+    "gym_vector_error",
     "one_env_spec",
     "per_env_seeds",
     "sub_infos",
@@ -30,6 +32,24 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def gym_vector_error(env: Any) -> TypeError | None:
+    """The error for a vector env of legacy gym (not Gymnasium), which neither wrapper records.
+
+    (Gym is not imported for this: such an env exists only once it is.)
+    """
+    legacy = sys.modules.get("gym.vector")
+    kind = getattr(legacy, "VectorEnv", None)
+    if not isinstance(kind, type) or not isinstance(env, kind):
+        return None
+    msg = (
+        f"expected a Gymnasium env, got gym's vector env {type(env).__name__}: gym-recording "
+        "records Gymnasium's vector envs (made with gymnasium.make_vec) with "
+        "TraceRecordingVectorWrapper, and any single env with TraceRecordingWrapper: wrap "
+        "each sub-env before gym vectorizes it"
+    )
+    return TypeError(msg)
 
 
 def close_one(rec: TraceRecording, wait: bool = True) -> Exception | None:

@@ -20,6 +20,7 @@ from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.record.writer import checked_batch_bytes
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
+from gym_recording.wrappers._subenvs import gym_vector_error
 
 __all__ = ["TraceRecordingWrapper"]
 
@@ -143,6 +144,8 @@ class TraceRecordingWrapper(
     """
 
     def __new__(cls, env: Any, *args: Any, **kwargs: Any) -> TraceRecordingWrapper[Any, Any]:
+        if (legacy := gym_vector_error(env)) is not None:
+            raise legacy
         if isinstance(env, gymnasium.vector.VectorEnv):
             msg = (
                 f"expected a single env, got the vector env {type(env).__name__}: record it "
@@ -439,3 +442,7 @@ class _LegacyTraceRecordingWrapper(TraceRecordingWrapper[Any, Any]):
         if name.startswith("_"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(self.env, name)
+
+    def render(self, *args: Any, **kwargs: Any) -> Any:
+        """The legacy env's ``render``, with its arguments (``render(mode="rgb_array")``)."""
+        return self.env.render(*args, **kwargs)

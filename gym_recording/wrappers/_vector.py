@@ -46,6 +46,7 @@ from gym_recording.wrappers._render import RenderChoice, check_frames, render_ch
 from gym_recording.wrappers._subenvs import (
     autoreset_mode,
     close_one,
+    gym_vector_error,
     one_env_spec,
     per_env_seeds,
     sub_infos,
@@ -156,6 +157,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         compression_level: int | None = None,
         record_render: bool | RenderChoice = False,
     ) -> None:
+        if (legacy := gym_vector_error(env)) is not None:
+            raise legacy
         if not isinstance(env, VectorEnv):
             msg = (
                 f"expected a vector env (gymnasium.vector.VectorEnv), got {type(env).__name__}: "

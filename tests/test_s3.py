@@ -561,6 +561,70 @@ def test_upload_download_round_trip(
         storage_s3.download_recording(f"s3://{bucket}/a/../b")
 
 
+def _writing_between_listings(
+    monkeypatch: pytest.MonkeyPatch, cls: Any, writer: gym_recording.TraceRecording
+) -> None:
+    """A writer writes a batch as each listing of ``cls`` (a storage) returns, as a writer
+    in another process might then. (The storage's method is patched for the timing alone:
+    the writes and the copy are the real ones.)"""
+    listed = cls.list_names
+
+    def list_names(self: Any) -> list[str]:
+        names = listed(self)
+        writer.add_reset(np.zeros(64))
+        for t in range(20):
+            writer.add_step(0, np.full(64, t, np.float64), 1.0, terminated=t == 19)
+        writer.save_complete()
+        return names
+
+    monkeypatch.setattr(cls, "list_names", list_names)
+
+
+def test_a_recording_being_written_is_downloaded_and_uploaded_whole(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy holds the manifests as they were when it began, and every batch they list: a
+    manifest that appeared since (a new writer's) listed batches the copy did not hold."""
+    from gym_recording.storage.remote import FsspecStorage
+    from gym_recording.tools import transfer
+
+    url = f"s3://{s3.new_bucket()}/run"
+    record(url, seed=1, episodes=1)
+    with monkeypatch.context() as patch:
+        late = gym_recording.TraceRecording(url, batch_bytes=2000)
+        _writing_between_listings(patch, FsspecStorage, late)
+        directory = transfer.download_recording(url, cache_dir=str(tmp_path / "cache"))
+    late.close()
+    assert verify(directory).ok, verify(directory).problems
+    with gym_recording.load(directory) as got:
+        assert len(got) >= 1
+    local = tmp_path / "local"
+    record(str(local), seed=2, episodes=1)
+    with monkeypatch.context() as patch:
+        late = gym_recording.TraceRecording(local, batch_bytes=2000)
+        _writing_between_listings(patch, LocalStorage, late)
+        uploaded = transfer.upload_recording(local, "CartPole-v1", s3.new_bucket())
+    late.close()
+    assert verify(uploaded).ok, verify(uploaded).problems
+
+
+def test_an_s3_folder_marker_is_no_file_of_the_recording(s3: S3Server, tmp_path: Path) -> None:
+    """The empty "run/" key an S3 console's "Create folder" makes is not listed as a file."""
+    import s3fs
+
+    bucket = s3.new_bucket()
+    s3fs.S3FileSystem().pipe(f"{bucket}/run/", b"")
+    url = f"s3://{bucket}/run"
+    record(url, seed=3, episodes=1)
+    names = open_storage(url, create=False).list_names()
+    assert names and all(n.startswith("openaigym.trace.") for n in names), names
+    from gym_recording.tools import transfer
+
+    directory = transfer.download_recording(url, cache_dir=str(tmp_path / "cache"))
+    with gym_recording.load(directory) as got, gym_recording.load(url) as want:
+        assert_episodes_equal(got, want)
+
+
 def test_download_of_a_prefix_and_of_a_longer_one(
     s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -861,6 +925,8 @@ def test_a_storage_that_cannot_be_reached_is_a_read_error_not_a_damaged_file() -
         gym_recording.load("s3://gone/run", storage_options=opts)
     report = verify("s3://gone/run", storage_options=opts)
     assert not report.ok and "check the network" in str(report.problems)
+    (line,) = report.lines()  # (the location named once, then what failed and what to do)
+    assert line.count("s3://gone/run") == 1 and "AWS_ENDPOINT_URL" in line, line
 
 
 def test_missing_s3fs_names_the_extra() -> None:

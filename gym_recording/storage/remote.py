@@ -213,9 +213,11 @@ class FsspecStorage:
             raise _read_error("cannot list the recording location", self.url, exc) from exc
         names = []
         for e in entries:
-            if e.get("type") != "file":
+            path = str(e["name"])
+            # (not a "folder" marker, an empty key ending in "/" that S3 consoles make)
+            if e.get("type") != "file" or path.endswith("/") or path == self.root:
                 continue
-            name = str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
+            name = path.rsplit("/", 1)[-1]
             if is_plain_name(name):
                 names.append(name)
         return names
@@ -232,5 +234,6 @@ def _read_error(what: str, where: str, exc: BaseException) -> ReadError:
     """The error of a read the storage failed (not a damaged file): what, where, and why."""
     return ReadError(
         f"{where}: {what}: {type(exc).__name__}: {exc}; check the network, the endpoint and "
-        "the credentials (storage_options), then read again"
+        "the credentials (storage_options, or for s3:// the AWS_ENDPOINT_URL and AWS_PROFILE "
+        "environment variables), then read again"
     )

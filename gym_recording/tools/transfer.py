@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from gym_recording._errors import RecordingError
 from gym_recording.format.names import (
     TEMP_PREFIX,
+    classify,
     find_manifests,
     is_plain_name,
     is_temp_name,
@@ -82,17 +83,24 @@ def upload_recording(
     s3dir = f"recording/{env_name}/{time.strftime('%Y-%m-%d_%H-%M-%S')}_{_random_token(3)}"
     url = f"s3://{bucket}/{s3dir}"
     target = FsspecStorage(url, create=True, storage_options=storage_options)
+    # The manifests as they are now, read first: every batch they list is written already,
+    # and is in the listing taken after (a recording still being written is copied whole).
+    manifests = {name: bytes(source.map(name)) for name in find_manifests(source.list_names())}
     names = sorted(
         (
             n
             for n in source.list_names()
-            if not is_temp_name(n) and os.path.isfile(os.path.join(source.directory, n))
+            if not is_temp_name(n)
+            and classify(n) != "manifest"
+            and os.path.isfile(os.path.join(source.directory, n))
         ),
         key=lambda n: (write_rank(n), n),
     )
     logger.info("Uploading %d files from %s to %s", len(names), source.directory, url)
     for name in names:
         target.write_atomic(name, [source.map(name)])
+    for name, data in manifests.items():  # (last)
+        target.write_atomic(name, [data])
     return url
 
 
@@ -207,7 +215,10 @@ def download_recording(
         manifests = find_manifests(source.list_names())
         for name in manifests:  # first: they list only batches already written
             target.write_atomic(name, [source.map(name)])
-        for name in source.list_names():
+        for name in source.list_names():  # (not a manifest that appeared since: it may list
+            # batches written after this listing)
+            if classify(name) == "manifest" and name not in manifests:
+                continue
             if name not in manifests and is_plain_name(name) and not is_temp_name(name):
                 logger.info("Download %s/%s to %s", s3url.rstrip("/"), name, directory)
                 target.write_atomic(name, [source.map(name)])

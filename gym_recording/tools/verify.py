@@ -146,6 +146,11 @@ class VerifyReport:
         return f"{self.directory}: {verdict} ({checked}{temps})"
 
 
+def _without(where: str, text: str) -> str:
+    """``text`` without a leading ``where: `` (the report names the place once)."""
+    return text.removeprefix(f"{where.rstrip('/')}: ")
+
+
 def _message(exc: TraceFormatError) -> str:
     text = str(exc)
     if exc.path and text.startswith(f"{exc.path}: "):
@@ -203,7 +208,7 @@ def _read_all(directory: str, report: VerifyReport, options: dict[str, Any] | No
             report.add_error(exc, directory)
     except ReadError as exc:  # (the storage failed: nothing said of the files)
         report.read_all = False
-        report.add(directory, str(exc))
+        report.add(directory, _without(directory, str(exc)))
     except Exception as exc:  # a reader bug must not hide behind a crash of verify
         report.read_all = False
         report.add(directory, f"the reader failed unexpectedly: {type(exc).__name__}: {exc}")
@@ -239,7 +244,8 @@ def verify(
         storage = open_storage(directory, create=False, storage_options=storage_options)
         names = storage.list_names()
     except (TraceFormatError, RecordingError) as exc:
-        report.add(directory, _message(exc) if isinstance(exc, TraceFormatError) else str(exc))
+        text = _message(exc) if isinstance(exc, TraceFormatError) else str(exc)
+        report.add(directory, _without(directory, text))
         return report
     now = time.time()
     local = storage.directory if isinstance(storage, LocalStorage) else None  # (file:// too)

@@ -304,6 +304,34 @@ def test_batches_of_per_step_values_are_sized_by_what_the_values_take(kind, trac
             assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
 
 
+def test_per_step_values_an_open_episode_carries_into_the_next_batch_count_there(trace_dir):
+    """An episode open as a batch is written keeps its per-step values for the next batch,
+    which counts them: it held twice batch_bytes."""
+    rng = np.random.default_rng(0)
+    with TraceRecording(trace_dir, batch_bytes=400_000) as rec:
+        rec.add_reset(np.zeros(3))  # (an episode waiting to be written)
+        rec.add_step(0, np.zeros(4), 1.0, terminated=True)
+        rec.add_reset(rng.random(1000))  # (8 KB arrays of a shape of their own each step)
+        for t in range(300):
+            rec.add_step(0, rng.random(1000 + t % 7), 1.0, truncated=t == 299)
+    batches = assert_batches_well_formed(trace_dir)
+    assert len(batches) >= 5
+    assert max(b["bytes"] for b in batches) <= 1.25 * 400_000, batches
+
+
+def test_resets_of_text_alone_fill_batches_by_their_size(trace_dir):
+    """Zero-step episodes (resets alone) of 10 KB texts: batches of about batch_bytes, not
+    one batch of every episode (which readers refuse once it passes their limit)."""
+    with TraceRecording(trace_dir, batch_bytes=200_000) as rec:
+        for e in range(200):
+            rec.add_reset(f"{e:04d}" + "x" * 10_000)
+    batches = assert_batches_well_formed(trace_dir)
+    assert len(batches) >= 10
+    assert max(b["bytes"] for b in batches) <= 1.25 * 200_000, batches
+    with gym_recording.load(trace_dir) as r:
+        assert [ep.observations[0][:4] for ep in r] == [f"{e:04d}" for e in range(200)]
+
+
 class ImageEnv(SpaceEnv):
     """84x84x3 uint8 frames (about 21 KB per step), cheap to make and different every step."""
 

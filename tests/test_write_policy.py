@@ -15,7 +15,7 @@ import pytest
 
 import gym_recording
 from gym_recording import TraceRecording
-from gym_recording._errors import RecordingClosedError, RecordingError
+from gym_recording._errors import RecordingClosedError, RecordingError, WriteError
 from gym_recording.format.names import TEMP_PREFIX
 from gym_recording.record import writer as W
 from gym_recording.storage.base import ThreadedWrite
@@ -192,6 +192,40 @@ def test_a_write_failing_twice_raises_at_the_next_flush_either_way(
     disk["broken"] = False  # the disk is back
     rec.close()  # the batch that failed is written now
     assert _seeds(tmp_path) == [0, 1]
+
+
+@pytest.mark.parametrize("kind", ["arrays", "text", "infos"])
+def test_while_writes_fail_a_full_batch_backs_off_as_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A batch its values fill (text observations, large infos) is tried again once the
+    buffered steps have doubled, as a batch of arrays is: not at every step (which raised a
+    WriteError at every step while the disk was full)."""
+    monkeypatch.setattr(W, "FOREGROUND_WRITE_SHARE", FOREGROUND)
+    disk = {"broken": True}
+
+    def full(name: str) -> None:
+        if disk["broken"]:
+            raise WriteError(f"could not write {name!r} (simulated): No space left on device")
+
+    _file_by_file(monkeypatch, full)
+    rec = TraceRecording(tmp_path, batch_bytes=20_000, record_infos=kind == "infos")
+
+    def obs(t: int) -> Any:
+        return f"{t:05d}" + "x" * 1000 if kind == "text" else np.full(250, t, np.float64)
+
+    raised = 0
+    rec.add_reset(obs(0))
+    for t in range(1, 301):
+        try:
+            rec.add_step(0, obs(t), 1.0, info={"text": "y" * 2000} if kind == "infos" else None)
+        except WriteError:
+            raised += 1
+    assert 1 <= raised <= 8, raised  # (about log2 of the steps: one a doubling)
+    disk["broken"] = False
+    rec.close()
+    with gym_recording.load(tmp_path) as r:
+        assert [ep.length for ep in r] == [300]
 
 
 def _interrupted(

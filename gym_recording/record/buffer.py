@@ -337,7 +337,9 @@ class ListLeaf:
         self, values: list[Any] | None = None, depth: int = 1, count: Count | None = None
     ) -> None:
         self.values: list[Any] = values if values is not None else []
-        app = self.values.append
+        #: What each value counted takes of its batch (``count``'s), from the first counted.
+        self.costs: list[int] = []
+        app, costs = self.values.append, self.costs.append
 
         def put(v: Any) -> bool:
             kept = snapshot(v, depth)
@@ -350,6 +352,7 @@ class ListLeaf:
                 raise ValueError(msg)
             app(kept)
             if count is not None:  # (what it takes of its batch: per-step values vary)
+                costs(cost)
                 count(cost)
             return True
 
@@ -365,11 +368,15 @@ class ListLeaf:
 
     def release(self, keep_from: int) -> None:
         """Drop the steps before ``keep_from``."""
+        uncounted = len(self.values) - len(self.costs)  # (values it was made with)
         del self.values[:keep_from]
+        del self.costs[: max(0, keep_from - uncounted)]
 
     def truncate(self, rows: int) -> None:
         """Drop the steps after the first ``rows``."""
+        uncounted = len(self.values) - len(self.costs)
         del self.values[rows:]
+        del self.costs[max(0, rows - uncounted) :]
 
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
@@ -562,6 +569,17 @@ class Field:
         )
         self.root, self.put = leaf, leaf.put
 
+    def carried(self) -> int:
+        """What the per-step values still buffered take of a batch (see ``Values.count``)."""
+        total, nodes = 0, [self.root]
+        while nodes:
+            node = nodes.pop()
+            if isinstance(node, ListLeaf):
+                total += sum(node.costs)
+            elif isinstance(node, _Branch):
+                nodes.extend(node.children)
+        return total
+
     def take(self, start: int, stop: int) -> Any:
         """The stored steps ``start .. stop-1`` as a field (``format.fields``' tree form).
 
@@ -675,51 +693,6 @@ def start_keys(started_at: float, seed: int | None = None) -> dict[str, Any]:
     if seed is not None:
         keys["seed"] = int(seed)
     return keys
-
-
-def row_spans(
-    resets: np.ndarray,
-    done: np.ndarray,
-    flags: tuple[np.ndarray, np.ndarray],
-    times: np.ndarray,
-    obs0: int,
-    steps: int,
-) -> tuple[np.ndarray, list[int], list[float], Any, list[Span], OpenSpan | None]:
-    """The episodes of rows that are each a reset (``resets``) or a step, taken at ``times``.
-
-    (See ``TraceRecording.add_rows``.)
-
-    Row ``j``'s observation is buffered row ``obs0 + j``; ``steps`` steps are buffered
-    before the rows. Returns the step rows, the reset rows, the times as floats, where an
-    episode open before the rows would end (the first end row, the steps and observations
-    buffered up to it; ``None``: no row ends one), the episodes the rows start and end, and
-    the one they leave open (``None``: none).
-    """
-    taken, starts = np.flatnonzero(~resets), np.flatnonzero(resets).tolist()
-    when = np.asarray(times, np.float64).tolist()
-    ends = np.flatnonzero(done).tolist()
-    acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
-    end = (ends[0], acts[ends[0]], obs0 + ends[0] + 1) if ends else None
-    spans: list[Span] = []
-    k = 0
-    for r in starts:
-        while k < len(ends) and ends[k] < r:
-            k += 1
-        keys = start_keys(when[r])
-        if k == len(ends):  # the last episode stays open
-            return (
-                taken,
-                starts,
-                when,
-                end,
-                spans,
-                OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None),
-            )
-        d = ends[k]
-        keys["terminated"], keys["truncated"] = bool(flags[0][d]), bool(flags[1][d])
-        keys["ended_at"] = when[d]
-        spans.append(Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None))
-    return taken, starts, when, end, spans, None
 
 
 def check_seed(seed: Any) -> None:

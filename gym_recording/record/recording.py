@@ -300,7 +300,7 @@ class TraceRecording(RowsMixin):
             if frame is not None and store.n >= self._frame_rows and self._pending:
                 self._room = min(self._room, steps)  # (write the others at the next step)
             if self._values.full:  # (options that fill the batch: written after one step)
-                self._room = min(self._room, steps + 1)
+                self._room = min(self._room, self._write_after(steps))
             if not self._sized:
                 self._layout_known()
             self._sync_room()
@@ -410,8 +410,8 @@ class TraceRecording(RowsMixin):
                 full = self._values.full or (
                     render_frame is not None and frames.n >= self._frame_rows
                 )
-                if full and self._room > steps + 1:  # (write the batch at the next step)
-                    self._room = steps + 1
+                if full and self._room > self._write_after(steps):
+                    self._room = self._write_after(steps)
                     self._sync_room()
             finally:  # (an interrupt above: the rows put are the env's arrays, taken now)
                 if self._writer.compressor is not None:
@@ -430,8 +430,8 @@ class TraceRecording(RowsMixin):
             self._recorders.withdraw_rows()
         try:
             self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
-            if self._values.full:  # (write the batch at the next step)
-                self._room = (len(self._rew.buf) >> 3) + 1
+            if self._values.full:
+                self._room = min(self._room, self._write_after(len(self._rew.buf) >> 3))
                 self._sync_room()
             elif self._recorders.keep_rows:  # (the rows, and how many more fit)
                 self._sync_room()
@@ -502,8 +502,15 @@ class TraceRecording(RowsMixin):
         self._writer.raise_kept()
 
     def _end_episode(self, ended_at: float | None) -> None:
-        if self._end(ended_at) >= max(self._writer.target_steps, self._writer.retry_at):
+        steps, retry_at = self._end(ended_at), self._writer.retry_at
+        if steps >= max(self._writer.target_steps, retry_at) or (
+            self._values.full and steps >= retry_at  # (filled by its values: resets alone)
+        ):
             self._submit_batch()
+
+    def _write_after(self, steps: int) -> int:
+        """The room of a batch full at ``steps`` steps: to write at the next, or at a retry."""
+        return max(steps + 1, self._writer.retry_at)
 
     def _end(self, ended_at: float | None) -> int:
         """End the open episode, if any, unwritten: the steps buffered (-1: none was open)."""
@@ -690,6 +697,7 @@ class TraceRecording(RowsMixin):
                 ep.flagged_at -= keep_act
         self._pending = []
         self._values.clear()  # (the open episode's infos, if any, are not counted again)
+        self._values.count(self._obs.carried() + self._act.carried())  # (its per-step values)
         self._writer.submit(obs, act, rewards, pending, frames)
 
     @lifetime.serialized

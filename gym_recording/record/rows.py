@@ -11,13 +11,14 @@ one by one, as :meth:`~gym_recording.TraceRecording.add_reset` and
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from gym_recording._errors import WriteError
 from gym_recording.format.batch import Span
-from gym_recording.record import buffer, lifetime
-from gym_recording.record.buffer import Field, OpenSpan, Rewards
+from gym_recording.record import lifetime
+from gym_recording.record.buffer import Field, OpenSpan, Rewards, start_keys
 from gym_recording.record.writer import MAX_BATCH_EPISODES, BatchWriter
 
 __all__ = ["ROWS_AT_ONCE", "RowsMixin"]
@@ -145,7 +146,7 @@ class RowsMixin:
         """Store :meth:`add_rows`' rows at once: the episodes started (None: not the layout)."""
         actions, observations, rewards, terminated, truncated, times, resets, done = rows
         ep, steps = self._open, len(self._rew.buf) >> 3
-        taken, starts, when, end, spans, opened = buffer.row_spans(
+        taken, starts, when, end, spans, opened = row_spans(
             resets, done, (terminated, truncated), times, steps + self._resets, steps
         )
         with lifetime.uninterrupted():  # (rows and episodes kept together, or neither)
@@ -164,3 +165,48 @@ class RowsMixin:
             self._act.truncate(steps)
             self._obs.truncate(steps + self._resets)
         return None
+
+
+def row_spans(
+    resets: np.ndarray,
+    done: np.ndarray,
+    flags: tuple[np.ndarray, np.ndarray],
+    times: np.ndarray,
+    obs0: int,
+    steps: int,
+) -> tuple[np.ndarray, list[int], list[float], Any, list[Span], OpenSpan | None]:
+    """The episodes of rows that are each a reset (``resets``) or a step, taken at ``times``.
+
+    (See ``TraceRecording.add_rows``.)
+
+    Row ``j``'s observation is buffered row ``obs0 + j``; ``steps`` steps are buffered
+    before the rows. Returns the step rows, the reset rows, the times as floats, where an
+    episode open before the rows would end (the first end row, the steps and observations
+    buffered up to it; ``None``: no row ends one), the episodes the rows start and end, and
+    the one they leave open (``None``: none).
+    """
+    taken, starts = np.flatnonzero(~resets), np.flatnonzero(resets).tolist()
+    when = np.asarray(times, np.float64).tolist()
+    ends = np.flatnonzero(done).tolist()
+    acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
+    end = (ends[0], acts[ends[0]], obs0 + ends[0] + 1) if ends else None
+    spans: list[Span] = []
+    k = 0
+    for r in starts:
+        while k < len(ends) and ends[k] < r:
+            k += 1
+        keys = start_keys(when[r])
+        if k == len(ends):  # the last episode stays open
+            return (
+                taken,
+                starts,
+                when,
+                end,
+                spans,
+                OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None),
+            )
+        d = ends[k]
+        keys["terminated"], keys["truncated"] = bool(flags[0][d]), bool(flags[1][d])
+        keys["ended_at"] = when[d]
+        spans.append(Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None))
+    return taken, starts, when, end, spans, None

@@ -134,6 +134,24 @@ def test_env_that_does_not_render_rgb_arrays_is_refused(tmp_path: Path) -> None:
         del gym.registry["TextOnly-v0"]
     with pytest.raises(TypeError, match="record_render"):
         TraceRecordingWrapper(_cartpole(), tmp_path, record_render="yes")  # type: ignore[arg-type]
+
+    class Undeclared(Made):  # (gymnasium.Env's default metadata: no mode declared)
+        metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            return 0, {}
+
+        def step(self, action: Any) -> Any:
+            return 1, 0.0, True, False, {}
+
+        def render(self) -> Any:
+            return np.full((16, 16, 3), 9, np.uint8)
+
+    with TraceRecordingWrapper(Undeclared("rgb_array"), tmp_path / "u", record_render=True) as e:
+        e.reset()
+        e.step(0)
+    with gym_recording.load(tmp_path / "u") as rec:
+        assert rec[0].render_frames.shape == (2, 16, 16, 3)
     assert not list(tmp_path.glob("*.manifest.json"))
 
 

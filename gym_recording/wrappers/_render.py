@@ -38,8 +38,10 @@ def render_choice(
     mode = getattr(env, "render_mode", None)
     metadata = getattr(env, "metadata", None)
     modes: Any = metadata.get("render_modes") if isinstance(metadata, dict) else None
-    unsupported = isinstance(modes, (list, tuple)) and "rgb_array" not in modes
-    if mode != "rgb_array" or unsupported:  # (Gymnasium's env checker asserts on the latter)
+    # Modes declared (gymnasium.Env's default, [], declares none) without rgb_array: the env
+    # says it renders no RGB frames (and Gymnasium's env checker would fail its render()).
+    unsupported = isinstance(modes, (list, tuple)) and bool(modes) and "rgb_array" not in modes
+    if mode != "rgb_array" or unsupported:
         if unsupported:
             fix = f"this one does not (its metadata's render_modes are {list(modes)!r})"
         else:

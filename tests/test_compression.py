@@ -407,6 +407,31 @@ def test_original_writer_traces_compress_and_decompress(case, tmp_path):
     }
 
 
+def test_a_batch_of_no_array_that_names_no_blob_stays_so(tmp_path):
+    """A version 2 batch whose episodes hold no array may name no blob (FORMAT.md §9: its
+    ``bytes`` are its JSON's): compress and decompress write none, and count none."""
+    src = tmp_path / "src"
+    with TraceRecording(src, batch_bytes=1) as rec:
+        rec.add_reset("alone")  # (text: no array but its actions' and rewards')
+    (manifest,) = src.glob("*.manifest.json")
+    (batch,) = src.glob("*.ep*.json")
+    doc = json.loads(batch.read_text())
+    doc["episodes"][0].update(actions=[], rewards=[])  # (lists: no array at all)
+    batch.write_text(json.dumps(doc))
+    next(src.glob("*.ep*.bin")).unlink()
+    m = json.loads(manifest.read_text())
+    del m["batches"][0]["bin"]
+    m["batches"][0]["bytes"] = batch.stat().st_size
+    manifest.write_text(json.dumps(m))
+    assert verify(src).ok
+    for compression, out in (("zstd", tmp_path / "z"), (None, tmp_path / "raw")):
+        recode(src, out, compression=compression)
+        assert verify(out).ok, verify(out).problems
+        assert not list(out.glob("*.bin"))
+        with gym_recording.load(out) as r:
+            assert [ep.observations for ep in r] == [["alone"]]
+
+
 def test_exports_read_compressed_recordings(tmp_path):
     env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"])
     record(env, tmp_path / "raw", n_episodes=3, seed=8)

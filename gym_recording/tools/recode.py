@@ -90,11 +90,13 @@ def recode(
         json_bytes, chunks, size = recode_batch(
             data, blob, name, legacy=m.legacy, compressor=compressor
         )
-        dst.write_atomic(name, chunks, sync_directory=False)
-        dst.write_atomic(entry.fn, [json_bytes])
         doc = docs[m.name]
+        has_blob = "bin" in doc["batches"][i] or blob.arrays  # (else none: FORMAT.md §9)
+        if has_blob:
+            dst.write_atomic(name, chunks, sync_directory=False)
+        dst.write_atomic(entry.fn, [json_bytes])
         if "bytes" in doc["batches"][i]:
-            doc["batches"][i]["bytes"] = size + len(json_bytes)
+            doc["batches"][i]["bytes"] = (size if has_blob else 0) + len(json_bytes)
         if k + 1 == len(work) or work[k + 1][0] is not m:
             _write_doc(dst, m, doc)
     for m in manifests:

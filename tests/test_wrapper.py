@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import itertools
 import json
 import logging
 import subprocess
@@ -265,11 +266,14 @@ def test_a_gym_vector_env_is_refused_by_both_wrappers(trace_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (gym 0.26 on NumPy 2)
         envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
-    for wrapper in (TraceRecordingWrapper, TraceRecordingVectorWrapper):
+        wrapped = gym.wrappers.RecordEpisodeStatistics(envs)  # (gym 0.26's idiom)
+    for wrapper, env in itertools.product(
+        (TraceRecordingWrapper, TraceRecordingVectorWrapper), (envs, wrapped)
+    ):
         with pytest.raises(
             TypeError, match=r"gym's vector env SyncVectorEnv.*before gym vectorizes"
         ):
-            wrapper(envs, trace_dir)
+            wrapper(env, trace_dir)
     assert not trace_dir.exists() or not list(trace_dir.iterdir())
 
 
@@ -620,6 +624,20 @@ def test_what_is_recorded_as_the_interpreter_exits_is_written(trace_dir, child):
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     with gym_recording.load(trace_dir) as rec:
         assert [ep.length for ep in rec] == [5] * 20
+
+
+def test_recordings_that_compare_equal_are_each_written_at_exit(tmp_path):
+    """A subclass may define equality (so no hash): each recording is still its own."""
+    src = "import numpy as np\nfrom gym_recording import TraceRecording\n"
+    src += "class Named(TraceRecording):\n    def __eq__(self, other): return True\n"
+    for name in ("a", "b"):
+        src += f"{name} = Named({str(tmp_path / name)!r})\n"
+        src += f"{name}.add_reset(np.zeros(2)); {name}.add_step(0, np.ones(2), 1.0)\n"
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    for name in ("a", "b"):
+        with gym_recording.load(tmp_path / name) as rec:
+            assert [ep.length for ep in rec] == [1]
 
 
 def test_a_recording_that_cannot_be_written_at_exit_says_so_in_one_line(tmp_path):

@@ -44,13 +44,13 @@ logger = logging.getLogger(__name__)
 #: Forks this process descends from (a recording remembers the count it was made under).
 forks = 0
 
-# Per open recording (the object itself: its entry's close holds it until it is closed): how
-# to close it at exit, how to forget it in a forked child, and whether it is closed early
-# (see register).
-_open: dict[object, tuple[str, Callable[[], None], Callable[[], None], bool]] = {}
+# Per open recording, by its id() (not its hash: a subclass may define __eq__), which stays
+# its own while it is registered (its entry's close holds it): how to close it at exit, how
+# to forget it in a forked child, and whether it is closed early (see register).
+_open: dict[int, tuple[str, Callable[[], None], Callable[[], None], bool]] = {}
 _lock = threading.Lock()
 #: The thread that last fed each open recording (see :func:`fed`).
-_feeders: dict[object, threading.Thread] = {}
+_feeders: dict[int, threading.Thread] = {}
 
 
 def register(
@@ -78,7 +78,7 @@ def register(
     waits for (in a ``multiprocessing`` worker, at its exit, before its threads are joined).
     """
     with _lock:
-        _open[key] = (where, close, forget, early)
+        _open[id(key)] = (where, close, forget, early)
     _close_at_worker_exit()
 
 
@@ -101,6 +101,10 @@ def _close_at_worker_exit() -> None:
 
 def unregister(key: object) -> None:
     """The recording ``key`` is closed: nothing to do at exit."""
+    _drop(id(key))
+
+
+def _drop(key: int) -> None:
     with _lock:
         _open.pop(key, None)
         _feeders.pop(key, None)
@@ -112,8 +116,8 @@ def fed(key: object) -> None:
     Called as it starts an episode or takes rows, and by a vector wrapper that a new thread
     steps (its steps reach the recordings later, in rows).
     """
-    if key in _open:
-        _feeders[key] = threading.current_thread()
+    if id(key) in _open:
+        _feeders[id(key)] = threading.current_thread()
 
 
 def refuse_copy(recording: Any, *args: Any) -> NoReturn:
@@ -252,7 +256,7 @@ def before_exit(hand_over: Callable[[bool], None]) -> None:
 
 def closes_early(key: object) -> bool:
     """Whether the open recording ``key`` closes early at exit (see :func:`register`)."""
-    entry = _open.get(key)
+    entry = _open.get(id(key))
     return entry is not None and entry[3]
 
 
@@ -280,7 +284,7 @@ def _close_early_at_exit() -> None:
         _close_at_exit(early=True)
 
 
-def _abandon_fed(keys: list[object]) -> None:
+def _abandon_fed(keys: list[int]) -> None:
     """Forget the recordings of ``keys`` a live non-daemon thread still feeds, saying so."""
     with _lock:
         fed = [(k, _open[k][0], t) for k in keys if k in _open and (t := _feeders.get(k))]
@@ -294,7 +298,7 @@ def _abandon_fed(keys: list[object]) -> None:
                 where,
                 thread.name,
             )
-            unregister(key)
+            _drop(key)
 
 
 def _wait_for(thread: threading.Thread) -> None:
@@ -332,7 +336,7 @@ def _close_at_exit(*, early: bool = False) -> None:
         # interrupt (Ctrl-C) leaves it to atexit: it stopped threading's exit hooks, and with
         # them the shutdown of the thread pools its storage needs.
         if early:
-            unregister(key)
+            _drop(key)
 
 
 def _forget_in_child() -> None:

@@ -41,10 +41,18 @@ def gym_vector_error(env: Any) -> TypeError | None:
     """
     legacy = sys.modules.get("gym.vector")
     kind = getattr(legacy, "VectorEnv", None)
-    if not isinstance(kind, type) or not isinstance(env, kind):
+    if not isinstance(kind, type) or isinstance(env, (gymnasium.Env, VectorEnv)):
         return None
+    try:  # (itself, or inside gym's wrappers: RecordEpisodeStatistics, say)
+        base = env.unwrapped
+    except Exception:
+        base = env
+    if not isinstance(base, kind):
+        base = env
+        if not isinstance(env, kind):
+            return None
     msg = (
-        f"expected a Gymnasium env, got gym's vector env {type(env).__name__}: gym-recording "
+        f"expected a Gymnasium env, got gym's vector env {type(base).__name__}: gym-recording "
         "records Gymnasium's vector envs (made with gymnasium.make_vec) with "
         "TraceRecordingVectorWrapper, and any single env with TraceRecordingWrapper: wrap "
         "each sub-env before gym vectorizes it"

@@ -12,6 +12,7 @@ Needs the ``playwright`` Python package and Debian's ``chromium`` at /usr/bin/ch
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import importlib.util
 import json
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gym_recording import TraceRecording
+from gym_recording import TraceFormatError, TraceRecording, load
 from gym_recording.tools.viewer import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -390,6 +391,30 @@ def test_reward_plot_has_one_point_per_step(open_viewer: Callable[[Path], Viewer
     assert 0 in lengths
 
 
+def test_the_reward_plot_and_the_step_label_give_the_same_reward(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """At observation s the label shows the reward it arrived with (step s's, rewards[s-1]),
+    and so do the plot's readouts, with the return collected so far (the total at the last)."""
+    with TraceRecording(tmp_path / "r") as rec:
+        rec.add_reset(np.zeros(2))
+        for t, r in enumerate([10.0, 20.0, 30.0, 40.0]):
+            rec.add_step(0, np.full(2, t + 1.0), r, terminated=t == 3)
+    viewer = open_viewer(tmp_path / "r")
+    viewer.wait_count(1)
+    viewer.select(0)
+    readouts = (
+        "el => [...el.querySelectorAll('text')].map(t => t.textContent)"
+        ".filter(t => t.includes(' @ '))"
+    )
+    for step, want in ((0, ["0 @ 0"]), (2, ["20 @ 2", "30 @ 2"]), (4, ["40 @ 4", "100 @ 4"])):
+        viewer.set_step(step)
+        assert viewer.page.eval_on_selector("[data-testid=reward-plot]", readouts) == want
+        label = viewer.page.inner_text("#step-label")
+        assert label.endswith(f" reward {want[0].split()[0]}") if step else "reward" not in label
+    assert viewer.reward_points() == 4
+
+
 def test_sorting_by_clicking_headers(open_viewer: Callable[[Path], Viewer]) -> None:
     """Clicking a header sorts by it, again reverses, and the header says so (aria-sort)."""
     viewer = open_viewer(compat_case("cartpole"))
@@ -580,6 +605,33 @@ def test_hostile_recording_shows_an_error(
     """Every recording the Python reader refuses (tests/hostile) shows the page's error box."""
     text, _ = hostile_viewer(case)
     assert "openaigym.trace." in text  # the message names a file of the recording
+
+
+def _read_before_the_error(directory: Path) -> int:
+    """The episodes the Python reader hands out before it refuses the recording."""
+    read = 0
+    with contextlib.suppress(TraceFormatError), load(directory) as rec:
+        for _ in rec:
+            read += 1
+    return read
+
+
+PART_CASES = [c for c in HOSTILE_CASES if c.startswith("part")]
+
+
+@pytest.mark.parametrize("case", PART_CASES)
+def test_parts_that_do_not_join_are_no_episode_of_the_list(
+    hostile_viewer: Callable[[str], tuple[str, int]], case: str
+) -> None:
+    """A part with no part before it, or parts that do not join, are an error, not an episode
+    of the table (a fragment was listed as a whole episode, with its own length and return):
+    the table holds the episodes the Python reader reads."""
+    text, count = hostile_viewer(case)
+    assert "openaigym.trace." in text
+    # (part-without-start: the Python reader refuses the batch whose first episode is the
+    # fragment; the viewer lists the whole episode after it, as it shows what it can read)
+    whole_after = 1 if case == "part-without-start" else 0
+    assert count == _read_before_the_error(HOSTILE_DIR / case) + whole_after
 
 
 # ------------------------------------------------------------------------------ live recording
@@ -989,6 +1041,26 @@ def test_cartpole_recorded_by_the_library(
     viewer.set_step(episodes[0].length // 2)
     assert not viewer.error_visible()
     viewer.screenshot(artifacts / "viewer-cartpole.png")
+
+
+def test_seeds_past_a_double_show_their_digits_and_long_ints_are_read(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """A seed past 2 ** 53 (a SeedSequence's entropy, say) is shown as recorded, to be
+    reused; an int of hundreds of digits in the options (no double holds it, and FORMAT.md
+    §9 lets readers refuse only past 4,300) does not hide its batch."""
+    seeds = [2**60 + 1, 123456789012345678901234567890123456789]
+    with TraceRecording(tmp_path / "r") as rec:
+        for seed in seeds:
+            rec.add_reset(np.zeros(2), seed=seed, options={"h": 10**400})
+            rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    viewer = open_viewer(tmp_path / "r")
+    viewer.wait_count(2)
+    for index, seed in enumerate(seeds):
+        viewer.select(index)
+        assert f"seed {seed}" in viewer.facts()
+    assert not viewer.error_visible()
+    assert viewer.console_errors == []
 
 
 def test_a_recording_of_many_batches_is_shown_as_they_are_read(

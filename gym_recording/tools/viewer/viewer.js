@@ -196,6 +196,7 @@
   const MAX_NESTING = 100; // fields and values (§5, §6)
   const MAX_JSON_DEPTH = 512; // lists and objects in one JSON file
   const MAX_NDIM = 32;
+  const MAX_INT_DIGITS = 4300; // of a JSON int (§9)
   const MAX_DECODED_BYTES = 256 * 1024 * 1024; // per batch, for JSON-encoded arrays ...
   const JSONARRAY_RATIO = 16; // ... and at most this many times the batch JSON's bytes
   const JSONARRAY_KINDS = "biufcUSMmO";
@@ -215,6 +216,7 @@
   /** A short JSON rendering of a value for messages (floats that look like ints keep ".0"). */
   const show = (v) => {
     const mark = (key, x) => {
+      if (typeof x === "bigint") return `\u0000${x}`;
       if (x instanceof Number) return `\u0000${Number.isInteger(x.valueOf()) ? x.valueOf().toFixed(1) : x.valueOf()}`;
       if (isObject(x) && x.__type === "overflow") return `\u0000<an integer of ${x.digits || "many"} digits>`;
       return x;
@@ -267,6 +269,11 @@
   function revive(key, value, context) {
     if (typeof value !== "number") return value;
     const source = context && typeof context.source === "string" ? context.source : null;
+    // An episode's seed past 2 ** 53 keeps its digits (a BigInt): it is shown, to be reused.
+    if (key === "seed" && source !== null && /^-?\d+$/.test(source) && !Number.isSafeInteger(value) &&
+        isObject(this) && Object.hasOwn(this, "rewards") && Object.hasOwn(this, "observations")) {
+      return BigInt(source);
+    }
     if (!Number.isFinite(value) && (source === null || !/[.eE]/.test(source))) {
       return { __type: "overflow", digits: source ? source.length : null };
     }
@@ -475,8 +482,9 @@
         return;
       case "ndarray":
         return;
-      case "overflow":
-        throw fail(`an integer of ${v.digits === null ? "many" : v.digits} digits is too large for a number`);
+      case "overflow": // (an int past a double: Python's reader keeps it, up to §9's digits)
+        if (v.digits !== null && v.digits <= MAX_INT_DIGITS + 1) return; // (and its sign)
+        throw fail(`an integer of ${v.digits === null ? "many" : v.digits} digits is more than the ${MAX_INT_DIGITS} readers accept`);
       case "float":
         if (!["nan", "inf", "-inf"].includes(v.value)) throw fail(`a non-finite float must be "nan", "inf" or "-inf", not ${show(v.value)}`);
         return;
@@ -915,7 +923,7 @@
     terminated: { missing: false, valid: (v) => typeof v === "boolean", expected: "true or false", part: "last" },
     truncated: { missing: false, valid: (v) => typeof v === "boolean", expected: "true or false", part: "last" },
     seed: {
-      missing: null, valid: (v) => v === null || (typeof v === "number" && Number.isInteger(v)), expected: "an int or null",
+      missing: null, valid: (v) => v === null || typeof v === "bigint" || (typeof v === "number" && Number.isInteger(v)), expected: "an int or null",
       part: "first", label: "seed", text: String,
     },
     started_at: {
@@ -1481,6 +1489,7 @@
           if (prev && prev.continues) {
             if (obj.part !== prev.part + 1) {
               setError(where, `${obj.file}: expected part ${prev.part + 1} of an episode at its start, found part ${obj.part}`);
+              current.broken = true;
             }
             if (obj.signature !== current.parts[0].signature) {
               setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (observations, actions or rendered frames of another structure)`);
@@ -1491,12 +1500,15 @@
             }
             current.parts.push(obj);
           } else {
-            if (obj.part !== 0) {
+            // A part no part precedes is a fragment of an episode: its parts are taken and
+            // left out of the list, as a part that does not join (broken).
+            const orphan = obj.part !== 0;
+            if (orphan) {
               setError(where, `${obj.file}: episodes[${obj.position - entry.first}] is part ${obj.part} of an episode, but no part precedes it`);
             }
             current = {
               writer: writer.manifest.writer, writerName: writer.name, writerOrder, envId: writer.manifest.envId, renderFps: writer.manifest.renderFps,
-              version: writer.manifest.version, position: obj.position, parts: [obj], broken: false,
+              version: writer.manifest.version, position: obj.position, parts: [obj], broken: orphan,
             };
             episodes.push(current);
           }
@@ -1504,9 +1516,9 @@
       }
     });
     // Like the Python reader, hide an episode whose last part is not written yet.
-    const unfinished = episodes.filter((ep) => ep.parts[ep.parts.length - 1].continues);
+    const unfinished = episodes.filter((ep) => !ep.broken && ep.parts[ep.parts.length - 1].continues);
     state.unfinished = unfinished.map((ep) => ep.parts.reduce((a, p) => a + p.steps, 0));
-    const complete = episodes.filter((ep) => !ep.parts[ep.parts.length - 1].continues);
+    const complete = episodes.filter((ep) => !ep.broken && !ep.parts[ep.parts.length - 1].continues);
     const byKey = new Map();
     complete.forEach((ep, index) => {
       const last = ep.parts[ep.parts.length - 1];
@@ -1712,10 +1724,15 @@
         rewards.set(p.rewards, at);
         at += p.rewards.length;
       }
-      const returns = new Float64Array(rewards.length);
+      // As plotted, at the observation each arrives with (the step label's): the reward of
+      // step t at t + 1 (none at the reset), and the return collected so far (0 at the reset).
+      const arrived = new Float64Array(rewards.length + 1);
+      arrived[0] = NaN;
+      arrived.set(rewards, 1);
+      const returns = new Float64Array(rewards.length + 1);
       let sum = 0;
-      rewards.forEach((r, i) => { sum += r; returns[i] = sum; });
-      state.detail = { episode: ep, signature: ep.signature, steps: ep.length, observations, actions, rendered, rewards, returns };
+      rewards.forEach((r, i) => { sum += r; returns[i + 1] = sum; });
+      state.detail = { episode: ep, signature: ep.signature, steps: ep.length, observations, actions, rendered, rewards, arrived, returns };
       renderDetail();
       setStep(Math.min(step, ep.length));
       detail.dataset.status = "ready";
@@ -1811,7 +1828,7 @@
    * Draw one panel (a series over the shared step axis 0..xMax) into `root` at `top`.
    * Returns a function that moves the panel's cursor to a step.
    */
-  function drawPanel(root, width, top, height, values, xMax, color, title, showDots) {
+  function drawPanel(root, width, top, height, values, xMax, color, title, showDots, first = 0) {
     const plotWidth = width - LEFT - RIGHT;
     const xOf = (t) => LEFT + (xMax > 0 ? (t / xMax) * plotWidth : 0);
     const [lo, hi] = extent(values);
@@ -1850,8 +1867,9 @@
       const x = xOf(Math.min(step, xMax));
       cursor.setAttribute("x1", x);
       cursor.setAttribute("x2", x);
-      readout.textContent = step < values.length ? `${fmt(values[step])} @ ${step}` : "";
-      return step < values.length ? values[step] : undefined;
+      const shown = step >= first && step < values.length; // (values from index first on)
+      readout.textContent = shown ? `${fmt(values[step])} @ ${step}` : "";
+      return shown ? values[step] : undefined;
     };
   }
 
@@ -1867,7 +1885,7 @@
       "aria-label": `rewards and return over ${d.rewards.length} steps`,
     });
     const xMax = Math.max(1, d.steps);
-    const setReward = drawPanel(root, width, 0, height, d.rewards, xMax, "var(--reward)", "reward", true);
+    const setReward = drawPanel(root, width, 0, height, d.arrived, xMax, "var(--reward)", "reward", true, 1);
     const setReturn = drawPanel(root, width, height, height, d.returns, xMax, "var(--return)", "return (cumulative)", false);
     views.push((step) => { setReward(step); setReturn(step); });
     return root;

@@ -676,7 +676,9 @@ def test_stalled_clients_are_bounded_and_time_out(
 
     from gym_recording.tools import viewer
 
-    monkeypatch.setattr(viewer._Handler, "timeout", 0.5)  # (the private class: its timeout)
+    # (the private class: its timeout; long enough that none of the stalled clients times
+    # out while the others connect on a loaded machine, which let more threads run at once)
+    monkeypatch.setattr(viewer._Handler, "timeout", 3.0)
     server, url = make_server(str(recording))
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -719,7 +721,9 @@ def test_a_client_sending_its_request_a_byte_at_a_time_is_hung_up_on(
 
     from gym_recording.tools import viewer
 
-    monkeypatch.setattr(viewer._Handler, "timeout", 0.5)  # (the private class: its timeout)
+    # (the private class: its timeout; long enough that none of the stalled clients times
+    # out while the others connect on a loaded machine, which let more threads run at once)
+    monkeypatch.setattr(viewer._Handler, "timeout", 3.0)
     server, _ = make_server(str(recording))
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

@@ -574,6 +574,7 @@ def _writing_between_listings(
         writer.add_reset(np.zeros(64))
         for t in range(20):
             writer.add_step(0, np.full(64, t, np.float64), 1.0, terminated=t == 19)
+        writer.end_episode()
         writer.save_complete()
         return names
 
@@ -600,8 +601,12 @@ def test_a_recording_being_written_is_downloaded_and_uploaded_whole(
         assert len(got) >= 1
     local = tmp_path / "local"
     record(str(local), seed=2, episodes=1)
+    late = gym_recording.TraceRecording(local, batch_bytes=2000)
+    late.add_reset(np.zeros(64))  # (its manifest is there before the copy begins)
+    late.add_step(0, np.ones(64), 1.0, terminated=True)
+    late.end_episode()
+    late.save_complete()
     with monkeypatch.context() as patch:
-        late = gym_recording.TraceRecording(local, batch_bytes=2000)
         _writing_between_listings(patch, LocalStorage, late)
         uploaded = transfer.upload_recording(local, "CartPole-v1", s3.new_bucket())
     late.close()

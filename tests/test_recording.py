@@ -332,6 +332,20 @@ def test_resets_of_text_alone_fill_batches_by_their_size(trace_dir):
         assert [ep.observations[0][:4] for ep in r] == [f"{e:04d}" for e in range(200)]
 
 
+def test_resets_alone_with_rendered_frames_fill_batches_by_their_frames(trace_dir):
+    """Zero-step episodes with a rendered frame each: batches of about batch_bytes, not one
+    batch of every episode."""
+    frame = np.zeros((64, 64, 3), np.uint8)  # (12 KB)
+    with TraceRecording(trace_dir, batch_bytes=100_000) as rec:
+        for e in range(300):
+            rec.add_reset(np.full(3, e), render_frame=frame)
+    batches = assert_batches_well_formed(trace_dir)
+    assert len(batches) >= 20
+    assert max(b["bytes"] for b in batches) <= 1.5 * 100_000, batches
+    with gym_recording.load(trace_dir) as r:
+        assert [int(ep.observations[0, 0]) for ep in r] == list(range(300))
+
+
 class ImageEnv(SpaceEnv):
     """84x84x3 uint8 frames (about 21 KB per step), cheap to make and different every step."""
 

@@ -6,6 +6,7 @@ reader sees: the same files, in the same order, with the same errors at the same
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,36 @@ def test_while_writes_fail_a_full_batch_backs_off_as_any(
     rec.close()
     with gym_recording.load(tmp_path) as r:
         assert [ep.length for ep in r] == [300]
+
+
+def test_resets_alone_are_written_again_once_the_disk_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Zero-step episodes of text, and the disk full for a while: the batch is tried again
+    as the buffered rows double, and once the disk is back batches are of about batch_bytes
+    again (resets never counted toward the retry, so every later one piled into one batch)."""
+    monkeypatch.setattr(W, "FOREGROUND_WRITE_SHARE", FOREGROUND)
+    disk = {"broken": False}
+
+    def full(name: str) -> None:
+        if disk["broken"]:
+            raise WriteError(f"could not write {name!r} (simulated): No space left on device")
+
+    _file_by_file(monkeypatch, full)
+    raised = 0
+    with TraceRecording(tmp_path, batch_bytes=200_000) as rec:
+        for e in range(400):
+            disk["broken"] = 40 <= e < 70
+            try:
+                rec.add_reset(f"{e:04d}" + "x" * 10_000)
+            except WriteError:
+                raised += 1
+    assert 1 <= raised <= 4, raised
+    (manifest,) = tmp_path.glob("*.manifest.json")
+    sizes = [b["bytes"] for b in json.loads(manifest.read_text())["batches"]]
+    assert len(sizes) >= 30 and max(sizes[-10:]) <= 1.25 * 200_000, sizes
+    with gym_recording.load(tmp_path) as r:
+        assert [ep.observations[0][:4] for ep in r] == [f"{e:04d}" for e in range(400)]
 
 
 def _interrupted(

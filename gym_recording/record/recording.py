@@ -300,7 +300,7 @@ class TraceRecording(RowsMixin):
             if frame is not None and store.n >= self._frame_rows and self._pending:
                 self._room = min(self._room, steps)  # (write the others at the next step)
             if self._values.full:  # (options that fill the batch: written after one step)
-                self._room = min(self._room, self._write_after(steps))
+                self._room = min(self._room, self._writer.write_after(steps))
             if not self._sized:
                 self._layout_known()
             self._sync_room()
@@ -410,8 +410,8 @@ class TraceRecording(RowsMixin):
                 full = self._values.full or (
                     render_frame is not None and frames.n >= self._frame_rows
                 )
-                if full and self._room > self._write_after(steps):
-                    self._room = self._write_after(steps)
+                if full and self._room > self._writer.write_after(steps):
+                    self._room = self._writer.write_after(steps)
                     self._sync_room()
             finally:  # (an interrupt above: the rows put are the env's arrays, taken now)
                 if self._writer.compressor is not None:
@@ -431,7 +431,7 @@ class TraceRecording(RowsMixin):
         try:
             self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
             if self._values.full:
-                self._room = min(self._room, self._write_after(len(self._rew.buf) >> 3))
+                self._room = min(self._room, self._writer.write_after(len(self._rew.buf) >> 3))
                 self._sync_room()
             elif self._recorders.keep_rows:  # (the rows, and how many more fit)
                 self._sync_room()
@@ -503,14 +503,11 @@ class TraceRecording(RowsMixin):
 
     def _end_episode(self, ended_at: float | None) -> None:
         steps, retry_at = self._end(ended_at), self._writer.retry_at
+        frames = self._frames is not None and self._frames.n >= self._frame_rows
         if steps >= max(self._writer.target_steps, retry_at) or (
-            self._values.full and steps >= retry_at  # (filled by its values: resets alone)
+            (self._values.full or frames) and steps + self._resets >= retry_at  # (resets alone)
         ):
             self._submit_batch()
-
-    def _write_after(self, steps: int) -> int:
-        """The room of a batch full at ``steps`` steps: to write at the next, or at a retry."""
-        return max(steps + 1, self._writer.retry_at)
 
     def _end(self, ended_at: float | None) -> int:
         """End the open episode, if any, unwritten: the steps buffered (-1: none was open)."""
@@ -665,7 +662,7 @@ class TraceRecording(RowsMixin):
 
     def _wait(self) -> bool:
         """Wait for the batch in flight; ``False`` (kept for the call to raise) if it failed."""
-        if self._writer.wait_or_keep(len(self._rew.buf) >> 3):
+        if self._writer.wait_or_keep((len(self._rew.buf) >> 3) + self._resets):
             return True
         self._room = self._writer.retry_at
         self._sync_room()

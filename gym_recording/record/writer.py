@@ -186,7 +186,7 @@ class BatchWriter:
         self._segment = -1
         self._job: _WriteJob | None = None
         #: A write failed (twice): its error, for the caller to raise once it has recorded
-        #: what it brought (:meth:`raise_kept`); tried again once ``retry_at`` steps are kept.
+        #: what it brought (:meth:`raise_kept`); tried again once ``retry_at`` rows are kept.
         self.failed: WriteError | None = None
         self.retry_at = 0
         self._unsynced = False  # a manifest was renamed without the directory's fsync
@@ -391,7 +391,8 @@ class BatchWriter:
     def wait_or_keep(self, buffered: int) -> bool:
         """:meth:`wait`; ``False`` if the write failed again, its error kept in :attr:`failed`.
 
-        It is tried again once twice the ``buffered`` steps are: :attr:`retry_at`.
+        It is tried again once twice the ``buffered`` rows (steps and resets) are:
+        :attr:`retry_at`.
         """
         try:
             self.wait()
@@ -399,6 +400,10 @@ class BatchWriter:
             self.failed, self.retry_at = exc, 2 * buffered + 1
             return False
         return True
+
+    def write_after(self, steps: int) -> int:
+        """The room of a batch full at ``steps`` steps: to write at the next, or at a retry."""
+        return max(steps + 1, self.retry_at)
 
     def raise_kept(self) -> None:
         """Raise the error :meth:`wait_or_keep` kept, if any (once)."""

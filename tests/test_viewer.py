@@ -1063,6 +1063,89 @@ def test_seeds_past_a_double_show_their_digits_and_long_ints_are_read(
     assert viewer.console_errors == []
 
 
+def test_an_episode_whose_later_parts_are_per_step_values_is_listed(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """A part of per-step values joins any other (FORMAT.md §4): the episode is in the
+    table, as load() reads it (the page cannot join such parts yet, and says so)."""
+    with TraceRecording(tmp_path / "r", batch_bytes=2000) as rec:
+        rec.add_reset(np.zeros(8))
+        for t in range(80):  # (one observation of another shape: per-step values from then)
+            rec.add_step(0, np.ones(9 if t == 60 else 8), 1.0, terminated=t == 79)
+        rec.add_reset(np.zeros(8))
+        rec.add_step(0, np.ones(8), 1.0, terminated=True)
+    with load(tmp_path / "r") as got:
+        lengths = [str(ep.length) for ep in got]
+    assert lengths == ["80", "1"]
+    viewer = open_viewer(tmp_path / "r")
+    viewer.wait_count(2)
+    assert [row["length"] for row in viewer.rows()] == lengths
+
+
+def test_long_ints_and_values_shaped_like_episodes_are_shown(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """Per-step values: an int no double holds is shown with its digits, up to FORMAT.md §9's
+    4,300 (one more is refused, as load() refuses it); a dict that has an episode's keys
+    (and a seed past 2 ** 53) is shown, not a page error."""
+    shaped = {"observations": 1, "rewards": 2, "seed": 2**60 + 1}
+    with TraceRecording(tmp_path / "r") as rec:
+        rec.add_reset("start")  # (per-step values)
+        rec.add_step(0, 10**400, 1.0)
+        rec.add_step(0, shaped, 1.0, terminated=True)
+    viewer = open_viewer(tmp_path / "r")
+    viewer.wait_count(1)
+    viewer.select(0)
+    text = "els => els.map(e => e.querySelector('code').textContent).join(' ')"
+    viewer.set_step(1)  # (its first 200 characters)
+    shown = viewer.page.eval_on_selector_all("[data-testid=text-track]", text)
+    assert "1" + "0" * 190 in shown and "__type" not in shown
+    viewer.set_step(2)
+    assert f'"seed":{2**60 + 1}' in viewer.page.eval_on_selector_all(
+        "[data-testid=text-track]", text
+    )
+    assert not viewer.error_visible() and viewer.console_errors == []
+    for digits, readable in ((4300, True), (4301, False)):
+        d = tmp_path / f"d{digits}"
+        with TraceRecording(d) as rec:
+            rec.add_reset(np.zeros(2), options={"h": 10**4299})  # (4,300 digits)
+            rec.add_step(0, np.ones(2), 1.0, terminated=True)
+        batch = next(d.glob("*.ep*.json"))  # (a writer refuses 4,301 digits: edit the file)
+        if not readable:
+            text = batch.read_text().replace("1" + "0" * 4299, "1" + "0" * 4300)
+            batch.write_text(text)
+            manifest = next(d.glob("*.manifest.json"))
+            doc = json.loads(manifest.read_text())
+            doc["batches"][0]["bytes"] += 1
+            manifest.write_text(json.dumps(doc))
+        viewer = open_viewer(d)
+        viewer.page.wait_for_function("Number(document.body.dataset.polls || 0) >= 1")
+        assert viewer.count() == (1 if readable else 0), digits
+        assert viewer.error_visible() is not readable
+
+
+def test_a_damaged_batch_in_the_middle_of_an_episode_leaves_no_episode_being_recorded(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """An episode in parts whose middle batch is damaged: an error, the whole episodes
+    listed, and no fragment said to be "being recorded" on a finished recording."""
+    d = tmp_path / "r"
+    with TraceRecording(d, batch_bytes=2000) as rec:
+        rec.add_reset(np.zeros(8))
+        for t in range(60):
+            rec.add_step(0, np.ones(8), 1.0, terminated=t == 59)
+        rec.add_reset(np.zeros(8))
+        rec.add_step(0, np.ones(8), 1.0, terminated=True)
+    (manifest,) = d.glob("*.manifest.json")
+    batches = json.loads(manifest.read_text())["batches"]
+    assert batches[0].get("continues") and len(batches) >= 3
+    (d / batches[1]["fn"]).write_text("{ damaged")
+    viewer = open_viewer(d)
+    viewer.page.locator("[data-testid=error]").wait_for(state="visible")
+    assert [row["length"] for row in viewer.rows()] == ["1"]
+    assert "being recorded" not in viewer.page.inner_text("body")
+
+
 def test_a_recording_of_many_batches_is_shown_as_they_are_read(
     open_viewer: Callable[[Path], Viewer], tmp_path: Path
 ) -> None:

@@ -272,10 +272,10 @@
     // An episode's seed past 2 ** 53 keeps its digits (a BigInt): it is shown, to be reused.
     if (key === "seed" && source !== null && /^-?\d+$/.test(source) && !Number.isSafeInteger(value) &&
         isObject(this) && Object.hasOwn(this, "rewards") && Object.hasOwn(this, "observations")) {
-      return BigInt(source);
+      return BigInt(source); // (a value with these keys too: shown by displayValue as JSON does)
     }
     if (!Number.isFinite(value) && (source === null || !/[.eE]/.test(source))) {
-      return { __type: "overflow", digits: source ? source.length : null };
+      return { __type: "overflow", digits: source ? source.length : null, negative: source ? source.startsWith("-") : false, text: source };
     }
     // eslint-disable-next-line no-new-wrappers
     if (source !== null && Number.isInteger(value) && /[.eE]/.test(source)) return new Number(value);
@@ -483,7 +483,7 @@
       case "ndarray":
         return;
       case "overflow": // (an int past a double: Python's reader keeps it, up to §9's digits)
-        if (v.digits !== null && v.digits <= MAX_INT_DIGITS + 1) return; // (and its sign)
+        if (v.digits !== null && v.digits <= MAX_INT_DIGITS + (v.negative ? 1 : 0)) return;
         throw fail(`an integer of ${v.digits === null ? "many" : v.digits} digits is more than the ${MAX_INT_DIGITS} readers accept`);
       case "float":
         if (!["nan", "inf", "-inf"].includes(v.value)) throw fail(`a non-finite float must be "nan", "inf" or "-inf", not ${show(v.value)}`);
@@ -904,6 +904,9 @@
   }
 
   /** A field's structure (kinds, dtypes, per-step shapes) for checking that parts join. */
+  /** Whether a signature holds a field of per-step values (a list). */
+  const PER_STEP = /(^|[|:,({])list($|[|,)}])/;
+
   function signature(node) {
     switch (node.kind) {
       case "array": return `${node.dtype}[${node.sub.join(",")}]`;
@@ -1248,11 +1251,17 @@
         case "bytes": return `b64:${value.base64}`;
         case "repr": return value.repr;
         case "ndarray": return `${value.dtype}[${value.shape.join(", ")}]`;
+        case "overflow": if (value.text) return value.text; break;
         default: break;
       }
     }
-    const text = JSON.stringify(value);
-    return text === undefined ? String(value) : text;
+    if (typeof value === "bigint") return String(value);
+    const text = JSON.stringify(value, (key, x) => {
+      if (typeof x === "bigint") return `\u0000${x}`; // (its digits, unquoted below)
+      if (isObject(x) && x.__type === "overflow" && x.text) return `\u0000${x.text}`;
+      return x;
+    });
+    return text === undefined ? String(value) : text.replace(/"\\u0000([^"]*)"/g, "$1");
   }
 
   /** Turn a planned field into tracks for one episode part (numbers read, frames located). */
@@ -1480,7 +1489,12 @@
       for (const entry of writer.manifest.batches) {
         const batch = writer.batches.get(batchKey(entry));
         if (!batch || !batch.objects) {
-          current = null; // a damaged or missing batch breaks an episode's chain of parts
+          // A damaged batch breaks an episode's chain of parts: the parts before it are a
+          // fragment, not an episode being recorded (one not read yet is only not read yet).
+          if (batch && batch.error && current && current.parts[current.parts.length - 1].continues) {
+            current.broken = true;
+          }
+          current = null;
           continue;
         }
         for (const obj of batch.objects) {
@@ -1493,7 +1507,9 @@
             }
             if (obj.signature !== current.parts[0].signature) {
               setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (observations, actions or rendered frames of another structure)`);
-              current.broken = true;
+              // (a part of per-step values joins any other, FORMAT.md §4, as load() joins it:
+              // listed, though this page cannot join it yet)
+              if (!PER_STEP.test(obj.signature) && !PER_STEP.test(current.parts[0].signature)) current.broken = true;
             } else if (obj.hasInfos !== current.parts[0].hasInfos) {
               setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (infos are recorded in some parts only)`);
               current.broken = true;

@@ -195,6 +195,19 @@ def test_a_write_failing_twice_raises_at_the_next_flush_either_way(
     assert _seeds(tmp_path) == [0, 1]
 
 
+def _disk(monkeypatch: pytest.MonkeyPatch, *, broken: bool) -> dict[str, bool]:
+    """Writes in the recording's thread, each failing (a full disk) while ``["broken"]``."""
+    monkeypatch.setattr(W, "FOREGROUND_WRITE_SHARE", FOREGROUND)
+    disk = {"broken": broken}
+
+    def full(name: str) -> None:
+        if disk["broken"]:
+            raise WriteError(f"could not write {name!r} (simulated): No space left on device")
+
+    _file_by_file(monkeypatch, full)
+    return disk
+
+
 @pytest.mark.parametrize("kind", ["arrays", "text", "infos"])
 def test_while_writes_fail_a_full_batch_backs_off_as_any(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
@@ -202,14 +215,7 @@ def test_while_writes_fail_a_full_batch_backs_off_as_any(
     """A batch its values fill (text observations, large infos) is tried again once the
     buffered steps have doubled, as a batch of arrays is: not at every step (which raised a
     WriteError at every step while the disk was full)."""
-    monkeypatch.setattr(W, "FOREGROUND_WRITE_SHARE", FOREGROUND)
-    disk = {"broken": True}
-
-    def full(name: str) -> None:
-        if disk["broken"]:
-            raise WriteError(f"could not write {name!r} (simulated): No space left on device")
-
-    _file_by_file(monkeypatch, full)
+    disk = _disk(monkeypatch, broken=True)
     rec = TraceRecording(tmp_path, batch_bytes=20_000, record_infos=kind == "infos")
 
     def obs(t: int) -> Any:
@@ -235,14 +241,7 @@ def test_resets_alone_are_written_again_once_the_disk_is_back(
     """Zero-step episodes of text, and the disk full for a while: the batch is tried again
     as the buffered rows double, and once the disk is back batches are of about batch_bytes
     again (resets never counted toward the retry, so every later one piled into one batch)."""
-    monkeypatch.setattr(W, "FOREGROUND_WRITE_SHARE", FOREGROUND)
-    disk = {"broken": False}
-
-    def full(name: str) -> None:
-        if disk["broken"]:
-            raise WriteError(f"could not write {name!r} (simulated): No space left on device")
-
-    _file_by_file(monkeypatch, full)
+    disk = _disk(monkeypatch, broken=False)
     raised = 0
     with TraceRecording(tmp_path, batch_bytes=200_000) as rec:
         for e in range(400):

@@ -215,11 +215,9 @@ def download_recording(
         manifests = find_manifests(source.list_names())
         for name in manifests:  # first: they list only batches already written
             target.write_atomic(name, [source.map(name)])
-        for name in source.list_names():  # (not a manifest that appeared since: it may list
+        for name in source.list_names():  # (no manifest: one that appeared since may list
             # batches written after this listing)
-            if classify(name) == "manifest" and name not in manifests:
-                continue
-            if name not in manifests and is_plain_name(name) and not is_temp_name(name):
+            if classify(name) != "manifest" and is_plain_name(name) and not is_temp_name(name):
                 logger.info("Download %s/%s to %s", s3url.rstrip("/"), name, directory)
                 target.write_atomic(name, [source.map(name)])
         os.chmod(tmp, directory_mode())  # (mkdtemp made it 0700: the mode mkdir would give)

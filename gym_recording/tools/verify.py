@@ -148,14 +148,11 @@ class VerifyReport:
 
 def _without(where: str, text: str) -> str:
     """``text`` without a leading ``where: `` (the report names the place once)."""
-    return text.removeprefix(f"{where.rstrip('/')}: ")
+    return text.removeprefix(f"{where.rstrip('/')}: ").removeprefix(f"{where}: ")
 
 
 def _message(exc: TraceFormatError) -> str:
-    text = str(exc)
-    if exc.path and text.startswith(f"{exc.path}: "):
-        return text[len(exc.path) + 2 :]
-    return text
+    return _without(exc.path, str(exc)) if exc.path else str(exc)
 
 
 def _check_manifest(

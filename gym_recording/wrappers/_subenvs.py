@@ -43,14 +43,13 @@ def gym_vector_error(env: Any) -> TypeError | None:
     kind = getattr(legacy, "VectorEnv", None)
     if not isinstance(kind, type) or isinstance(env, (gymnasium.Env, VectorEnv)):
         return None
-    try:  # (itself, or inside gym's wrappers: RecordEpisodeStatistics, say)
+    try:  # (inside gym's wrappers, RecordEpisodeStatistics say, or itself)
         base = env.unwrapped
     except Exception:
         base = env
+    base = base if isinstance(base, kind) else env
     if not isinstance(base, kind):
-        base = env
-        if not isinstance(env, kind):
-            return None
+        return None
     msg = (
         f"expected a Gymnasium env, got gym's vector env {type(base).__name__}: gym-recording "
         "records Gymnasium's vector envs (made with gymnasium.make_vec) with "

@@ -28,7 +28,7 @@ from conftest import (
 )
 
 import gym_recording
-from gym_recording import RecordingError, TraceRecording, scan_recorded_traces
+from gym_recording import RecordingError, TraceFormatError, TraceRecording, scan_recorded_traces
 from gym_recording.tools.cli import main as cli
 from gym_recording.tools.recode import recode
 from gym_recording.tools.verify import verify
@@ -157,6 +157,25 @@ def test_references_carry_codec_and_raw_size_and_the_default_is_raw(tmp_path):
     assert manifest["format_version"] == gym_recording.FORMAT_VERSION == "2.3"
     assert _bytes(tmp_path / "z", ".bin") * 100 < _bytes(tmp_path / "raw", ".bin")
     _assert_same_episodes(tmp_path / "raw", tmp_path / "z", times=False)
+
+
+def test_a_large_frame_cut_before_its_checksum_is_called_truncated(tmp_path):
+    """A frame of 4 MiB or more (read as a stream) whose reference is 4 bytes short of its
+    checksum is refused as truncated, with the bytes missing (not "-4 bytes after it")."""
+    obs = (np.arange(3 << 20) % 251).astype(np.uint8)
+    with TraceRecording(tmp_path / "r", compression="zstd") as rec:
+        rec.add_reset(obs)
+        rec.add_step(0, obs, 0.0, terminated=True)
+    batch = next(p for p in (tmp_path / "r").glob("*.json") if "manifest" not in p.name)
+    doc = json.loads(batch.read_bytes())
+    ref = doc["episodes"][0]["observations"]
+    assert ref["codec"] == "zstd" and ref["rawsize"] == 2 * (3 << 20)
+    ref["size"] -= 4
+    batch.write_text(json.dumps(doc))
+    with gym_recording.load(tmp_path / "r") as rec2, pytest.raises(TraceFormatError) as caught:
+        _ = rec2[0].observations
+    said = str(caught.value)
+    assert "got a truncated one (4 bytes missing)" in said and batch.name in said
 
 
 def test_zero_step_and_empty_arrays_among_compressed_ones(trace_dir):

@@ -205,6 +205,23 @@ def test_exports_take_odd_infos_seeds_and_options(tmp_path: Path) -> None:
     assert np.load(tmp_path / "x.npz")["seeds"].tolist() == [-1]
 
 
+@pytest.mark.parametrize("options", [np.array([1.5, 2.0]), np.array(["a", "b"]), np.array([7])])
+def test_exports_name_array_options_they_leave_out(tmp_path: Path, options: Any) -> None:
+    """Reset options that are an array (the writer takes any value) are left out and said."""
+    pytest.importorskip("pyarrow")
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        w.add_reset(np.zeros(2), options=options)
+        w.add_step(0, np.ones(2), 1.0, terminated=True)
+    for to in ("npz", "parquet"):
+        with pytest.warns(LossyExportWarning) as caught:
+            export(tmp_path / "r", to=to, out=tmp_path / f"x.{to}")
+        (said,) = [str(c.message) for c in caught]
+        assert (
+            said
+            == f"{to} leaves out the reset options of 1 episode (`export --to minari` keeps them)"
+        )
+
+
 def test_parquet_of_an_empty_recording(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     gym_recording.TraceRecording(tmp_path / "r").close()

@@ -313,7 +313,10 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
         msg = f"the zstd frame holds {got + len(more)} bytes or more, expected rawsize {rawsize}"
         raise CodecError(msg)
     if (end := _frame_end(memoryview(frame).cast("B"))) != n:  # (the reader lets a piece pass)
-        msg = f"expected one whole zstd frame, got {n - end} bytes after it"
+        if end > n:
+            msg = f"expected one whole zstd frame, got a truncated one ({end - n} bytes missing)"
+        else:
+            msg = f"expected one whole zstd frame, got {n - end} bytes after it"
         raise CodecError(msg)
     out.flags.writeable = False
     return out

@@ -363,7 +363,9 @@ class _LeftOut:
         c["infos"] += ep.infos is not None and any(
             i is not None and not (type(i) is dict and not i) for i in ep.infos
         )
-        c["reset options"] += ep.options is not None and ep.options != {}
+        c["reset options"] += ep.options is not None and not (
+            type(ep.options) is dict and not ep.options
+        )
         c["seeds"] += ep.seed is not None and int64_seed(ep.seed) is None  # (the column's type)
 
     def warn(self) -> None:

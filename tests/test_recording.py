@@ -113,6 +113,31 @@ def test_add_reset_add_step_end_episode_save_complete_close(trace_dir):
     assert len(assert_batches_well_formed(trace_dir)) == 2
 
 
+def test_save_complete_writes_an_episode_its_last_step_ended(trace_dir):
+    """An episode whose last step terminated (or truncated) it is complete: save_complete
+    writes it, though no reset or end_episode came (the wrapper ends it at its next reset).
+    An episode whose last step set no flag stays open, and is written whole later."""
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), trace_dir)
+    env.reset(seed=1)
+    while not any(env.step(0)[2:4]):
+        pass
+    env.recording.save_complete()
+    with gym_recording.load(trace_dir) as r:
+        assert [(ep.seed, ep.terminated) for ep in r] == [(1, True)]
+    env.reset(seed=2)
+    env.step(0)
+    env.recording.save_complete()
+    with gym_recording.load(trace_dir) as r:
+        assert len(r) == 1
+    env.step(0)
+    env.close()
+    with gym_recording.load(trace_dir) as r:
+        assert [(ep.seed, ep.length, ep.terminated) for ep in r] == [
+            (1, r[0].length, True),
+            (2, 2, False),
+        ]
+
+
 def test_add_reset_ends_the_open_episode(trace_dir):
     """add_reset() while an episode is open ends it, cut: terminated and truncated false."""
     with TraceRecording(trace_dir) as rec:

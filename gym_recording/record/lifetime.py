@@ -183,64 +183,71 @@ def step_ended(stepper: Callable[[], int | None]) -> bool:
     return True
 
 
+#: The signals :class:`uninterrupted` holds back: Ctrl-C, and ``kill``'s default (which a
+#: Python handler, such as ``sys.exit``, may turn into an exception like Ctrl-C's).
+HELD_SIGNALS = (_signal.SIGINT, _signal.SIGTERM)
+
+
 class uninterrupted:  # (named as the function it stands for: ``with uninterrupted():``)
-    """Hold a SIGINT (Ctrl-C) back until the block is done, then handle it as it came.
+    """Hold SIGINT (Ctrl-C) and SIGTERM back until the block is done, then handle them.
 
     For the few statements that must all run or none (a batch's books: the buffer's rows
     released, the spans handed on); an interrupt anywhere between them would leave the rows
-    and the spans apart. Only the main thread handles signals: elsewhere, and where SIGINT
-    has no Python handler, the block runs as it is. (It calls ``_signal``'s functions:
+    and the spans apart. Only the main thread handles signals: elsewhere, and for a signal
+    with no Python handler, the block runs as it is. (It calls ``_signal``'s functions:
     ``signal``'s own wrap them to convert handlers to enums, several times their cost.)
     """
 
-    __slots__ = ("__weakref__", "_came", "_handler")
+    __slots__ = ("__weakref__", "_came", "_handlers")
 
     def __init__(self) -> None:
-        self._handler: Any = None
-        self._came: int | None = None
+        self._handlers: dict[int, Any] = {}
+        self._came: list[int] = []
 
     def __enter__(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            handler = _signal.getsignal(_signal.SIGINT)
-            if callable(handler):
-                self._handler = handler
-                _signal.signal(_signal.SIGINT, _holder(weakref.ref(self), handler))
+            for signum in HELD_SIGNALS:
+                handler = _signal.getsignal(signum)
+                if callable(handler):
+                    self._handlers[signum] = handler
+                    _signal.signal(signum, _holder(weakref.ref(self), handler))
 
     def __exit__(self, *exc: object) -> None:
-        handler = self._handler
+        handlers = dict(self._handlers)
         self._restore()
-        if self._came is not None and handler is not None:
-            handler(self._came, None)
+        for signum in self._came:  # (as they came; the first to raise ends it)
+            handlers[signum](signum, None)
 
     def __del__(self) -> None:  # (__exit__ was not run: a signal's handler raised at its call)
         self._restore()
 
     def _restore(self) -> None:
-        handler, raised = getattr(self, "_handler", None), None  # (None: __init__ interrupted)
-        if threading.current_thread() is not threading.main_thread():
+        handlers, raised = getattr(self, "_handlers", None), None  # (None: __init__ interrupted)
+        if not handlers or threading.current_thread() is not threading.main_thread():
             return  # (collected on another thread, which cannot: its holder hands signals on)
-        while handler is not None and _signal.getsignal(_signal.SIGINT) is not handler:
-            try:  # (_signal.signal runs other signals' handlers first, which may raise)
-                _signal.signal(_signal.SIGINT, handler)
-            except BaseException as exc:
-                raised = raised or exc
-        self._handler = None
+        for signum, handler in list(handlers.items()):
+            while _signal.getsignal(signum) is not handler:
+                try:  # (_signal.signal runs other signals' handlers first, which may raise)
+                    _signal.signal(signum, handler)
+                except BaseException as exc:
+                    raised = raised or exc
+            del handlers[signum]
         if raised is not None:
             raise raised
 
 
 def _holder(block: weakref.ref[uninterrupted], handler: Any) -> Callable[[int, Any], None]:
-    """The SIGINT handler while ``block`` runs: it notes the signal.
+    """A held signal's handler while ``block`` runs: it notes the signal.
 
     Once the block is gone (if its restore never ran), it hands the signal on to ``handler``.
     """
 
     def hold(signum: int, frame: Any) -> None:
         held = block()
-        if held is None or held._handler is None:
+        if held is None or signum not in held._handlers:
             handler(signum, frame)
-        else:
-            held._came = signum
+        elif signum not in held._came:
+            held._came.append(signum)
 
     return hold
 

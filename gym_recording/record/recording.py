@@ -702,13 +702,18 @@ class TraceRecording(RowsMixin):
         """Write the completed episodes as one batch and update the manifest; wait for it.
 
         The blob is written first, then the batch JSON, then the manifest, each atomically.
-        When it returns, every episode written is durable (it survives a power loss). The open
-        episode, if any, stays in the buffer.
+        When it returns, every episode written is durable (it survives a power loss). An open
+        episode whose last step terminated or truncated it is complete: it is ended and
+        written too (a step after it needs a reset first). Another open episode stays in the
+        buffer.
 
         Raises:
             WriteError: a write failed (twice): nothing of it is published; it is retried.
         """
         self._check_usable("save_complete")
+        ep = self._open
+        if ep is not None and ep.flagged_at == len(self._rew.buf) >> 3:
+            self._end(None)
         self._submit_batch()
         self._writer.raise_kept()
         self._writer.save()

@@ -8,13 +8,20 @@ episode times go in Minari's episode metadata (``gym_recording_started_at``,
 recording), its metadata in the dataset's metadata (``gym_recording``); an import reads them
 back.
 
+The types Minari's columns and JSON do not keep are noted in each episode's metadata
+(``gym_recording_kinds``: the numpy dtype of an option or of an info's numbers, a tuple, a
+Python int among numpy ones), and an import gives each value its recorded type back.
+
 What Minari cannot hold is left out and named in one
 :class:`~gym_recording.LossyExportWarning`: the info keys not in every info of an episode
 (MuJoCo's reset info lacks some; the others are kept), infos that are not dicts of common
-keys and of one kind of value at every step, options that are not JSON (a dict of numbers,
+keys and of one kind of value at every step (and the types of an info's values that change
+type between steps: they are stored as one), options that are not JSON (a dict of numbers,
 strings, lists, dicts and numpy values), zero-step episodes when the actions hold arrays
 (Minari's arrow storage cannot store an episode without a step then), and an environment's
-spec whose kwargs were not JSON when it was recorded. A part of a space the recording could
+spec whose kwargs were not JSON when it was recorded; in Minari's arrow storage, which
+holds one layout of infos, the infos of a recording whose episodes' infos differ in keys or
+types (or are missing from some). A part of a space the recording could
 not describe (a :class:`~gym_recording.format.spaces.UnknownSpace`) is inferred from the
 recorded values.
 """
@@ -289,6 +296,109 @@ def _infos(infos: list[Any]) -> dict[str, Any]:
     return {k: _step_values([i[k] for i in infos]) for k in keys}
 
 
+def _kind(value: Any, *, python: bool) -> Any:
+    """What Minari loses of ``value``'s types (``None``: nothing), for :func:`_retyped`.
+
+    A numpy value's dtype (and an array's shape), a tuple, and with ``python`` the type of a
+    Python number, bool or string (Minari's columns give numpy scalars back).
+    """
+    if isinstance(value, np.ndarray):
+        return {"dtype": value.dtype.str, "shape": list(value.shape)}
+    if isinstance(value, np.generic):
+        return {"dtype": value.dtype.str}
+    if isinstance(value, dict):
+        kinds = {k: _kind(v, python=python) for k, v in value.items()}
+        return {"dict": kinds} if any(k is not None for k in kinds.values()) else None
+    if isinstance(value, (list, tuple)):
+        items = [_kind(v, python=python) for v in value]
+        if isinstance(value, tuple) or any(k is not None for k in items):
+            return {"tuple" if isinstance(value, tuple) else "list": items}
+        return None
+    if python and isinstance(value, (bool, int, float, str)):
+        return {"python": type(value).__name__}
+    return None
+
+
+_PYTHON = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def _retyped(value: Any, kind: Any) -> Any:
+    """``value`` as Minari gave it back, with the types :func:`_kind` noted.
+
+    Where the note does not fit the value (a dataset made or edited elsewhere), as it is.
+    """
+    if not isinstance(kind, dict):
+        return value
+    try:
+        if "python" in kind:
+            return _PYTHON[kind["python"]](value)
+        if "dtype" in kind:
+            dtype = np.dtype(kind["dtype"])
+            if "shape" in kind:
+                return np.asarray(value, dtype).reshape(kind["shape"])
+            return dtype.type(value)
+        if "dict" in kind:
+            return {k: _retyped(v, kind["dict"].get(k)) for k, v in value.items()}
+        kinds: Any = kind.get("tuple", kind.get("list"))
+        if (
+            isinstance(value, (list, tuple))
+            and isinstance(kinds, list)
+            and len(kinds) == len(value)
+        ):
+            seq = [_retyped(v, k) for v, k in zip(value, kinds, strict=True)]
+            return tuple(seq) if "tuple" in kind else seq
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+        pass
+    return value
+
+
+def _layout(infos: dict[str, Any]) -> Any:
+    """The layout of Minari's dict of per-step values (:func:`_infos`), as arrow types it."""
+    return tuple(
+        (k, _layout(v))
+        if isinstance(v, dict)
+        else (k, (v.dtype.str, v.shape[1:]) if isinstance(v, np.ndarray) else type(v[0]).__name__)
+        for k, v in infos.items()
+    )
+
+
+def _one_layout(rec: Recording) -> bool:
+    """Whether the infos of every episode take one layout in Minari (or none has infos).
+
+    (Minari's arrow storage cannot read back a dataset of two: it fills the infos of an
+    episode given none with NaN, and refuses arrays of other shapes or types.)
+    """
+    if not any(m.record_infos for m in rec.writers):
+        return True
+    seen = set()
+    for ep in rec:
+        infos, _ = _buffer_infos(ep.infos, _Lost())  # (what it loses is said in the export)
+        seen.add(None if infos is None else _layout(infos))
+        if len(seen) > 1:
+            return False
+    return True
+
+
+def _info_kinds(infos: list[dict[str, Any]], lost: _Lost) -> Any:
+    """The types of the values at each info key (as :func:`_infos` stores them) to keep.
+
+    An array's dtype is kept by its column; a key's numbers, bools and strings get their
+    type noted where it is the same at every step (else they are stored as one: said).
+    """
+    kinds: dict[str, Any] = {}
+    for key in infos[0]:
+        values = [i[key] for i in infos]
+        if isinstance(values[0], dict):
+            kinds[key] = _info_kinds(values, lost)
+        elif not (isinstance(values[0], np.ndarray) and values[0].ndim):
+            seen = {json.dumps(_kind(v, python=True), sort_keys=True) for v in values}
+            if len(seen) == 1:
+                kinds[key] = _kind(values[0], python=True)
+            else:
+                lost.add(f"the types of info {key!r}, which change between steps")
+    return {"dict": kinds} if kinds else None
+
+
 def _recorded_spec(rec: Recording, lost: _Lost) -> Any:
     """The environment's spec as the recording holds it, rebuilt, or ``None``."""
     from gymnasium.envs.registration import EnvSpec
@@ -380,7 +490,15 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         arrow = formats[0] == "arrow"  # (hdf5 takes the recorded dtypes)
         skip_empty = arrow and _any_leaf(act_space, _is_array_space)
 
-        def buffers() -> Iterator[tuple[Episode, Any]]:
+        # (Minari's arrow storage holds one layout of infos: every episode's, or none)
+        keep_infos = not arrow or _one_layout(rec)
+        if not keep_infos:
+            lost.add(
+                "the infos (their keys or types differ between episodes, and Minari's arrow "
+                "storage holds one layout)"
+            )
+
+        def buffers() -> Iterator[tuple[dict[str, Any], Any]]:
             for ep in episodes(rec, "minari"):
                 n = ep.length
                 if ep.render_frames is not None:
@@ -392,22 +510,29 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 truncations = np.zeros(n, dtype=bool)
                 if n:
                     terminations[-1], truncations[-1] = ep.terminated, ep.truncated
+                infos, info_kinds = _buffer_infos(ep.infos, lost) if keep_infos else (None, None)
+                options = _options(ep.options, lost)
+                kinds = {
+                    "options": _kind(ep.options, python=False) if options is not None else None,
+                    "infos": info_kinds,
+                }
                 yield (
-                    ep,
+                    _episode_metadata(ep, kinds),
                     EpisodeBuffer(
                         seed=ep.seed,
-                        options=_options(ep.options, lost),
+                        options=options,
                         observations=_ordered(ep.observations, obs_space, "observations", arrow),
                         actions=_ordered(ep.actions, act_space, "actions", arrow),
                         rewards=np.asarray(ep.rewards, dtype=np.float64),
                         terminations=terminations,
                         truncations=truncations,
-                        infos=_buffer_infos(ep.infos, lost),
+                        infos=infos,
                     ),
                 )
 
         try:
-            _write(minari, dataset_id, buffers(), kwargs, rec, spec)
+            infos = keep_infos and any(m.record_infos for m in rec.writers)
+            _write(minari, dataset_id, buffers(), kwargs, rec, spec, infos)
         except BaseException as exc:
             shutil.rmtree(path, ignore_errors=True)
             refused = (AssertionError, ValueError, TypeError, KeyError, OverflowError)
@@ -460,9 +585,10 @@ def _options(options: Any, lost: _Lost) -> dict[str, Any] | None:
     return plain
 
 
-def _buffer_infos(infos: list[Any] | None, lost: _Lost) -> dict[str, Any] | None:
+def _buffer_infos(infos: list[Any] | None, lost: _Lost) -> tuple[dict[str, Any] | None, Any]:
+    """An episode's infos as Minari stores them, and their kinds (:func:`_info_kinds`)."""
     if infos is None or not any(infos):
-        return None
+        return None, None
     if all(isinstance(i, dict) for i in infos):
         # Minari holds a key at every step: keep those in every info (MuJoCo's reset info
         # has fewer keys than its steps'), say which are left out.
@@ -472,19 +598,21 @@ def _buffer_infos(infos: list[Any] | None, lost: _Lost) -> dict[str, Any] | None
             lost.add(f"info keys missing from some of an episode's infos ({', '.join(left)})")
             infos = [{k: i[k] for k in common} for i in infos]
     try:
-        return _infos(infos)
+        stacked = _infos(infos)
     except _Unfit as exc:
         lost.add(f"infos of episodes whose infos Minari cannot stack ({exc})")
-        return None
+        return None, None
+    return stacked, _info_kinds(infos, lost)
 
 
 def _write(
     minari: Any,
     dataset_id: str,
-    buffers: Iterator[tuple[Episode, Any]],
+    buffers: Iterator[tuple[dict[str, Any], Any]],
     kwargs: dict[str, Any],
     rec: Recording,
     spec: Any,
+    record_infos: bool,
 ) -> None:
     """Hand the buffers to Minari a chunk at a time (numbered from 0), then the metadata.
 
@@ -504,7 +632,7 @@ def _write(
                 dataset.update_dataset_from_buffer(bufs)
             if chunk:
                 dataset.storage.update_episode_metadata(
-                    [_episode_metadata(ep) for ep, _ in chunk],
+                    [meta for meta, _ in chunk],
                     range(written, written + len(chunk)),
                 )
             written += len(chunk)
@@ -520,14 +648,16 @@ def _write(
                     "metadata": rec.metadata,
                     "writers": [m.writer for m in rec.writers],
                     # (Minari stores infos of no keys as none: this tells {} from None)
-                    "record_infos": any(m.record_infos for m in rec.writers),
+                    "record_infos": record_infos,
                 }
             }
         )
 
 
-def _episode_metadata(ep: Episode) -> dict[str, Any]:
+def _episode_metadata(ep: Episode, kinds: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"gym_recording_index": ep.index}
+    if any(k is not None for k in kinds.values()):  # (JSON text: HDF5 attributes are flat)
+        out["gym_recording_kinds"] = json.dumps(kinds)
     if ep.started_at is not None:
         out["gym_recording_started_at"] = ep.started_at
     if ep.ended_at is not None:
@@ -616,14 +746,19 @@ def import_minari(dataset_id: str, out: str | os.PathLike[str]) -> str:
 
 def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
     seed = meta.get("seed")
+    try:
+        kinds = json.loads(meta.get("gym_recording_kinds", "{}"))
+        info_kinds, option_kinds = kinds.get("infos"), kinds.get("options")
+    except (TypeError, ValueError, AttributeError):  # (made or edited elsewhere: as it is)
+        info_kinds = option_kinds = None
     obs, actions = ep.observations, ep.actions
     infos = ep.infos or None
     empty: dict[str, Any] | None = {} if rec.record_infos else None  # (where Minari has none)
     rec.add_reset(
         field_step(obs, 0),
         seed=None if seed is None else int(seed),
-        options=meta.get("options"),
-        info=_info_at(infos, 0) if infos else empty,
+        options=_retyped(meta.get("options"), option_kinds),
+        info=_retyped(_info_at(infos, 0), info_kinds) if infos else empty,
         started_at=_time(meta.get("gym_recording_started_at")),
     )
     for t in range(len(ep.rewards)):
@@ -633,7 +768,7 @@ def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
             float(ep.rewards[t]),
             terminated=bool(ep.terminations[t]),
             truncated=bool(ep.truncations[t]),
-            info=_info_at(infos, t + 1) if infos else empty,
+            info=_retyped(_info_at(infos, t + 1), info_kinds) if infos else empty,
         )
     rec.end_episode(ended_at=_time(meta.get("gym_recording_ended_at")))
 

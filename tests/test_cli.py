@@ -641,6 +641,57 @@ def test_record_refuses_a_memory_dir(cli: Run) -> None:
         assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
 
 
+def test_copies_and_imports_refuse_a_memory_output(cli: Run, recorded: Path) -> None:
+    """compress, decompress and import-minari into memory://... are bad usage (exit 2), as
+    record's --dir is: the copy would be gone when the command exits (it said "Copied")."""
+    for command in ("compress", "decompress"):
+        proc = cli(command, str(recorded), "memory://x", expect=2)
+        assert_error(proc, "OUT memory://x ", f"gone when `{command}` exits", "s3://")
+    proc = cli("import-minari", "tests/any-v0", "memory://x", expect=2)
+    assert_error(proc, "OUT_DIR memory://x ", "gone when `import-minari` exits")
+
+
+def test_empty_paths_are_named_as_empty(cli: Run, recorded: Path, tmp_path: Path) -> None:
+    """An empty OUT, --dir or directory to view is said to be empty, in one line (view served
+    the current directory; compress said the recording was "apart from" nothing)."""
+    for args, said in (
+        (("compress", str(recorded), ""), "expected OUT to name the copy's directory"),
+        (("import-minari", "tests/any-v0", ""), "expected OUT_DIR to name the recording's"),
+        (("record", "--dir", ""), "expected --dir to name the recording's directory"),
+        (("view", "", "--no-browser"), "expected a recording directory"),
+    ):
+        proc = cli(*args, expect=2)
+        assert_error(proc, said, "got an empty string")
+        assert len(proc.stderr.splitlines()) == 1
+
+
+def test_record_render_of_an_env_that_cannot_render_says_why_and_writes_nothing(
+    cli: Run, tmp_path: Path
+) -> None:
+    """--record-render of an env whose render() fails (Gymnasium's own envs without pygame)
+    is one line naming the env and its error, before any directory is made (it was a
+    traceback, and an empty directory left behind)."""
+    (tmp_path / "norender.py").write_text(
+        "import gymnasium, numpy as np\n"
+        "class E(gymnasium.Env):\n"
+        "    metadata = {'render_modes': ['rgb_array']}\n"
+        "    observation_space = gymnasium.spaces.Box(0, 1, (2,))\n"
+        "    action_space = gymnasium.spaces.Discrete(2)\n"
+        "    def __init__(self, render_mode=None):\n"
+        "        self.render_mode = render_mode\n"
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        super().reset(seed=seed)\n"
+        "        return np.zeros(2, np.float32), {}\n"
+        "    def render(self):\n"
+        "        raise gymnasium.error.DependencyNotInstalled('pygame is not installed')\n"
+        "gymnasium.register('NoRender-v0', entry_point=E)\n"
+    )
+    out = tmp_path / "r"
+    proc = cli("record", "norender:NoRender-v0", "--record-render", "--dir", str(out), expect=2)
+    assert_error(proc, "cannot render 'norender:NoRender-v0'", "pygame is not installed")
+    assert len(proc.stderr.splitlines()) == 1 and not out.exists()
+
+
 def test_a_level_out_of_range_names_the_flag(cli: Run, recorded: Path, tmp_path: Path) -> None:
     """compress takes --compression-level, as record does, and --level still; a level out of
     range names the flag as given, not the Python parameter, and exits 2 writing nothing."""

@@ -156,6 +156,20 @@ def test_replay_imports_the_package_that_registers_the_env(tmp_path: Path) -> No
     assert got.stdout.split() == ["True", "True"]
 
 
+def test_replay_of_an_env_whose_package_is_missing_names_it(tmp_path: Path) -> None:
+    """An env whose entry point's package is not installed (ale_py, minigrid) says to
+    install it, by its name on PyPI's usual spelling."""
+    spec = gymnasium.envs.registration.EnvSpec("Gone-v0", entry_point="gone_pkg.envs:GoneEnv")
+    with gym_recording.TraceRecording(tmp_path, env_spec=json.loads(spec.to_json())) as w:
+        w.add_reset(np.zeros(2))
+        w.add_step(0, np.ones(2), 1.0, terminated=True)
+    with pytest.raises(RecordingError) as caught:
+        gym_recording.load(tmp_path)[0].replay()
+    said = str(caught.value)
+    assert "cannot make environment 'Gone-v0' to replay episode 0" in said
+    assert said.endswith("install the package that provides it (`pip install gone-pkg`, say)")
+
+
 class _FailsOnStep(gymnasium.Env[Any, Any]):
     """An env of this module (made by its entry point), whose step fails on request."""
 

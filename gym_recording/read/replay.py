@@ -68,6 +68,9 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
         name = getattr(target, "id", target)
         why = str(exc).rstrip(".")
         msg = f"cannot make environment {name!r} to replay episode {ep.index}: {why}"
+        if isinstance(exc, ModuleNotFoundError) and exc.name:  # (the env's package)
+            package = exc.name.split(".")[0].replace("_", "-")
+            msg += f"; install the package that provides it (`pip install {package}`, say)"
         lost = [w.name for w in getattr(spec, "additional_wrappers", ()) if w.kwargs is None]
         if lost:  # (wrappers that do not record their arguments cannot be made again)
             msg += (

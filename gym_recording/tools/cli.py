@@ -94,6 +94,18 @@ def _in_memory(location: str) -> bool:
     return is_url(location) and "memory" in location.split("://")[0].lower().split("::")
 
 
+def _gone_at_exit(location: str, name: str, command: str) -> bool:
+    """Whether ``location`` (``name``) is ``memory://``: gone when ``command`` exits; says so."""
+    if not _in_memory(location):
+        return False
+    _err(
+        f"{name} {location} is in fsspec's memory filesystem, which lives only in this "
+        f"process: it would be gone when `{command}` exits; give a local directory, or an "
+        "object store URL such as s3://bucket/run1"
+    )
+    return True
+
+
 def _bad_level(level: int | None, flag: str) -> bool:
     """Whether ``level`` (given as ``flag``) is out of zstd's range; if so, says so."""
     if level is None:
@@ -148,12 +160,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if _bad_level(args.compression_level, "--compression-level"):
         return EXIT_USAGE
-    if args.dir is not None and _in_memory(args.dir):
-        _err(
-            f"--dir {args.dir} is in fsspec's memory filesystem, which lives only in this "
-            "process: the recording would be gone when `record` exits; give a local "
-            "directory, or an object store URL such as s3://bucket/run1"
-        )
+    if args.dir == "":
+        _err("expected --dir to name the recording's directory, got an empty string")
+        return EXIT_USAGE
+    if args.dir is not None and _gone_at_exit(args.dir, "--dir", "record"):
         return EXIT_USAGE
     kwargs: dict[str, Any] = {"max_episode_steps": args.max_steps} if args.max_steps else {}
     if args.record_render:
@@ -175,6 +185,13 @@ def _cmd_record(args: argparse.Namespace) -> int:
         except RecordingError as exc:  # an env that does not render RGB frames
             base.close()
             _err(str(exc))
+            return EXIT_USAGE
+        try:  # (before a directory is made: pygame missing, say, for Gymnasium's own envs)
+            base.reset(seed=args.seed)
+            base.render()
+        except Exception as exc:
+            base.close()
+            _err(f"cannot render {args.env_id!r} to record its frames: {exc}")
             return EXIT_USAGE
     metadata = {"policy": "uniform random", "command": "gym-recording record"}
     try:
@@ -393,6 +410,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_view(args: argparse.Namespace) -> int:
     from gym_recording.tools.viewer import serve
 
+    if not args.directory:
+        _err("expected a recording directory, got an empty string")
+        return EXIT_USAGE
     names: list[str] = []
     with contextlib.suppress(OSError):  # (a missing or unreadable directory: serve says so)
         names = os.listdir(args.directory)
@@ -430,6 +450,11 @@ def _cmd_recode(args: argparse.Namespace) -> int:
     level = getattr(args, "level", None)
     if _bad_level(level, getattr(args, "flag", "--compression-level")):
         return EXIT_USAGE
+    if not args.out:
+        _err("expected OUT to name the copy's directory, got an empty string")
+        return EXIT_USAGE
+    if _gone_at_exit(args.out, "OUT", args.command):
+        return EXIT_USAGE
     try:
         out = recode(args.directory, args.out, compression=args.codec, compression_level=level)
     except ValueError as exc:  # a value refused (a damaged file: below)
@@ -446,6 +471,11 @@ def _cmd_recode(args: argparse.Namespace) -> int:
 def _cmd_import_minari(args: argparse.Namespace) -> int:
     from gym_recording.tools.minari import import_minari
 
+    if not args.out:
+        _err("expected OUT_DIR to name the recording's directory, got an empty string")
+        return EXIT_USAGE
+    if _gone_at_exit(args.out, "OUT_DIR", "import-minari"):
+        return EXIT_USAGE
     directory = import_minari(args.dataset_id, args.out)
     print(f"Imported Minari dataset {args.dataset_id} to {directory}")
     print(f"  {_command()} info {_path_word(directory)}")

@@ -374,7 +374,8 @@ def test_numpy_options_infos_times_metadata_and_spec_go_there_and_back(
         assert b.infos is not None and len(b.infos) == len(a.infos or []) == a.length + 1
         assert [i["x"] for i in b.infos] == [i["x"] for i in a.infos or []]
         assert np.array_equal(b.infos[-1]["pos"], a.infos[-1]["pos"])  # type: ignore[index]
-        assert b.options == {"level": 3, "scale": 0.5, "tags": ["a", "b"]}
+        assert b.options == a.options == {"level": 3, "scale": 0.5, "tags": ("a", "b")}
+        assert [type(v) for v in b.options.values()] == [np.int64, np.float32, tuple]
     assert json.dumps(back[0].env_spec)  # (the spec came back)
 
 

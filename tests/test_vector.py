@@ -721,3 +721,69 @@ def test_infos_with_a_key_that_is_not_a_str_are_recorded_per_sub_env(tmp_path: P
     venv.close()
     with gym_recording.load(tmp_path) as rec:
         assert [ep.infos[1] for ep in rec] == [{3: "int key", "a": 1.0}] * 2
+
+
+class _ResetFails(gymnasium.Env[np.ndarray, int]):
+    """Steps for ever; its reset raises ``exc`` when the options ask it to."""
+
+    observation_space = spaces.Box(-1, 1, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, exc: type[BaseException]) -> None:
+        self.exc, self.t = exc, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        if options and options.get("boom"):
+            raise self.exc("boom")
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: int) -> Any:
+        self.t += 1
+        return np.full(2, self.t / 100, np.float32), 1.0, False, False, {}
+
+
+@pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
+def test_a_partial_reset_that_fails_ends_only_the_episodes_it_was_to_reset(
+    tmp_path: Path, exc: type[BaseException]
+) -> None:
+    """A reset of sub-env 0 alone (``reset_mask``) that raises, an error or a Ctrl-C, ends
+    sub-env 0's episode only: sub-env 1's goes on, every step recorded (a Ctrl-C ended it
+    too, and its next steps were not recorded)."""
+    w = TraceRecordingVectorWrapper(SyncVectorEnv([lambda: _ResetFails(exc)] * 2), tmp_path)
+    w.reset(seed=0)
+    for _ in range(5):
+        w.step(np.array([0, 1]))
+    with pytest.raises(exc):
+        w.reset(options={"reset_mask": np.array([True, False]), "boom": True})
+    for _ in range(5):
+        w.step(np.array([0, 1]))
+    w.close()
+    with gym_recording.load(tmp_path) as rec:
+        index = {m.writer: m.metadata["vector_env"]["index"] for m in rec.writers}
+        got = [(index[ep.writer], ep.seed, ep.length) for ep in rec]
+    assert sorted(got) == [(0, 0, 5), (1, 1, 10)]
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_episode_ids_count_the_episodes_of_steps_held_in_columns(
+    tmp_path: Path, mode: AutoresetMode
+) -> None:
+    """``episode_ids`` is each sub-env's current episode at every step, whether its steps
+    are held in columns (no infos) or handed on at once (infos): it stayed at its value of
+    the last hand-over, 0 after 19 episodes."""
+    ids = {}
+    for infos in (False, True):
+        env = SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, autoreset_mode=mode)
+        w = TraceRecordingVectorWrapper(env, tmp_path / str(infos), record_infos=infos)
+        w.reset(seed=0)
+        seen = []
+        for _ in range(200):
+            _, _, te, tr, _ = w.step(np.array([0, 1]))
+            if mode == AutoresetMode.DISABLED and (te | tr).any():
+                w.reset(options={"reset_mask": te | tr})
+            seen.append(list(w.episode_ids))
+        w.close()
+        ids[infos] = seen
+    assert ids[False] == ids[True] and ids[False][-1][0] >= 15

@@ -220,8 +220,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self.directory: str = self.recordings[0].directory if n else os.fspath(directory)
         self.record_infos = record_infos
         self.episode_trigger = episode_trigger
-        #: Per sub-env, the index of its current episode (``-1`` before its first reset).
-        self.episode_ids: list[int] = [-1] * n
+        self._episode_ids = [-1] * n  # (steps held in columns aside: see episode_ids)
+        self._resetting: Iterable[int] | None = None  # the sub-envs a reset is to reset
         self._active = [False] * n  # recording the sub-env's current episode
         self._rendering = [False] * n  # recording its rendered frames
         self._pending_reset = [False] * n  # NEXT_STEP: the next step resets the sub-env
@@ -273,6 +273,23 @@ class TraceRecordingVectorWrapper(VectorWrapper):
 
     # ---------------------------------------------------------------- env API
 
+    @property
+    def episode_ids(self) -> list[int]:
+        """Per sub-env, the index of its current episode (``-1`` before its first reset).
+
+        Steps held in columns count the episodes they begin (as their hand-over will).
+        """
+        ids, cols = list(self._episode_ids), self._columns
+        t = cols.t if cols is not None else 0
+        if t and cols is not None and self.autoreset_mode != AutoresetMode.DISABLED:
+            ended = cols.term[:t] | cols.trunc[:t]
+            if self.autoreset_mode == AutoresetMode.NEXT_STEP:  # (the row after an end)
+                begun = np.count_nonzero(ended[: t - 1], axis=0) + self._pending_reset
+            else:  # SAME_STEP: at the row that ends one
+                begun = np.count_nonzero(ended, axis=0)
+            ids = [i + int(b) for i, b in zip(ids, begun, strict=True)]
+        return ids
+
     def reset(
         self,
         *,
@@ -305,8 +322,10 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         except Exception:
             raise
         except BaseException:  # (as step's: the episodes begun may not all be recorded)
-            self._interrupted()
+            self._interrupted(self._resetting)  # (those it was to reset; all, before it knew)
             raise
+        finally:
+            self._resetting = None
 
     def _reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         errors: list[RecordingError] = []  # (every sub-env is handled first; then raised)
@@ -321,6 +340,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 # (what each reset sub-env gets: the rest of the dict, ``{}`` if nothing)
                 sub_options = {k: v for k, v in sub_options.items() if k != "reset_mask"}
         targets = range(n) if mask is None else np.flatnonzero(mask).tolist()
+        self._resetting = targets
         try:
             obs, infos = self.env.reset(seed=seed, options=options)
         except Exception:  # (some may have reset: their episodes end, as TraceRecordingWrapper's)
@@ -556,14 +576,14 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             rec.end_episode(ended_at=started_at)
         except WriteError as exc:  # (the last episode is ended)
             failed = exc
-        self.episode_ids[i] += 1
+        self._episode_ids[i] += 1
         trigger, choice = self.episode_trigger, self._render_choice
-        active = trigger is None or bool(trigger(self.episode_ids[i]))
+        active = trigger is None or bool(trigger(self._episode_ids[i]))
         rendering = (
             active
             and frames is not None
             and choice is not None
-            and bool(choice(self.episode_ids[i]))
+            and bool(choice(self._episode_ids[i]))
         )
         self._active[i] = self._rendering[i] = False
         if active:
@@ -642,7 +662,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         ):
             first = self._pending_reset[i]
             rows(0, t, first)
-            self.episode_ids[i] += first + int(np.count_nonzero(ended[: t - 1, i]))
+            self._episode_ids[i] += first + int(np.count_nonzero(ended[: t - 1, i]))
             self._active[i] = rec.in_episode
             self._pending_reset[i] = not rec.in_episode
             return

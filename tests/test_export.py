@@ -6,6 +6,7 @@ Parquet through pyarrow, npz through numpy, Minari through ``minari.load_dataset
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import os
@@ -374,12 +375,19 @@ def _typed(value: Any) -> Any:
     return (type(value).__name__, getattr(value, "dtype", None), repr(value))
 
 
+@pytest.mark.parametrize("storage", ["arrow", "hdf5"])
 def test_minari_round_trip_keeps_the_types_of_infos_and_options(
-    tmp_path: Path, minari_path: Any
+    tmp_path: Path, minari_path: Any, storage: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Numpy scalars of every dtype, Python numbers among them, nested dicts, 0-d arrays and
-    array options come back of their recorded types (Minari gives int64/float64 columns and
-    JSON lists); an info whose values change type between steps is stored as one, and said."""
+    """Numpy scalars of every dtype, Python numbers among them, strings, nested dicts, 0-d
+    arrays and array options come back of their recorded types (Minari gives int64/float64
+    columns and JSON lists; HDF5 bytes and arrays); an info whose values change type between
+    steps is stored as one, and said."""
+    if storage == "hdf5":  # (chosen where pyarrow is missing)
+        find_spec = importlib.util.find_spec
+        monkeypatch.setattr(
+            importlib.util, "find_spec", lambda n, *a: None if n == "pyarrow" else find_spec(n, *a)
+        )
     info = {
         "f32": np.float32(0.1),
         "u8": np.uint8(3),
@@ -401,7 +409,8 @@ def test_minari_round_trip_keeps_the_types_of_infos_and_options(
         w.add_reset(np.zeros(2, np.float32), info={**info, "m": 2})
         w.add_step(0, np.ones(2, np.float32), 1.0, info={**info, "m": 2.5}, truncated=True)
     with pytest.warns(LossyExportWarning) as caught:
-        export(d, to="minari", out="tests/typed-v0")
+        path = export(d, to="minari", out="tests/typed-v0")
+    assert os.path.exists(os.path.join(path, "data", "main_data.hdf5")) == (storage == "hdf5")
     (said,) = [str(c.message) for c in caught]
     assert said.endswith("the types of info 'm', which change between steps (in 2 episodes)")
     back = import_minari("tests/typed-v0", tmp_path / "back")
@@ -432,6 +441,43 @@ def test_minari_infos_of_two_layouts_are_left_out_in_arrow(
     assert [len(ep.rewards) for ep in dataset.iterate_episodes()] == [1, 1]
     back = gym_recording.load(import_minari("tests/layouts-v0", tmp_path / "back"))
     assert [ep.infos for ep in back] == [None, None]
+
+
+def test_minari_infos_of_a_zero_step_episode_left_out_do_not_count(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """A zero-step episode that arrow storage leaves out (array actions) does not take the
+    other episodes' infos with it, though its reset info alone has another layout."""
+    pytest.importorskip("pyarrow")
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d, record_infos=True) as w:
+        for k in range(3):
+            w.add_reset(np.zeros(2), info={"score": 0})
+            if k != 1:
+                w.add_step(np.zeros(2), np.ones(2), 1.0, info={"score": 0.5}, terminated=True)
+    with pytest.warns(LossyExportWarning) as caught:
+        export(d, to="minari", out="tests/zero-v0")
+    (said,) = [str(c.message) for c in caught]
+    assert "zero-step episodes" in said and "the infos" not in said
+    back = gym_recording.load(import_minari("tests/zero-v0", tmp_path / "back"))
+    assert [[i["score"] for i in ep.infos] for ep in back] == [[0, 0.5]] * 2
+
+
+def test_import_minari_takes_type_notes_it_cannot_read_as_none(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Type notes edited elsewhere (not JSON, nested past the parser, not fitting the value)
+    leave the values as Minari gives them."""
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d, record_infos=True) as w:
+        w.add_reset(np.zeros(2), options={"pair": (1, 2)}, info={"f": np.float32(1)})
+        w.add_step(0, np.ones(2), 1.0, info={"f": np.float32(2)}, terminated=True)
+    export(d, to="minari", out="tests/notes-v0")
+    dataset = minari_path.load_dataset("tests/notes-v0")
+    for k, note in enumerate(["[" * 100_000, "not json", '{"infos": {"dict": {"f": 3}}}']):
+        dataset.storage.update_episode_metadata([{"gym_recording_kinds": note}], [0])
+        (ep,) = gym_recording.load(import_minari("tests/notes-v0", tmp_path / f"back{k}"))
+        assert [float(i["f"]) for i in ep.infos] == [1.0, 2.0]
 
 
 class _ProcessSpace(gymnasium.spaces.Space[Any]):

@@ -392,9 +392,11 @@ def test_what_minari_cannot_hold_is_named_in_one_warning(tmp_path: Path, minari:
     message = str(caught[0].message)
     assert "reset options that are not a JSON object" in message
     assert "keys that change between steps" in message
+    # Arrow storage holds one layout of infos: the first episode's cannot be stored, so
+    # none are (the second's alone read back the first's as NaN, which is not what it had).
+    assert "the infos (their keys or types differ between episodes" in message
     dataset = minari.load_dataset("tests/lossy-v0")
-    (_, second) = list(dataset.iterate_episodes())
-    assert second.infos["a"].tolist() == [1, 2]  # the episode whose infos fit keeps them
+    assert [ep.infos for ep in dataset.iterate_episodes()] == [{}, {}]
 
 
 def test_minari_keeps_the_info_keys_of_every_step(tmp_path: Path, minari: Any) -> None:

@@ -331,6 +331,8 @@ def _retyped(value: Any, kind: Any) -> Any:
         return value
     try:
         if "python" in kind:
+            if isinstance(value, bytes) and kind["python"] == "str":  # (HDF5's strings)
+                return value.decode()
             return _PYTHON[kind["python"]](value)
         if "dtype" in kind:
             dtype = np.dtype(kind["dtype"])
@@ -340,6 +342,8 @@ def _retyped(value: Any, kind: Any) -> Any:
         if "dict" in kind:
             return {k: _retyped(v, kind["dict"].get(k)) for k, v in value.items()}
         kinds: Any = kind.get("tuple", kind.get("list"))
+        if isinstance(value, np.ndarray) and value.ndim == 1:  # (HDF5's attributes)
+            value = list(value)
         if (
             isinstance(value, (list, tuple))
             and isinstance(kinds, list)
@@ -347,7 +351,7 @@ def _retyped(value: Any, kind: Any) -> Any:
         ):
             seq = [_retyped(v, k) for v, k in zip(value, kinds, strict=True)]
             return tuple(seq) if "tuple" in kind else seq
-    except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError):
         pass
     return value
 
@@ -362,21 +366,19 @@ def _layout(infos: dict[str, Any]) -> Any:
     )
 
 
-def _one_layout(rec: Recording) -> bool:
-    """Whether the infos of every episode take one layout in Minari (or none has infos).
+def _one_layout(rec: Recording, lost: _Lost, skip_empty: bool) -> bool:
+    """Whether the infos of every episode exported take one layout in Minari (or none has).
 
     (Minari's arrow storage cannot read back a dataset of two: it fills the infos of an
-    episode given none with NaN, and refuses arrays of other shapes or types.)
+    episode given none with NaN, and refuses arrays of other shapes or types.) What each
+    episode's infos lose goes to ``lost``.
     """
-    if not any(m.record_infos for m in rec.writers):
-        return True
     seen = set()
     for ep in rec:
-        infos, _ = _buffer_infos(ep.infos, _Lost())  # (what it loses is said in the export)
-        seen.add(None if infos is None else _layout(infos))
-        if len(seen) > 1:
-            return False
-    return True
+        if ep.length or not skip_empty:  # (a zero-step episode left out is not exported)
+            infos, _ = _buffer_infos(ep.infos, lost)
+            seen.add(None if infos is None else _layout(infos))
+    return len(seen) < 2
 
 
 def _info_kinds(infos: list[dict[str, Any]], lost: _Lost) -> Any:
@@ -491,7 +493,9 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         skip_empty = arrow and _any_leaf(act_space, _is_array_space)
 
         # (Minari's arrow storage holds one layout of infos: every episode's, or none)
-        keep_infos = not arrow or _one_layout(rec)
+        said, keep_infos = lost, True  # (where what the infos lose is said: once)
+        if arrow and any(m.record_infos for m in rec.writers):
+            keep_infos, said = _one_layout(rec, lost, skip_empty), _Lost()
         if not keep_infos:
             lost.add(
                 "the infos (their keys or types differ between episodes, and Minari's arrow "
@@ -510,10 +514,10 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 truncations = np.zeros(n, dtype=bool)
                 if n:
                     terminations[-1], truncations[-1] = ep.terminated, ep.truncated
-                infos, info_kinds = _buffer_infos(ep.infos, lost) if keep_infos else (None, None)
+                infos, info_kinds = _buffer_infos(ep.infos, said) if keep_infos else (None, None)
                 options = _options(ep.options, lost)
                 kinds = {
-                    "options": _kind(ep.options, python=False) if options is not None else None,
+                    "options": _kind(ep.options, python=True) if options is not None else None,
                     "infos": info_kinds,
                 }
                 yield (
@@ -749,7 +753,7 @@ def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
     try:
         kinds = json.loads(meta.get("gym_recording_kinds", "{}"))
         info_kinds, option_kinds = kinds.get("infos"), kinds.get("options")
-    except (TypeError, ValueError, AttributeError):  # (made or edited elsewhere: as it is)
+    except (TypeError, ValueError, AttributeError, RecursionError):  # (made elsewhere: as is)
         info_kinds = option_kinds = None
     obs, actions = ep.observations, ep.actions
     infos = ep.infos or None

@@ -656,6 +656,7 @@ def test_empty_paths_are_named_as_empty(cli: Run, recorded: Path, tmp_path: Path
     the current directory; compress said the recording was "apart from" nothing)."""
     for args, said in (
         (("compress", str(recorded), ""), "expected OUT to name the copy's directory"),
+        (("decompress", "", str(tmp_path / "x")), "expected DIR to name the recording directory"),
         (("import-minari", "tests/any-v0", ""), "expected OUT_DIR to name the recording's"),
         (("record", "--dir", ""), "expected --dir to name the recording's directory"),
         (("view", "", "--no-browser"), "expected a recording directory"),
@@ -690,6 +691,33 @@ def test_record_render_of_an_env_that_cannot_render_says_why_and_writes_nothing(
     proc = cli("record", "norender:NoRender-v0", "--record-render", "--dir", str(out), expect=2)
     assert_error(proc, "cannot render 'norender:NoRender-v0'", "pygame is not installed")
     assert len(proc.stderr.splitlines()) == 1 and not out.exists()
+
+
+def test_record_render_of_an_env_whose_reset_fails_says_the_resets_error(
+    cli: Run, tmp_path: Path
+) -> None:
+    """The render probe does not take a failing reset for rendering's: the error is the
+    reset's, as without --record-render."""
+    (tmp_path / "badreset.py").write_text(
+        "import gymnasium\n"
+        "class E(gymnasium.Env):\n"
+        "    metadata = {'render_modes': ['rgb_array']}\n"
+        "    observation_space = gymnasium.spaces.Box(0, 1, (2,))\n"
+        "    action_space = gymnasium.spaces.Discrete(2)\n"
+        "    def __init__(self, render_mode=None):\n"
+        "        self.render_mode = render_mode\n"
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        raise FileNotFoundError('level file levels/1.txt is missing')\n"
+        "gymnasium.register('BadReset-v0', entry_point=E)\n"
+    )
+    plain = cli("record", "badreset:BadReset-v0", "--dir", str(tmp_path / "a"), expect=1)
+    render = cli(
+        "record", "badreset:BadReset-v0", "--record-render", "--dir", str(tmp_path / "b"), expect=1
+    )
+    assert "level file levels/1.txt is missing" in plain.stderr
+    assert render.stderr.replace(str(tmp_path / "b"), "") == plain.stderr.replace(
+        str(tmp_path / "a"), ""
+    )
 
 
 def test_a_level_out_of_range_names_the_flag(cli: Run, recorded: Path, tmp_path: Path) -> None:

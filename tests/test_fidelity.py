@@ -170,6 +170,18 @@ def test_replay_of_an_env_whose_package_is_missing_names_it(tmp_path: Path) -> N
     assert said.endswith("install the package that provides it (`pip install gone-pkg`, say)")
 
 
+def test_replay_names_no_package_to_install_when_it_is_installed(tmp_path: Path) -> None:
+    """A module missing from an installed package (a spec of another gymnasium version)
+    does not ask to install that package."""
+    entry = "gymnasium.envs.classic_control.newer_env:NewerEnv"
+    spec = gymnasium.envs.registration.EnvSpec("Newer-v0", entry_point=entry)
+    with gym_recording.TraceRecording(tmp_path, env_spec=json.loads(spec.to_json())) as w:
+        w.add_reset(np.zeros(2))
+    with pytest.raises(RecordingError) as caught:
+        gym_recording.load(tmp_path)[0].replay()
+    assert "newer_env" in str(caught.value) and "pip install" not in str(caught.value)
+
+
 class _FailsOnStep(gymnasium.Env[Any, Any]):
     """An env of this module (made by its entry point), whose step fails on request."""
 

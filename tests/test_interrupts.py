@@ -417,3 +417,69 @@ def test_a_sigterm_while_a_batch_is_handed_to_its_writer_loses_none(tmp_path, mo
     with gym_recording.load(tmp_path / "r") as rec:
         seeds = [ep.seed for ep in rec]
     assert seeds[:ended] == list(range(ended)) and ended >= 4
+
+
+@pytest.mark.usefixtures("_sigterm_exits")
+def test_held_sigint_and_sigterm_are_both_handled_and_a_handler_set_inside_stays() -> None:
+    """(record.lifetime, private: the mechanism has no public face.) A Ctrl-C and a SIGTERM
+    held in one block are both handled after it, the Ctrl-C first, as Python handles two
+    signals (the SIGTERM was dropped); a handler the block's code sets (an episode_trigger
+    may) stays set (it was put back to the one before)."""
+    from gym_recording.record.lifetime import uninterrupted
+
+    ran: list[str] = []
+
+    def term(signum: int, frame: Any) -> None:
+        ran.append("term")
+
+    signal.signal(signal.SIGTERM, term)
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            with uninterrupted():
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(100):
+                    pass
+                ran.append("block")
+        finally:
+            for _ in range(100):  # (where Python handles the signal raised again)
+                pass
+    assert ran == ["block", "term"]
+
+    def mine(signum: int, frame: Any) -> None:
+        ran.append("mine")
+
+    with uninterrupted():
+        signal.signal(signal.SIGTERM, mine)
+    assert signal.getsignal(signal.SIGTERM) is mine
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_in_the_hand_over_before_a_partial_reset_ends_no_episode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real SIGINT while a partial reset hands the columns' steps over, before the env's
+    reset runs: no sub-env was reset, so every episode goes on (all were ended)."""
+    calls = []
+    add_rows = TraceRecording.add_rows
+
+    def signalled(self: TraceRecording, *args: Any, **kwargs: Any) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return add_rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(TraceRecording, "add_rows", signalled)
+    env = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2)
+    w = TraceRecordingVectorWrapper(env, tmp_path)
+    w.reset(seed=0)
+    for _ in range(3):
+        w.step(np.array([0, 1]))
+    with pytest.raises(KeyboardInterrupt):
+        w.reset(options={"reset_mask": np.array([True, False])})
+    assert calls
+    for _ in range(3):
+        w.step(np.array([0, 1]))
+    w.close()
+    with gym_recording.load(tmp_path) as rec:
+        assert sorted((ep.seed, ep.length) for ep in rec) == [(0, 6), (1, 6)]

@@ -124,6 +124,9 @@ def test_save_complete_writes_an_episode_its_last_step_ended(trace_dir):
     env.recording.save_complete()
     with gym_recording.load(trace_dir) as r:
         assert [(ep.seed, ep.terminated) for ep in r] == [(1, True)]
+    # A step past the end (Gymnasium's undefined behaviour) has no episode to go to now.
+    with pytest.raises(RecordingError, match=r"save_complete\(\) wrote it whole.*env.reset\(\)"):
+        env.step(0)
     env.reset(seed=2)
     env.step(0)
     env.recording.save_complete()

@@ -309,12 +309,18 @@ def decompress(frame: Any, rawsize: int, codec: str) -> np.ndarray:
     except zstandard.ZstdError as exc:
         msg = f"the zstd frame does not decompress: {exc}"
         raise CodecError(msg) from None
-    if got != rawsize or more:
+    if got < rawsize:  # (the frame ended, or its bytes did)
+        msg = (
+            f"expected one whole zstd frame of rawsize {rawsize} bytes, got a truncated one "
+            f"({got} bytes)"
+        )
+        raise CodecError(msg)
+    if more:
         msg = f"the zstd frame holds {got + len(more)} bytes or more, expected rawsize {rawsize}"
         raise CodecError(msg)
     if (end := _frame_end(memoryview(frame).cast("B"))) != n:  # (the reader lets a piece pass)
-        if end > n:
-            msg = f"expected one whole zstd frame, got a truncated one ({end - n} bytes missing)"
+        if end > n:  # (its last block or checksum cut)
+            msg = "expected one whole zstd frame, got a truncated one"
         else:
             msg = f"expected one whole zstd frame, got {n - end} bytes after it"
         raise CodecError(msg)

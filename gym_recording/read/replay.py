@@ -9,6 +9,7 @@ ALE) is found through its entry point.
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import math
 import re
@@ -68,8 +69,9 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
         name = getattr(target, "id", target)
         why = str(exc).rstrip(".")
         msg = f"cannot make environment {name!r} to replay episode {ep.index}: {why}"
-        if isinstance(exc, ModuleNotFoundError) and exc.name:  # (the env's package)
-            package = exc.name.split(".")[0].replace("_", "-")
+        top = exc.name.split(".")[0] if isinstance(exc, ModuleNotFoundError) and exc.name else ""
+        if top and importlib.util.find_spec(top) is None:  # (the env's package is missing)
+            package = top.replace("_", "-")
             msg += f"; install the package that provides it (`pip install {package}`, say)"
         lost = [w.name for w in getattr(spec, "additional_wrappers", ()) if w.kwargs is None]
         if lost:  # (wrappers that do not record their arguments cannot be made again)

@@ -194,14 +194,15 @@ class uninterrupted:  # (named as the function it stands for: ``with uninterrupt
     For the few statements that must all run or none (a batch's books: the buffer's rows
     released, the spans handed on); an interrupt anywhere between them would leave the rows
     and the spans apart. Only the main thread handles signals: elsewhere, and for a signal
-    with no Python handler, the block runs as it is. (It calls ``_signal``'s functions:
-    ``signal``'s own wrap them to convert handlers to enums, several times their cost.)
+    with no Python handler, the block runs as it is. A handler set inside the block stays.
+    (It calls ``_signal``'s functions: ``signal``'s own wrap them to convert handlers to
+    enums, several times their cost.)
     """
 
     __slots__ = ("__weakref__", "_came", "_handlers")
 
     def __init__(self) -> None:
-        self._handlers: dict[int, Any] = {}
+        self._handlers: dict[int, tuple[Any, Any]] = {}  # signal: (its handler, the holder)
         self._came: list[int] = []
 
     def __enter__(self) -> None:
@@ -209,14 +210,19 @@ class uninterrupted:  # (named as the function it stands for: ``with uninterrupt
             for signum in HELD_SIGNALS:
                 handler = _signal.getsignal(signum)
                 if callable(handler):
-                    self._handlers[signum] = handler
-                    _signal.signal(signum, _holder(weakref.ref(self), handler))
+                    holder = _holder(weakref.ref(self), handler)
+                    self._handlers[signum] = (handler, holder)
+                    _signal.signal(signum, holder)
 
     def __exit__(self, *exc: object) -> None:
-        handlers = dict(self._handlers)
+        handlers, came = {k: h for k, (h, _) in self._handlers.items()}, self._came
         self._restore()
-        for signum in self._came:  # (as they came; the first to raise ends it)
-            handlers[signum](signum, None)
+        try:
+            if came:
+                handlers[came[0]](came[0], None)
+        finally:  # (the others after it, when Python next checks: as two signals are)
+            for signum in came[1:]:
+                _signal.raise_signal(signum)
 
     def __del__(self) -> None:  # (__exit__ was not run: a signal's handler raised at its call)
         self._restore()
@@ -225,8 +231,8 @@ class uninterrupted:  # (named as the function it stands for: ``with uninterrupt
         handlers, raised = getattr(self, "_handlers", None), None  # (None: __init__ interrupted)
         if not handlers or threading.current_thread() is not threading.main_thread():
             return  # (collected on another thread, which cannot: its holder hands signals on)
-        for signum, handler in list(handlers.items()):
-            while _signal.getsignal(signum) is not handler:
+        for signum, (handler, holder) in list(handlers.items()):
+            while _signal.getsignal(signum) is holder:  # (else one set in the block: kept)
                 try:  # (_signal.signal runs other signals' handlers first, which may raise)
                     _signal.signal(signum, handler)
                 except BaseException as exc:

@@ -345,9 +345,10 @@ class TraceRecording(RowsMixin):
                 if self._open is not None:  # (that call was its add_reset)
                     continue
                 msg = (
-                    "add_step() with no open episode (none was started, or a refused value "
-                    "cut it): an episode starts with reset()'s observation; call "
-                    "add_reset(observation) first"
+                    "add_step() with no open episode (none was started, a refused value cut "
+                    "it, or save_complete() wrote it whole, its last step having ended it): "
+                    "an episode starts with reset()'s observation; call env.reset() (or "
+                    "add_reset(observation)) first"
                 )
                 raise RecordingError(msg)
             rewards = self._rew.buf
@@ -704,8 +705,8 @@ class TraceRecording(RowsMixin):
         The blob is written first, then the batch JSON, then the manifest, each atomically.
         When it returns, every episode written is durable (it survives a power loss). An open
         episode whose last step terminated or truncated it is complete: it is ended and
-        written too (a step after it needs a reset first). Another open episode stays in the
-        buffer.
+        written too (a step after it, which Gymnasium leaves undefined, raises a
+        :class:`RecordingError`: reset first). Another open episode stays in the buffer.
 
         Raises:
             WriteError: a write failed (twice): nothing of it is published; it is retried.

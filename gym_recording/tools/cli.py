@@ -188,11 +188,15 @@ def _cmd_record(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         try:  # (before a directory is made: pygame missing, say, for Gymnasium's own envs)
             base.reset(seed=args.seed)
-            base.render()
-        except Exception as exc:
-            base.close()
-            _err(f"cannot render {args.env_id!r} to record its frames: {exc}")
-            return EXIT_USAGE
+        except Exception:  # (not rendering's: the recording's reset meets it, as without)
+            pass
+        else:
+            try:
+                base.render()
+            except Exception as exc:
+                base.close()
+                _err(f"cannot render {args.env_id!r} to record its frames: {exc}")
+                return EXIT_USAGE
     metadata = {"policy": "uniform random", "command": "gym-recording record"}
     try:
         env: TraceRecordingWrapper[Any, Any] = TraceRecordingWrapper(
@@ -450,8 +454,9 @@ def _cmd_recode(args: argparse.Namespace) -> int:
     level = getattr(args, "level", None)
     if _bad_level(level, getattr(args, "flag", "--compression-level")):
         return EXIT_USAGE
-    if not args.out:
-        _err("expected OUT to name the copy's directory, got an empty string")
+    if not args.directory or not args.out:
+        what = "DIR to name the recording" if not args.directory else "OUT to name the copy's"
+        _err(f"expected {what} directory, got an empty string")
         return EXIT_USAGE
     if _gone_at_exit(args.out, "OUT", args.command):
         return EXIT_USAGE

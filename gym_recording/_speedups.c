@@ -879,7 +879,7 @@ ref_view(PyObject *r, PyObject *blob, const char *buf, Py_ssize_t size, PyObject
     }
     *off = ssize_attr(r, s_npyoff);
     *nbytes = ssize_attr(r, s_size);
-    if (*nbytes != n || *off < 0 || *off > size - n) {
+    if (*nbytes != n || *off < 0 || (*off & 7) != 0 || *off > size - n) {
         goto done;
     }
     Py_INCREF(descr); /* (flags 0 below: not writeable; UpdateFlags works out the rest) */

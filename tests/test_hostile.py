@@ -9,16 +9,19 @@ hundreds of megabytes) are made here from the valid base recording.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 import gym_recording
 from gym_recording import TraceFormatError, scan_recorded_traces
@@ -404,3 +407,61 @@ def test_mmap_false_survives_a_blob_cut_under_its_arrays(tmp_path: Path) -> None
     with open(tmp_path / make_cases.BIN0, "r+b") as f:
         f.truncate(0)
     assert [ep.observations.tolist() for ep in eps] == want
+
+
+def _first_batch(d: Path) -> Path:
+    return next(p for p in d.glob("*.ep*.json"))
+
+
+def test_rules_of_format_md_a_reader_must_hold(tmp_path: Path) -> None:
+    """Breaking each is a TraceFormatError naming it, from load() and verify: a non-empty
+    array's npyoff not a multiple of 8 (§6.1; it was read, misaligned), a version 2 manifest
+    without format "gym-recording" (§3), and a Dict observation whose leaves hold different
+    numbers of steps (said so, not "got None observations")."""
+    space = spaces.Dict({"a": spaces.Box(0, 1, (2,)), "t": spaces.Discrete(3)})
+
+    def misaligned(d: Path) -> None:
+        batch = _first_batch(d)
+        doc = json.loads(batch.read_text())
+        doc["episodes"][0]["rewards"]["npyoff"] += 4  # (the last array: within the blob,
+        batch.write_text(json.dumps(doc))  # once it is 8 bytes longer, and apart)
+        with open(batch.with_suffix(".bin"), "ab") as blob:
+            blob.write(bytes(8))
+
+    def no_format(d: Path) -> None:
+        manifest = next(d.glob("*.manifest.json"))
+        doc = json.loads(manifest.read_text())
+        del doc["format"]
+        manifest.write_text(json.dumps(doc))
+
+    def leaves_disagree(d: Path) -> None:
+        batch = _first_batch(d)
+        doc = json.loads(batch.read_text())
+        leaf = doc["episodes"][0]["observations"]["fields"]["t"]
+        leaf["shape"][0] -= 1
+        leaf["size"] -= np.dtype(leaf["dtype"]).itemsize
+        batch.write_text(json.dumps(doc))
+
+    cases: dict[str, Callable[[Path], None]] = {
+        "npyoff 4 of a non-empty array is not a multiple of 8": misaligned,
+        "expected format 'gym-recording' beside format_version": no_format,
+        "expected the leaves of observations to hold one number of steps": leaves_disagree,
+    }
+    for k, (says, damage) in enumerate(cases.items()):
+        d = tmp_path / str(k)
+        with gym_recording.TraceRecording(d, observation_space=space) as rec:
+            rec.add_reset({"a": np.zeros(2, np.float32), "t": 0})
+            rec.add_step(0, {"a": np.ones(2, np.float32), "t": 1}, 1.0, terminated=True)
+        damage(d)
+        manifest = next(d.glob("*.manifest.json"))  # (the batch's bytes as they are now)
+        doc = json.loads(manifest.read_text())
+        batch = _first_batch(d)
+        doc["batches"][0]["bytes"] = sum(
+            p.stat().st_size for p in (batch, batch.with_suffix(".bin"))
+        )
+        manifest.write_text(json.dumps(doc))
+        match = re.escape(says).replace("4", r"\d+")
+        with pytest.raises(TraceFormatError, match=match), gym_recording.load(d) as r:
+            list(r)
+        report = verify(d)
+        assert not report.ok and says.split(" of ")[0] in str(report.problems), says

@@ -1105,14 +1105,15 @@ def test_long_ints_and_values_shaped_like_episodes_are_shown(
         "[data-testid=text-track]", text
     )
     assert not viewer.error_visible() and viewer.console_errors == []
-    for digits, readable in ((4300, True), (4301, False)):
+    for digits, readable in ((4300, True), (4301, False), (-4300, False)):  # (-: a sign more)
         d = tmp_path / f"d{digits}"
         with TraceRecording(d) as rec:
             rec.add_reset(np.zeros(2), options={"h": 10**4299})  # (4,300 digits)
             rec.add_step(0, np.ones(2), 1.0, terminated=True)
         batch = next(d.glob("*.ep*.json"))  # (a writer refuses 4,301 digits: edit the file)
         if not readable:
-            text = batch.read_text().replace("1" + "0" * 4299, "1" + "0" * 4300)
+            longer = "1" + "0" * 4300 if digits > 0 else "-" + "9" * 4300
+            text = batch.read_text().replace("1" + "0" * 4299, longer)
             batch.write_text(text)
             manifest = next(d.glob("*.manifest.json"))
             doc = json.loads(manifest.read_text())

@@ -139,8 +139,9 @@ def _object_arrays(n: int, ndim: int) -> Any:
         ({"a": _object_arrays(33, 31)}, "nests deeper"),  # (a list a dimension: 1,056 deep)
         ({"a": "\ud800"}, "lone surrogate"),
         ({"a": np.array(["x"] * 1000, dtype="<U1000")}, "object array"),
-        ({"a": 10**5000}, "4300 digits"),
-        ({"a": [1, {"b": -(10**5000)}]}, "4300 digits"),
+        ({"a": 10**5000}, "4300 characters"),
+        ({"a": [1, {"b": -(10**5000)}]}, "4300 characters"),
+        ({"a": -(10**4300 - 1)}, "4300 characters"),  # (4,300 digits and a sign)
         ({"a": np.ma.masked_array([1.0, 2.0], mask=[False, True])}, "masked array"),
     ],
     ids=[
@@ -157,6 +158,7 @@ def _object_arrays(n: int, ndim: int) -> Any:
         "wide",
         "huge-int",
         "nested-huge-int",
+        "negative-int-of-4300-digits",
         "masked",
     ],
 )
@@ -180,18 +182,19 @@ def test_an_int_past_what_json_readers_convert_is_refused_among_int_infos(
     tmp_path: Path,
 ) -> None:
     """Step infos of ints (kept as rows of values, as an Atari env's lives and frame
-    numbers): one of more than 4,300 digits, which JSON readers do not convert, is refused
-    at its step, and so is one as the reset options or seed; ints of 4,300 digits are kept."""
+    numbers): one of more than 4,300 characters (digits and sign), which JSON readers do not
+    convert, is refused at its step, and so is one as the reset options or seed; ints of
+    4,300 digits are kept. (A negative one of 4,300 digits was kept and its batch lost.)"""
     big = 10**4300 - 1
     infos = [{"lives": 3, "frame": 1}, {"lives": 3, "frame": big}, {"lives": 2, "frame": 10**4300}]
     env = TraceRecordingWrapper(RewardEnv([1.0], infos), tmp_path, record_infos=True)
     errors = _play(env, 2, 3)
-    with pytest.raises(RecordingError, match="4300 digits"):
-        env.reset(options={"level": -(10**4300)})
-    with pytest.raises(RecordingError, match="4300 digits"):
+    with pytest.raises(RecordingError, match="4300 characters"):
+        env.reset(options={"level": -(10**4300 - 1)})  # (4,300 digits and a sign)
+    with pytest.raises(RecordingError, match="4300 characters"):
         env.recording.add_reset(np.zeros(2), seed=10**4300)
     env.close()
-    assert len(errors) == 2 and all("4300 digits" in e for e in errors)
+    assert len(errors) == 2 and all("4300 characters" in e for e in errors)
     eps = _check_readable(tmp_path)
     assert [ep.length for ep in eps] == [2, 0]
     assert eps[0].infos[1:] == infos[:2]

@@ -333,6 +333,8 @@ class BatchBlob:
         stored = nbytes if plain else ref.size  # (a compressed array's frame, §6.2)
         blob = self.bytes()
         off = ref.npyoff
+        if stored and off % 8:
+            raise self.fail(where, f"npyoff {off} of a non-empty array is not a multiple of 8")
         if off + stored > len(blob):
             raise self.fail(
                 where,

@@ -472,6 +472,10 @@ def decode_batch(
     if n_act != steps or n_obs != list(map((1).__add__, steps)):
         for j, k in enumerate(steps):
             if n_act[j] != k or n_obs[j] != k + 1:
+                for name, got in (("observations", n_obs[j]), ("actions", n_act[j])):
+                    if got is None:  # (a dict or tuple whose leaves disagree)
+                        msg = f"expected the leaves of {name} to hold one number of steps"
+                        raise blob.fail(f"episodes[{j}].{name}", msg + ", got different ones")
                 raise blob.fail(
                     f"episodes[{j}]",
                     f"expected N+1 observations and N actions for N={k} rewards, "

@@ -46,21 +46,24 @@ _INT_BOUND = 10**MAX_INT_DIGITS
 
 
 def json_int(value: int) -> bool:
-    """Whether the int ``value`` has at most :data:`MAX_INT_DIGITS` digits (§9)."""
-    return -_INT_BOUND < value < _INT_BOUND
+    """Whether the int ``value`` takes at most :data:`MAX_INT_DIGITS` characters (§9).
+
+    (Its digits, and a minus sign: readers count the sign.)
+    """
+    return -_INT_BOUND // 10 < value < _INT_BOUND
 
 
 def check_int(value: int) -> int:
-    """``value``, if it has at most :data:`MAX_INT_DIGITS` digits.
+    """``value``, if it takes at most :data:`MAX_INT_DIGITS` characters (its minus sign too).
 
     Raises:
-        ValueError: it has more (JSON readers would not convert it).
+        ValueError: it takes more (JSON readers would not convert it).
     """
     if json_int(value):
         return value
     msg = (
-        f"an int of {value.bit_length()} bits has more than {MAX_INT_DIGITS} digits, more "
-        "than JSON readers convert (FORMAT.md §9); store it as a str"
+        f"an int of {value.bit_length()} bits takes more than {MAX_INT_DIGITS} characters "
+        "(digits and sign), more than JSON readers convert (FORMAT.md §9); store it as a str"
     )
     raise ValueError(msg)
 

@@ -357,4 +357,8 @@ def manifest_version(doc: Any, path: str) -> str:
     if major < 1 or (major == 1 and version != "1"):  # (version 1 has no minor versions)
         msg = f"expected format_version '1' or '2.<minor>', got unknown version {version!r}"
         raise TraceFormatError(msg, path)
+    if major > 1 and doc.get("format") != FORMAT_NAME:  # (writers MUST write it)
+        got = str(doc.get("format", "none"))[:40]
+        msg = f"expected format {FORMAT_NAME!r} beside format_version {version}, got {got!r}"
+        raise TraceFormatError(msg, path)
     return version

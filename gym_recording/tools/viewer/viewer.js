@@ -275,7 +275,7 @@
       return BigInt(source); // (a value with these keys too: shown by displayValue as JSON does)
     }
     if (!Number.isFinite(value) && (source === null || !/[.eE]/.test(source))) {
-      return { __type: "overflow", digits: source ? source.length : null, negative: source ? source.startsWith("-") : false, text: source };
+      return { __type: "overflow", digits: source ? source.length : null, text: source };
     }
     // eslint-disable-next-line no-new-wrappers
     if (source !== null && Number.isInteger(value) && /[.eE]/.test(source)) return new Number(value);
@@ -386,6 +386,9 @@
     if (ref.npyoff + ref.size > blob) {
       throw new TraceFormatError(file, `${at}: npyoff ${ref.npyoff} + size ${ref.size} is past the end of ${ref.npyfile} (${blob} bytes)`);
     }
+    if (ref.size > 0 && ref.npyoff % 8 !== 0) {
+      throw new TraceFormatError(file, `${at}: npyoff ${ref.npyoff} of a non-empty array is not a multiple of 8`);
+    }
   }
 
   /** No two arrays of one batch may share bytes (FORMAT.md §9, as the Python reader requires). */
@@ -483,8 +486,8 @@
       case "ndarray":
         return;
       case "overflow": // (an int past a double: Python's reader keeps it, up to §9's digits)
-        if (v.digits !== null && v.digits <= MAX_INT_DIGITS + (v.negative ? 1 : 0)) return;
-        throw fail(`an integer of ${v.digits === null ? "many" : v.digits} digits is more than the ${MAX_INT_DIGITS} readers accept`);
+        if (v.digits !== null && v.digits <= MAX_INT_DIGITS) return; // (its sign counts)
+        throw fail(`an integer of ${v.digits === null ? "many" : v.digits} characters is more than the ${MAX_INT_DIGITS} readers accept`);
       case "float":
         if (!["nan", "inf", "-inf"].includes(v.value)) throw fail(`a non-finite float must be "nan", "inf" or "-inf", not ${show(v.value)}`);
         return;
@@ -803,6 +806,9 @@
     }
     if (major < 1 || (major === 1 && version !== "1")) {
       throw new TraceFormatError(name, `expected format_version "1" or "2.<minor>", got unknown version ${show(version)}`);
+    }
+    if (major > 1 && doc.format !== "gym-recording") {
+      throw new TraceFormatError(name, `expected format "gym-recording" beside format_version ${version}, got ${show(doc.format ?? "none")}`);
     }
     if (doc[NON_FINITE_TOKENS] && version !== "1") {
       throw new TraceFormatError(name, "holds a NaN or Infinity token, which only version 1 files may (FORMAT.md §2)");

@@ -666,13 +666,10 @@ def test_empty_paths_are_named_as_empty(cli: Run, recorded: Path, tmp_path: Path
         assert len(proc.stderr.splitlines()) == 1
 
 
-def test_record_render_of_an_env_that_cannot_render_says_why_and_writes_nothing(
-    cli: Run, tmp_path: Path
-) -> None:
-    """--record-render of an env whose render() fails (Gymnasium's own envs without pygame)
-    is one line naming the env and its error, before any directory is made (it was a
-    traceback, and an empty directory left behind)."""
-    (tmp_path / "norender.py").write_text(
+def _env_module(path: Path, env_id: str, reset: str, render: str) -> None:
+    """A module registering ``env_id``: an env of RGB frames whose reset and render run the
+    code given (importable by ``record MODULE:ENV_ID``: the runner's cwd is its folder)."""
+    path.write_text(
         "import gymnasium, numpy as np\n"
         "class E(gymnasium.Env):\n"
         "    metadata = {'render_modes': ['rgb_array']}\n"
@@ -681,11 +678,24 @@ def test_record_render_of_an_env_that_cannot_render_says_why_and_writes_nothing(
         "    def __init__(self, render_mode=None):\n"
         "        self.render_mode = render_mode\n"
         "    def reset(self, *, seed=None, options=None):\n"
-        "        super().reset(seed=seed)\n"
-        "        return np.zeros(2, np.float32), {}\n"
+        f"        {reset}\n"
         "    def render(self):\n"
-        "        raise gymnasium.error.DependencyNotInstalled('pygame is not installed')\n"
-        "gymnasium.register('NoRender-v0', entry_point=E)\n"
+        f"        {render}\n"
+        f"gymnasium.register({env_id!r}, entry_point=E)\n"
+    )
+
+
+def test_record_render_of_an_env_that_cannot_render_says_why_and_writes_nothing(
+    cli: Run, tmp_path: Path
+) -> None:
+    """--record-render of an env whose render() fails (Gymnasium's own envs without pygame)
+    is one line naming the env and its error, before any directory is made (it was a
+    traceback, and an empty directory left behind)."""
+    _env_module(
+        tmp_path / "norender.py",
+        "NoRender-v0",
+        "super().reset(seed=seed)\n        return np.zeros(2, np.float32), {}",
+        "raise gymnasium.error.DependencyNotInstalled('pygame is not installed')",
     )
     out = tmp_path / "r"
     proc = cli("record", "norender:NoRender-v0", "--record-render", "--dir", str(out), expect=2)
@@ -698,17 +708,11 @@ def test_record_render_of_an_env_whose_reset_fails_says_the_resets_error(
 ) -> None:
     """The render probe does not take a failing reset for rendering's: the error is the
     reset's, as without --record-render."""
-    (tmp_path / "badreset.py").write_text(
-        "import gymnasium\n"
-        "class E(gymnasium.Env):\n"
-        "    metadata = {'render_modes': ['rgb_array']}\n"
-        "    observation_space = gymnasium.spaces.Box(0, 1, (2,))\n"
-        "    action_space = gymnasium.spaces.Discrete(2)\n"
-        "    def __init__(self, render_mode=None):\n"
-        "        self.render_mode = render_mode\n"
-        "    def reset(self, *, seed=None, options=None):\n"
-        "        raise FileNotFoundError('level file levels/1.txt is missing')\n"
-        "gymnasium.register('BadReset-v0', entry_point=E)\n"
+    _env_module(
+        tmp_path / "badreset.py",
+        "BadReset-v0",
+        "raise FileNotFoundError('level file levels/1.txt is missing')",
+        "return None",
     )
     plain = cli("record", "badreset:BadReset-v0", "--dir", str(tmp_path / "a"), expect=1)
     render = cli(

@@ -350,6 +350,24 @@ def test_a_ctrl_c_while_waiting_for_a_background_write_loses_no_batch(tmp_path, 
             assert ep.observations[0].tolist() == [i, i, i]
 
 
+def _signal_at(
+    monkeypatch: pytest.MonkeyPatch, cls: type, name: str, call: int, signum: int
+) -> list[int]:
+    """Make the ``call``-th call of ``cls.name`` send this process ``signum`` as it begins
+    (a real signal, at an exact point); the calls made, counted."""
+    calls: list[int] = []
+    method = getattr(cls, name)
+
+    def signalled(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == call:
+            os.kill(os.getpid(), signum)
+        return method(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, name, signalled)
+    return calls
+
+
 @pytest.fixture
 def _sigterm_exits() -> Iterator[None]:
     """README's SIGTERM recipe: ``kill`` makes Python exit (``SystemExit``), writing."""
@@ -363,16 +381,7 @@ def test_a_sigterm_while_a_vector_envs_rows_are_handed_on_loses_none(tmp_path, m
     """A real SIGTERM (handled by ``sys.exit``, as the README says) while the held columns
     are handed to the sub-envs' recordings: every sub-env takes its rows, then it exits.
     (Only SIGINT was held back: sub-envs 1-3 lost their 1,024 rows.)"""
-    calls = []
-    add_rows = TraceRecording.add_rows
-
-    def signalled(self: TraceRecording, *args: Any, **kwargs: Any) -> int:
-        calls.append(1)
-        if len(calls) == 2:  # (sub-env 1's rows, in the first hand-over)
-            os.kill(os.getpid(), signal.SIGTERM)
-        return add_rows(self, *args, **kwargs)
-
-    monkeypatch.setattr(TraceRecording, "add_rows", signalled)
+    calls = _signal_at(monkeypatch, TraceRecording, "add_rows", 2, signal.SIGTERM)  # (sub-env 1)
     env = TraceRecordingVectorWrapper(gymnasium.make_vec("CartPole-v1", 4), tmp_path / "r")
     env.reset(seed=0)
     actions = np.random.default_rng(0).integers(0, 2, (1100, 4))
@@ -395,16 +404,7 @@ def test_a_sigterm_while_a_batch_is_handed_to_its_writer_loses_none(tmp_path, mo
     the point the hand-over had released the batch's episodes, which then went nowhere)."""
     from gym_recording.record.writer import BatchWriter
 
-    calls = []
-    submit = BatchWriter.submit
-
-    def signalled(self: BatchWriter, *args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return submit(self, *args, **kwargs)
-
-    monkeypatch.setattr(BatchWriter, "submit", signalled)
+    _signal_at(monkeypatch, BatchWriter, "submit", 3, signal.SIGTERM)
     env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), tmp_path / "r", batch_bytes=2000)
     ended = 0
     with pytest.raises(SystemExit):
@@ -460,16 +460,7 @@ def test_a_ctrl_c_in_the_hand_over_before_a_partial_reset_ends_no_episode(
 ) -> None:
     """A real SIGINT while a partial reset hands the columns' steps over, before the env's
     reset runs: no sub-env was reset, so every episode goes on (all were ended)."""
-    calls = []
-    add_rows = TraceRecording.add_rows
-
-    def signalled(self: TraceRecording, *args: Any, **kwargs: Any) -> int:
-        calls.append(1)
-        if len(calls) == 1:
-            os.kill(os.getpid(), signal.SIGINT)
-        return add_rows(self, *args, **kwargs)
-
-    monkeypatch.setattr(TraceRecording, "add_rows", signalled)
+    calls = _signal_at(monkeypatch, TraceRecording, "add_rows", 1, signal.SIGINT)
     env = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2)
     w = TraceRecordingVectorWrapper(env, tmp_path)
     w.reset(seed=0)

@@ -699,7 +699,7 @@ def write_recording(
 
     Each episode is a dict with ``observations``, ``actions``, ``rewards`` (arrays, dicts, tuples
     or lists) and any other episode keys (``terminated``, ``continues``, ``part`` ...).
-    ``align``/``lead`` place arrays off the 8-byte grid, as version 1 writers could.
+    ``align``/``lead`` place arrays off the 8-byte grid (which readers refuse, FORMAT.md §6.1).
     """
     directory.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -854,10 +854,18 @@ def test_constant_values_past_two_to_the_53_are_plotted(
     assert viewer.console_errors == []
 
 
-def test_version_1_quirks_unaligned_offsets_and_nan_tokens(
+def test_version_1_quirks_nan_tokens_and_unaligned_offsets(
     open_viewer: Callable[[Path], Viewer], tmp_path: Path
 ) -> None:
-    """Arrays off the 8-byte grid are copied before decoding; NaN/Infinity tokens are read."""
+    """NaN/Infinity tokens of version 1 are read; an array off the 8-byte grid is refused, as
+    load() refuses it (FORMAT.md §6.1: the original writer aligned every array)."""
+    episode = {"observations": np.ones((2, 2)), "actions": np.ones(1), "rewards": np.ones(1)}
+    write_recording(tmp_path / "odd", "0.98", [[episode]], version=None, align=1, lead=3)
+    viewer = open_viewer(tmp_path / "odd")
+    viewer.page.wait_for_function("Number(document.body.dataset.polls || 0) >= 1")
+    assert viewer.count() == 0 and viewer.error_visible()
+    with pytest.raises(TraceFormatError, match="not a multiple of 8"), load(tmp_path / "odd") as r:
+        list(r)
     directory = tmp_path / "rec"
     obs = np.array([[0.5, -1.25], [2.0, 3.5], [np.pi, -np.e]])
     actions = np.array([-(2**40), 3], np.int64)
@@ -867,11 +875,7 @@ def test_version_1_quirks_unaligned_offsets_and_nan_tokens(
         "0.99",
         [[{"observations": obs, "actions": actions, "rewards": rewards}]],
         version=None,
-        align=1,
-        lead=3,
     )
-    batch = json.loads((directory / "openaigym.trace.0.99.ep000000000.json").read_text())
-    assert batch["episodes"][0]["observations"]["npyoff"] % 8 != 0
     # A second writer with a JSON-list observation holding NaN/Infinity tokens (version 1 style).
     write_recording(
         directory,

@@ -681,3 +681,15 @@ def test_a_step_out_of_memory_is_taken_back_whole(tmp_path: Path, step_path: str
         assert first[:2048] == [3] * 2048 and set(first[2048:]) <= {5}
         assert second == [7]
     assert verify(tmp_path / "t").ok
+
+
+@pytest.mark.parametrize("value", [-(10**4300 - 1), 10**4300], ids=["negative", "4301-digits"])
+def test_metadata_with_an_int_no_reader_converts_is_refused_when_given(
+    tmp_path: Path, value: int
+) -> None:
+    """An int of 4,300 digits and a sign (msgspec's limit counts the sign), or of 4,301
+    digits, in the metadata is refused at the constructor, in the library's words (the first
+    was written, and its manifest refused: every episode of the writer lost)."""
+    with pytest.raises(RecordingError, match=r"expected metadata to be plain JSON.*4300") as e:
+        TraceRecording(tmp_path, metadata={"offset": value})
+    assert "set_int_max_str_digits" not in str(e.value)  # (Python's advice would not help)

@@ -33,8 +33,9 @@ MAX_BATCH_JSON_BYTES = 512 * 1024 * 1024
 MAX_EPISODE_OBJECTS = MAX_BATCH_JSON_BYTES // 46
 #: How deeply values (§6) and fields (§5) may nest: JSON containers plus ``__type`` wrappers.
 MAX_NESTING = 100
-#: The most digits of a JSON int (§9): what Python converts to and from text by default
-#: (``sys.get_int_max_str_digits()``), the writer's JSON encoder and a reader's alike.
+#: The most characters of a JSON int, its minus sign included (§9): the digits Python
+#: converts to and from text by default (``sys.get_int_max_str_digits()``); msgspec, the
+#: reader's parser, counts the sign too.
 MAX_INT_DIGITS = 4300
 #: How deeply a manifest's JSON may nest (its metadata and env spec reach users as they are).
 MAX_JSON_DEPTH = 512

@@ -106,7 +106,7 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
             datetime), or a str or bytes array whose fixed width takes more than 16 times its
             text (which readers refuse, §9: an object array holds the same strings exactly),
             or an int of more than :data:`~gym_recording.format.limits.MAX_INT_DIGITS`
-            digits. The message says which and what to do.
+            characters (digits and sign). The message says which and what to do.
     """
     t = type(value)
     if value is None or t is bool or (t is float and (_depth <= MAX_NESTING or value - value == 0)):

@@ -337,8 +337,9 @@ def manifest_version(doc: Any, path: str) -> str:
     """The format version of a parsed manifest (``"1"`` without one), checked (§3).
 
     Raises:
-        TraceFormatError: not a JSON object, a malformed version, or a major version this
-            reader does not know (newer, or other than 1 and 2).
+        TraceFormatError: not a JSON object, a malformed version, a major version this
+            reader does not know (newer, or other than 1 and 2), or a version 2 manifest
+            whose ``format`` is not ``"gym-recording"``.
     """
     if not isinstance(doc, dict):
         msg = f"expected a JSON object at the top of a manifest, got {type(doc).__name__}"

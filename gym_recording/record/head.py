@@ -17,7 +17,9 @@ import numpy as np
 
 from gym_recording._errors import RecordingError
 from gym_recording._version import __version__
+from gym_recording.format.limits import MAX_INT_DIGITS
 from gym_recording.format.spaces import space_to_json
+from gym_recording.format.values import check_int
 from gym_recording.format.wire import FORMAT_NAME, FORMAT_VERSION
 
 __all__ = ["env_spec_json", "library_versions", "manifest_head", "plain_json"]
@@ -37,10 +39,16 @@ def plain_json(obj: Any, what: str) -> Any:
             return list(o)
         raise TypeError(f"{type(o).__name__} is not JSON-serialisable")
 
+    def checked(digits: str) -> int:  # (a reader's limit counts the sign: §9)
+        return check_int(int(digits))
+
     try:
-        return json.loads(json.dumps(obj, allow_nan=False, default=default))
+        return json.loads(json.dumps(obj, allow_nan=False, default=default), parse_int=checked)
     except (TypeError, ValueError) as exc:
-        msg = f"expected {what} to be plain JSON (dicts, lists, numbers, strings), but {exc}"
+        why = str(exc)
+        if "integer string conversion" in why:  # (Python's own limit, which its advice lifts)
+            why = f"an int has more than {MAX_INT_DIGITS} digits, more than readers convert"
+        msg = f"expected {what} to be plain JSON (dicts, lists, numbers, strings), but {why}"
         raise RecordingError(msg) from exc
 
 

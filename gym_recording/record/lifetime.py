@@ -216,13 +216,15 @@ class uninterrupted:  # (named as the function it stands for: ``with uninterrupt
 
     def __exit__(self, *exc: object) -> None:
         handlers, came = {k: h for k, (h, _) in self._handlers.items()}, self._came
-        self._restore()
         try:
-            if came:
-                handlers[came[0]](came[0], None)
-        finally:  # (the others after it, when Python next checks: as two signals are)
-            for signum in came[1:]:
-                _signal.raise_signal(signum)
+            self._restore()  # (a signal that comes as it restores is handled there)
+        finally:
+            try:
+                if came:
+                    handlers[came[0]](came[0], None)
+            finally:  # (the others after it, when Python next checks: as two signals are)
+                for signum in came[1:]:
+                    _signal.raise_signal(signum)
 
     def __del__(self) -> None:  # (__exit__ was not run: a signal's handler raised at its call)
         self._restore()

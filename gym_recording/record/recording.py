@@ -347,8 +347,7 @@ class TraceRecording(RowsMixin):
                 msg = (
                     "add_step() with no open episode (none was started, a refused value cut "
                     "it, or save_complete() wrote it whole, its last step having ended it): "
-                    "an episode starts with reset()'s observation; call env.reset() (or "
-                    "add_reset(observation)) first"
+                    "call env.reset() (or add_reset(observation)) first"
                 )
                 raise RecordingError(msg)
             rewards = self._rew.buf
@@ -704,16 +703,14 @@ class TraceRecording(RowsMixin):
 
         The blob is written first, then the batch JSON, then the manifest, each atomically.
         When it returns, every episode written is durable (it survives a power loss). An open
-        episode whose last step terminated or truncated it is complete: it is ended and
-        written too (a step after it, which Gymnasium leaves undefined, raises a
-        :class:`RecordingError`: reset first). Another open episode stays in the buffer.
+        episode whose last step ended it is complete, and written too (a step after it, which
+        Gymnasium leaves undefined, raises a :class:`RecordingError`); another stays buffered.
 
         Raises:
             WriteError: a write failed (twice): nothing of it is published; it is retried.
         """
         self._check_usable("save_complete")
-        ep = self._open
-        if ep is not None and ep.flagged_at == len(self._rew.buf) >> 3:
+        if (ep := self._open) is not None and ep.flagged_at == len(self._rew.buf) >> 3:
             self._end(None)
         self._submit_batch()
         self._writer.raise_kept()

@@ -311,7 +311,7 @@ def _kind(value: Any, *, python: bool) -> Any:
         return {"dict": kinds} if any(k is not None for k in kinds.values()) else None
     if isinstance(value, (list, tuple)):
         items = [_kind(v, python=python) for v in value]
-        if isinstance(value, tuple) or any(k is not None for k in items):
+        if isinstance(value, tuple) or not items or any(k is not None for k in items):
             return {"tuple" if isinstance(value, tuple) else "list": items}
         return None
     if python and isinstance(value, (bool, int, float, str)):
@@ -342,7 +342,7 @@ def _retyped(value: Any, kind: Any) -> Any:
         if "dict" in kind:
             return {k: _retyped(v, kind["dict"].get(k)) for k, v in value.items()}
         kinds: Any = kind.get("tuple", kind.get("list"))
-        if isinstance(value, np.ndarray) and value.ndim == 1:  # (HDF5's attributes)
+        if isinstance(value, np.ndarray) and value.ndim:  # (HDF5's attributes)
             value = list(value)
         if (
             isinstance(value, (list, tuple))
@@ -370,15 +370,18 @@ def _one_layout(rec: Recording, lost: _Lost, skip_empty: bool) -> bool:
     """Whether the infos of every episode exported take one layout in Minari (or none has).
 
     (Minari's arrow storage cannot read back a dataset of two: it fills the infos of an
-    episode given none with NaN, and refuses arrays of other shapes or types.) What each
-    episode's infos lose goes to ``lost``.
+    episode given none with NaN, and refuses arrays of other shapes or types.) If so, what
+    each episode's infos lose goes to ``lost``.
     """
-    seen = set()
+    seen, trial = set(), _Lost()  # (what they lose, said only if they are kept)
     for ep in rec:
         if ep.length or not skip_empty:  # (a zero-step episode left out is not exported)
-            infos, _ = _buffer_infos(ep.infos, lost)
+            infos, _ = _buffer_infos(ep.infos, trial)
             seen.add(None if infos is None else _layout(infos))
-    return len(seen) < 2
+    if len(seen) > 1:
+        return False
+    lost.counts.update(trial.counts)
+    return True
 
 
 def _info_kinds(infos: list[dict[str, Any]], lost: _Lost) -> Any:

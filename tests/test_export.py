@@ -451,6 +451,26 @@ def test_minari_infos_of_two_layouts_are_left_out_in_arrow(
     assert [ep.infos for ep in back] == [None, None]
 
 
+def test_minari_hdf5_leaves_out_options_it_cannot_hold(
+    tmp_path: Path, minari_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without pyarrow (HDF5 storage), options holding None, a list of dicts or an int past
+    int64 are left out, said, and the export goes on (it failed, whole)."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "pyarrow" else find_spec(n, *a)
+    )
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d) as w:
+        for options in ({"x": None}, {"l": [{"a": 1}]}, {"big": 2**70}, {"ok": [1, 2]}):
+            w.add_reset(np.zeros(2), options=options)
+            w.add_step(0, np.ones(2), 1.0, terminated=True)
+    with pytest.warns(LossyExportWarning, match=r"reset options HDF5 cannot hold .* \(in 3"):
+        export(d, to="minari", out="tests/h5opts-v0")
+    back = gym_recording.load(import_minari("tests/h5opts-v0", tmp_path / "back"))
+    assert [ep.options for ep in back] == [None, None, None, {"ok": [1, 2]}]
+
+
 def test_minari_infos_of_a_zero_step_episode_left_out_do_not_count(
     tmp_path: Path, minari_path: Any
 ) -> None:

@@ -154,10 +154,11 @@ def test_every_damaged_file_is_named(tmp_path):
 
 
 def test_missing_directory_exits_1(tmp_path):
-    """A directory that does not exist is a problem, said plainly."""
+    """A directory that does not exist is a problem, said plainly, in one line (no summary
+    counting it as a file with a problem)."""
     out = run_verify(tmp_path / "nope")
     assert out.returncode == 1
-    assert "does not exist" in out.stdout
+    assert "does not exist" in out.stdout and len(out.stdout.splitlines()) == 1
 
 
 def test_leftover_temp_files_are_reported_and_cleaned_safely(tmp_path):

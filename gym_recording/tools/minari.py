@@ -344,11 +344,8 @@ def _retyped(value: Any, kind: Any) -> Any:
         kinds: Any = kind.get("tuple", kind.get("list"))
         if isinstance(value, np.ndarray) and value.ndim:  # (HDF5's attributes)
             value = list(value)
-        if (
-            isinstance(value, (list, tuple))
-            and isinstance(kinds, list)
-            and len(kinds) == len(value)
-        ):
+        fits = isinstance(value, (list, tuple)) and isinstance(kinds, list)
+        if fits and len(kinds) == len(value):
             seq = [_retyped(v, k) for v, k in zip(value, kinds, strict=True)]
             return tuple(seq) if "tuple" in kind else seq
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError):
@@ -518,7 +515,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 if n:
                     terminations[-1], truncations[-1] = ep.terminated, ep.truncated
                 infos, info_kinds = _buffer_infos(ep.infos, said) if keep_infos else (None, None)
-                options = _options(ep.options, lost)
+                options = _options(ep.options, lost, arrow=arrow)
                 kinds = {
                     "options": _kind(ep.options, python=True) if options is not None else None,
                     "infos": info_kinds,
@@ -579,7 +576,7 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
-def _options(options: Any, lost: _Lost) -> dict[str, Any] | None:
+def _options(options: Any, lost: _Lost, *, arrow: bool) -> dict[str, Any] | None:
     if options is None:
         return None
     try:
@@ -589,7 +586,20 @@ def _options(options: Any, lost: _Lost) -> dict[str, Any] | None:
     if not isinstance(plain, dict):
         lost.add("reset options that are not a JSON object")
         return None
+    if not arrow and not _hdf5_attribute(plain):
+        lost.add("reset options HDF5 cannot hold (None, lists of dicts, ints past int64)")
+        return None
     return plain
+
+
+def _hdf5_attribute(value: Any) -> bool:
+    """Whether Minari's HDF5 storage holds ``value`` (a dict of them, or an array's values)."""
+    if isinstance(value, dict):
+        return all(map(_hdf5_attribute, value.values()))
+    try:
+        return value is not None and np.asarray(value).dtype.kind in "biufU"
+    except (ValueError, OverflowError):
+        return False
 
 
 def _buffer_infos(infos: list[Any] | None, lost: _Lost) -> tuple[dict[str, Any] | None, Any]:

@@ -381,5 +381,6 @@ def verify_cli(directory: str | os.PathLike[str], *, clean: bool = False) -> int
         (n, a) for n, a in zip(report.temp_files, report.temp_ages, strict=True) if n not in removed
     ]
     report.temp_files, report.temp_ages = [n for n, _ in left], [a for _, a in left]
-    print(printable(report.summary()))
+    if list(report.problems) != [directory] or report.manifests or report.temp_files:
+        print(printable(report.summary()))  # (not for no recording at all: said above)
     return 0 if report.ok else 1

@@ -215,7 +215,8 @@ class uninterrupted:  # (named as the function it stands for: ``with uninterrupt
                     _signal.signal(signum, holder)
 
     def __exit__(self, *exc: object) -> None:
-        handlers, came = {k: h for k, (h, _) in self._handlers.items()}, self._came
+        came = self._came
+        handlers = {k: h for k, (h, _) in self._handlers.items()} if came else {}
         try:
             self._restore()  # (a signal that comes as it restores is handled there)
         finally:

@@ -221,7 +221,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         self.record_infos = record_infos
         self.episode_trigger = episode_trigger
         self._episode_ids = [-1] * n  # (steps held in columns aside: see episode_ids)
-        self._resetting: Iterable[int] = ()  # the sub-envs a reset is to reset
+        #: The sub-envs the reset under way is to reset, once it knows (before: none).
+        self._resetting: Iterable[int] = ()
         self._active = [False] * n  # recording the sub-env's current episode
         self._rendering = [False] * n  # recording its rendered frames
         self._pending_reset = [False] * n  # NEXT_STEP: the next step resets the sub-env
@@ -317,7 +318,6 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         if self._closed:
             raise closed_error("reset")
         self._fed_by = None  # (its episodes start in this thread: the next step's says again)
-        self._resetting = ()  # (a Ctrl-C before the env's reset: no sub-env was reset)
         try:
             return self._reset(seed, options)
         except Exception:
@@ -326,7 +326,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             self._interrupted(self._resetting)  # (those it was to reset, once it knows)
             raise
         finally:
-            self._resetting = ()
+            self._resetting = ()  # (the next reset's Ctrl-C, before it knows: none)
 
     def _reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         errors: list[RecordingError] = []  # (every sub-env is handled first; then raised)

@@ -13,6 +13,7 @@ import copy
 import gc
 import json
 import pickle
+import shutil
 import subprocess
 import sys
 import warnings
@@ -71,6 +72,12 @@ def test_check_env_passes_and_the_spec_remakes_a_recording_env(tmp_path: Path) -
     env.close()
     writers = {m.writer for m in gym_recording.load(tmp_path).writers}
     assert writers == {env.recording.writer_id, again.recording.writer_id}
+    made = TraceRecordingWrapper(gymnasium.make("CartPole-v1"))  # (a new temporary directory)
+    again = gymnasium.make(made.spec)
+    assert again.directory == made.directory
+    made.close()
+    again.close()
+    shutil.rmtree(made.directory)
 
 
 @pytest.mark.parametrize("path", ["c", "python"])
@@ -102,6 +109,101 @@ def test_replay_makes_the_env_with_its_recorded_kwargs(tmp_path: Path) -> None:
     ep = gym_recording.load(d)[0]
     assert ep.actions.dtype == np.float32 and ep.actions.shape[1:] == (2,)
     assert ep.replay().reproduced
+
+
+class _Knob(gymnasium.Env[Any, Any]):
+    """Observes ``offset + scale(-3)`` (``scale`` a callable, which JSON cannot hold)."""
+
+    observation_space = spaces.Box(-10, 10, (1,), np.float64)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, offset: float = 0.0, scale: Any = None) -> None:
+        self.value = np.full(1, offset + (scale(-3) if scale else 0), np.float64)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return self.value.copy(), {}
+
+    def step(self, action: Any) -> Any:
+        return self.value.copy(), 1.0, False, False, {}
+
+
+def test_replay_keeps_the_kwargs_json_takes_and_names_the_others(tmp_path: Path) -> None:
+    """A spec whose kwargs JSON refuses (a numpy bool, from a sweep table; a callable) keeps
+    the kwargs it can, as values; a replay makes the env with them and names the others.
+    (The kwargs were all kept as reprs, and the replay made the default 4x4 slippery map.)"""
+    lake = gymnasium.make("FrozenLake-v1", map_name="8x8", is_slippery=np.bool_(False))
+    ep = gym_recording.load(_record(lake, tmp_path / "numpy", seed=1))[0]
+    assert ep.env_spec["kwargs"] == {"map_name": "8x8", "is_slippery": False}
+    assert ep.replay(render=False).reproduced
+    gymnasium.register("tests/Knob-v0", entry_point=f"{__name__}:_Knob")
+    try:
+        knob = gymnasium.make("tests/Knob-v0", offset=2.0, scale=abs)
+        ep = gym_recording.load(_record(knob, tmp_path / "callable", steps_=2))[0]
+        assert ep.env_spec["kwargs"] == {"offset": 2.0}
+        assert ep.env_spec["kwargs_not_recorded"] == ["scale"]
+        with pytest.warns(gym_recording.ReplayMismatchWarning) as caught:
+            result = ep.replay(render=False)
+        assert result.observations[0].tolist() == [2.0]  # (offset kept, scale not)
+        assert result.message.endswith(
+            "The environment was made without its arguments scale, which are not plain JSON "
+            "and were not recorded: pass them in env_kwargs."
+        )
+        assert str(caught[0].message) == result.message
+        assert ep.replay(render=False, env_kwargs={"scale": abs}).reproduced
+    finally:
+        gymnasium.registry.pop("tests/Knob-v0", None)
+
+
+def test_replay_without_rendering_of_an_env_recorded_with_a_window_opens_none(
+    tmp_path: Path,
+) -> None:
+    """``render=False`` replays with ``render_mode=None``, not the recorded mode: "human"
+    drew each step in a window at the env's real-time rate ("rgb_array" stands for it here:
+    "human" needs a display)."""
+    pytest.importorskip("pygame")
+    env = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+    d = _record(env, tmp_path / "human", steps_=5)
+    spec = json.loads((next(d.glob("*.manifest.json"))).read_text())
+    assert spec["env_spec"]["kwargs"] == {"render_mode": "rgb_array"}
+    made: list[Any] = []
+    real = gymnasium.make
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs.get("render_mode", "(recorded)"))
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gymnasium, "make", make)
+        assert gym_recording.load(d)[0].replay(render=False).reproduced
+        assert gym_recording.load(d)[0].replay().frames is not None
+    assert made == [None, "rgb_array"]
+
+
+def test_a_recorded_spec_and_metadata_are_not_changed_through_one_episode(
+    tmp_path: Path,
+) -> None:
+    """Every episode of a writer shares its spec: it is read-only, and a deep copy is plain
+    (a change to one episode's spec changed every episode's, and later replays)."""
+    d = tmp_path / "rec"
+    env = TraceRecordingWrapper(gymnasium.make("CartPole-v1"), d, metadata={"run": {"tags": ["a"]}})
+    for seed in range(2):
+        env.reset(seed=seed)
+        env.step(0)
+    env.close()
+    rec = gym_recording.load(d)
+    spec = rec[0].env_spec
+    with pytest.raises(TypeError, match=r"read-only; copy\.deepcopy"):
+        spec["kwargs"]["render_mode"] = "human"
+    with pytest.raises(TypeError, match="read-only"):
+        spec["additional_wrappers"].append({})
+    mine = copy.deepcopy(spec)
+    mine["kwargs"]["render_mode"] = "human"
+    assert type(mine["additional_wrappers"]) is list
+    assert rec[1].env_spec == json.loads(json.dumps(spec)) and "render_mode" not in spec["kwargs"]
+    assert type(pickle.loads(pickle.dumps(rec[1])).env_spec) is dict
+    rec.metadata["run"]["tags"].append("b")
+    assert rec.metadata == {"run": {"tags": ["a"]}}
 
 
 def test_replay_of_a_recording_of_a_recorded_env_records_nothing(tmp_path: Path) -> None:

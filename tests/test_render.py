@@ -450,6 +450,13 @@ def test_to_video_writes_every_frame_at_the_recorded_size(tmp_path: Path) -> Non
         # (frames of odd sides at a high rate: each one decodes, B-frames dropped them)
         fast = odd.to_video(tmp_path / "fast.mp4", fps=8000)
         assert len(_decode(Path(fast))) == 4
+        # (and of even sides, whose noise made B-frames: seed 1 lost every frame)
+        noise = np.random.default_rng(1).integers(0, 256, (11, 20, 22, 3), dtype=np.uint8)
+        even = gym_recording.Episode(
+            np.zeros((11, 1)), np.zeros(10), np.zeros(10), render_frames=noise
+        )
+        for fps in (2000, 1_000_000):
+            assert len(_decode(Path(even.to_video(tmp_path / f"even{fps}.mp4", fps=fps)))) == 11
 
 
 def test_cli_exports_one_video_per_episode(tmp_path: Path) -> None:

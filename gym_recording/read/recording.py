@@ -8,6 +8,7 @@ closed. Every file is checked by the format layer before a byte of it is trusted
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 import os
 import warnings
@@ -257,8 +258,8 @@ class Recording(Sequence[Episode]):
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """The user metadata of the first writer (``{}`` if none)."""
-        return dict(self._writers[0].manifest.metadata) if self._writers else {}
+        """The user metadata of the first writer (``{}`` if none): a copy, to change."""
+        return copy.deepcopy(self._writers[0].manifest.metadata) if self._writers else {}
 
     @property
     def env_id(self) -> str | None:

@@ -38,7 +38,8 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
 
     With ``env_id``, that environment (by id) instead. Otherwise the recorded spec, when it
     is one that ``gymnasium.envs.registration.EnvSpec.from_json`` reads, is made as it is
-    (its entry point imported); else the recorded id.
+    (its entry point imported); a summary (a spec whose kwargs JSON refused) is made by its
+    id with the kwargs it kept; else the recorded id.
 
     Raises:
         RecordingError: no environment is recorded or it cannot be made.
@@ -47,7 +48,12 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
     from gymnasium.envs.registration import EnvSpec
 
     spec: Any = None
-    if env_id is None and isinstance(ep.env_spec, dict) and ep.env_spec.get("entry_point"):
+    recorded = ep.env_spec if isinstance(ep.env_spec, dict) else {}
+    if env_id is None and "kwargs_not_recorded" in recorded:  # (a summary: record/head.py)
+        kwargs = {**recorded["kwargs"], **kwargs}
+        if recorded.get("max_episode_steps") is not None:
+            kwargs.setdefault("max_episode_steps", recorded["max_episode_steps"])
+    elif env_id is None and recorded.get("entry_point"):
         try:
             spec = EnvSpec.from_json(json.dumps(ep.env_spec))
         except Exception:  # a summary of a spec whose kwargs did not serialise
@@ -202,8 +208,12 @@ def replay_episode(
 ) -> ReplayResult:
     """See :meth:`gym_recording.Episode.replay`."""
     kwargs = dict(env_kwargs or {})
+    recorded = ep.env_spec if isinstance(ep.env_spec, dict) and env_id is None else {}
+    missing = [k for k in recorded.get("kwargs_not_recorded", ()) if k not in kwargs]
     if render:
         kwargs.setdefault("render_mode", "rgb_array")
+    elif isinstance(recorded.get("kwargs"), dict) and recorded["kwargs"].get("render_mode"):
+        kwargs.setdefault("render_mode", None)  # (not the recorded "human": no window)
     env = make_env(ep, env_id, kwargs)
     env_id = str(getattr(env.spec, "id", None) or env_id or ep.env_id)
     frames: list[np.ndarray] = []
@@ -282,6 +292,11 @@ def replay_episode(
         )
         if ep.seed is None:
             message += " The episode was recorded without a seed, so its reset is not repeatable."
+        if missing:
+            message += (
+                f" The environment was made without its arguments {', '.join(missing)}, which "
+                "are not plain JSON and were not recorded: pass them in env_kwargs."
+            )
         if warn:
             warnings.warn(message, ReplayMismatchWarning, stacklevel=3)
     stacked: np.ndarray | None = None

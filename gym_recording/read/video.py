@@ -74,8 +74,8 @@ def write_video(
         stream.width, stream.height = w, h
         even = h % 2 == 0 and w % 2 == 0
         stream.pix_fmt = "yuv420p" if even else "yuv444p"
-        # (4:4:4 with B-frames muxes frames a decoder drops past ~1,000 fps: none then)
-        stream.options = {"crf": "18", "preset": "veryfast", **({} if even else {"bf": "0"})}
+        # (with B-frames, a rate past ~1,000 fps muxes frames a decoder drops: none)
+        stream.options = {"crf": "18", "preset": "veryfast", "bf": "0"}
         for t, frame in enumerate(frames):
             vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
             vf.pts = t

@@ -68,7 +68,9 @@ def library_versions() -> dict[str, str | None]:
 def env_spec_json(spec: Any) -> Any:
     """An env spec (``env.spec``) as JSON for the manifest.
 
-    A spec whose kwargs do not serialise (callables, objects) gives a summary instead.
+    A spec whose kwargs JSON refuses gives a summary instead: its id and the other plain
+    fields, the kwargs that are plain JSON (numpy values as numbers), and the names of the
+    others under ``"kwargs_not_recorded"`` (callables, objects), which a replay then lacks.
     """
     if spec is None:
         return None
@@ -76,7 +78,7 @@ def env_spec_json(spec: Any) -> Any:
     if callable(to_json):
         try:
             return json.loads(to_json())
-        except Exception:  # kwargs that do not serialise (callables, objects)
+        except Exception:  # kwargs that do not serialise (callables, objects, numpy values)
             pass
     summary: dict[str, Any] = {}
     for key in ("id", "entry_point", "max_episode_steps", "reward_threshold", "nondeterministic"):
@@ -84,7 +86,12 @@ def env_spec_json(spec: Any) -> Any:
         summary[key] = val if isinstance(val, (str, int, float, bool, type(None))) else repr(val)
     kwargs = getattr(spec, "kwargs", None)
     if isinstance(kwargs, Mapping):
-        summary["kwargs"] = {str(k): repr(v) for k, v in kwargs.items()}
+        summary["kwargs"], summary["kwargs_not_recorded"] = {}, []
+        for k, v in kwargs.items():
+            try:
+                summary["kwargs"][str(k)] = plain_json(v, "")
+            except RecordingError:
+                summary["kwargs_not_recorded"].append(str(k))
     return summary
 
 
@@ -106,7 +113,7 @@ def manifest_head(
             head holds a lone surrogate, which UTF-8 cannot (FORMAT.md §2).
         TypeError: ``metadata`` is not a mapping, ``env_id`` not a str (or ``None``), or
             ``record_infos`` not a bool.
-        ValueError: ``render_fps`` is not a positive number (or ``None``).
+        ValueError: ``render_fps`` is not a number in (0, 1e6] (or ``None``).
     """
     if metadata is not None and not isinstance(metadata, Mapping):
         msg = f"expected metadata to be a dict, got {type(metadata).__name__}"
@@ -119,9 +126,10 @@ def manifest_head(
     if render_fps is not None and (
         isinstance(render_fps, bool)
         or not isinstance(render_fps, (int, float, np.integer, np.floating))
-        or not 0 < float(render_fps) <= 1e6
+        or not 0 < render_fps <= 1e6  # (not float(): an int past a float's range)
     ):
-        msg = f"expected render_fps to be a positive number or None, got {render_fps!r}"
+        msg = "expected render_fps to be a number in (0, 1e6] (frames a second) or None, got "
+        msg += f"{render_fps!r:.40}"
         raise ValueError(msg)
     head = {
         "format": FORMAT_NAME,

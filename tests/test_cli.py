@@ -777,3 +777,15 @@ def test_pure_python_is_forced_by_1_true_or_yes_only(tmp_path: Path) -> None:
         assert version(value) == unset, value
     for value in ("1", "TRUE", "yes"):
         assert "(pure Python: GYM_RECORDING_PURE_PYTHON is set)" in version(value), value
+
+
+def test_info_counts_the_arrays_inside_per_step_values(cli: Run, tmp_path: Path) -> None:
+    """Observations whose shape changes are stored step by step (a list); their arrays are
+    counted as read back (they were left out: "48 B" for 32 KB)."""
+    with gym_recording.TraceRecording(tmp_path / "r") as rec:
+        rec.add_reset({"a": np.zeros(1000)})
+        rec.add_step(0, {"a": np.zeros(2000)}, 1.0, terminated=True)
+    with gym_recording.load(tmp_path / "r") as loaded:
+        assert isinstance(loaded[0].observations, list)
+    text = cli("info", str(tmp_path / "r")).stdout
+    assert _row(text, "arrays, read back") == f"{(3000 * 8 + 8 + 8) / 1000:.1f} KB"

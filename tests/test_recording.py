@@ -777,3 +777,19 @@ def test_string_and_object_arrays_with_a_zero_dimension_round_trip(dtype, tmp_pa
         for got, want in pairs:
             assert (got.shape, got.dtype) == (want.shape, want.dtype)
         assert ep.infos[0]["a"].shape == (0, 2) and ep.infos[1]["b"].shape == (2, 0)
+
+
+def test_a_directory_given_as_bytes_is_refused_in_the_library_s_words(tmp_path: Path) -> None:
+    """Every call that takes a directory says it takes a str or a path (it said
+    "startswith first arg must be bytes or a tuple of bytes, not str")."""
+    from gym_recording.playback import scan_recorded_traces
+
+    calls = [
+        lambda d: gym_recording.load(d),
+        lambda d: TraceRecording(d),
+        lambda d: gym_recording.verify(d),
+        lambda d: list(scan_recorded_traces(d)),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"^expected a directory as a str or os\.PathLike"):
+            call(os.fsencode(tmp_path))

@@ -7,6 +7,8 @@ import inspect
 import itertools
 import json
 import logging
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -227,6 +229,36 @@ def test_legacy_env_with_pair_observations(trace_dir):
     assert type(ep.observations) is tuple
     assert ep.observations[0].tolist() == [o[0] for o in observations]
     assert ep.observations[1]["a"].tolist() == [o[1]["a"] for o in observations]
+
+
+class LegacyF64PairObsEnv(LegacyPairObsEnv):
+    """As above, with float64 arrays in a float32 Box (common in old envs): its space accepts
+    neither reading of the reset's result, so ``reset()``'s parameters decide."""
+
+    observation_space = gymnasium.spaces.Tuple(
+        (
+            gymnasium.spaces.Box(-1, 1, (2,)),
+            gymnasium.spaces.Dict({"k": gymnasium.spaces.Discrete(5)}),
+        )
+    )
+
+    def reset(self) -> tuple[Any, dict[str, int]]:  # type: ignore[override]
+        self._t = 0
+        return (np.zeros(2), {"k": 0})
+
+    def step(self, action: int) -> tuple[Any, float, bool, dict[str, Any]]:
+        self._t += 1
+        return (np.full(2, 0.5), {"k": self._t}), 1.0, self._t >= 2, {}
+
+
+def test_legacy_env_with_pair_observations_its_space_refuses(trace_dir):
+    with TraceRecordingWrapper(LegacyF64PairObsEnv(), trace_dir) as env:
+        assert env.reset()[1] == {"k": 0}
+        env.step(0)
+        env.step(0)
+    with gym_recording.load(trace_dir) as rec:
+        assert rec[0].observations[1]["k"].tolist() == [0, 1, 2]
+        assert rec[0].observations[0].tolist() == [[0, 0], [0.5, 0.5], [0.5, 0.5]]
 
 
 def test_gym_026_env(trace_dir):
@@ -651,6 +683,35 @@ def test_a_recording_that_cannot_be_written_at_exit_says_so_in_one_line(tmp_path
     assert proc.returncode == 0
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"could not flush the recording in {d} at exit: could not write")
+
+
+def test_a_directory_we_cannot_write_in_is_refused_when_the_recording_starts(tmp_path):
+    """Not at close(), after the whole run: a read-only directory (a read-only bind mount as
+    root, whose writes ignore modes; a mode of 0o555 otherwise) is refused by the wrapper."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    src = (
+        "import gymnasium as gym, gym_recording\n"
+        "try:\n"
+        f"    gym_recording.TraceRecordingWrapper(gym.make('CartPole-v1'), {str(d)!r})\n"
+        "except gym_recording.RecordingError as exc:\n"
+        "    print(exc)\n"
+    )
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None or shutil.which("mount") is None:
+            pytest.skip("needs unshare and mount")
+        shell = f'mount --bind -o ro {d} {d} && exec {sys.executable} -c "$0"'
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", shell, src]
+        why = "it is on a read-only file system"
+    else:
+        d.chmod(0o555)
+        cmd, why = [sys.executable, "-c", src], "it is not writable by us"
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    if os.geteuid() == 0 and "mount" in proc.stderr:
+        pytest.skip(f"cannot bind-mount here: {proc.stderr[-300:]}")
+    assert proc.stdout == f"cannot write in the recording directory {str(d)!r}: {why}; " + (
+        "give a directory you may write to\n"
+    ), proc.stderr
 
 
 def test_killed_process_loses_only_unflushed_episodes(trace_dir):

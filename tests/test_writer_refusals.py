@@ -693,3 +693,20 @@ def test_metadata_with_an_int_no_reader_converts_is_refused_when_given(
     with pytest.raises(RecordingError, match=r"expected metadata to be plain JSON.*4300") as e:
         TraceRecording(tmp_path, metadata={"offset": value})
     assert "set_int_max_str_digits" not in str(e.value)  # (Python's advice would not help)
+
+
+@pytest.mark.parametrize("fps", [2_000_000, 10**400, float("nan"), 0])
+def test_a_frame_rate_out_of_the_format_is_refused_with_its_range(
+    tmp_path: Path, fps: float
+) -> None:
+    """FORMAT.md §3 bounds ``render_fps`` to (0, 1e6]; the message gives that range (it said
+    "positive" of 2,000,000, and an int past a float's range raised ``OverflowError``). An
+    env declaring such a rate records without one."""
+    with pytest.raises(ValueError, match=r"expected render_fps to be a number in \(0, 1e6\]"):
+        TraceRecording(tmp_path, render_fps=fps)
+    env = RewardEnv([1.0])
+    env.metadata = {"render_fps": fps}
+    with TraceRecordingWrapper(env, tmp_path / "env") as wrapped:
+        wrapped.reset(seed=0)
+    with gym_recording.load(tmp_path / "env") as rec:
+        assert rec.writers[0].render_fps is None

@@ -64,12 +64,16 @@ def local_path(location: str | os.PathLike[str]) -> str | None:
 
     Raises:
         RecordingError: a ``file://`` URL names another host.
+        TypeError: ``location`` is not a str or ``os.PathLike[str]`` (bytes, say).
 
     Example:
         >>> local_path("traces/run1"), local_path("file:///tmp/a%20b"), local_path("s3://b/r")
         ('traces/run1', '/tmp/a b', None)
     """
     loc = os.fspath(location)
+    if not isinstance(loc, str):
+        msg = f"expected a directory as a str or os.PathLike[str], got {type(loc).__name__}"
+        raise TypeError(f"{msg} {loc!r:.60}")
     if loc.startswith("local://") and "::" not in loc:  # (the rest is the path, as fsspec has it)
         return loc[len("local://") :]
     if loc.startswith("file://") and "::" not in loc:

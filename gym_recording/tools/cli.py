@@ -23,7 +23,6 @@ from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
 from gym_recording.format.codec import check_level
-from gym_recording.format.fields import leaves
 from gym_recording.format.names import holds_no_recording, is_trace_name, no_recording
 from gym_recording.read.recording import load
 from gym_recording.record import steps
@@ -285,14 +284,16 @@ def _human_bytes(n: float) -> str:
 
 
 def _array_bytes(*fields: Any) -> int:
-    """The bytes of the arrays in ``fields`` as read back (decompressed)."""
-    return sum(
-        leaf.nbytes
-        for f in fields
-        if f is not None
-        for _, leaf in leaves(f, "")
-        if isinstance(leaf, np.ndarray) and leaf.dtype != object
-    )
+    """The bytes of the arrays in ``fields`` as read back (decompressed), in lists too."""
+
+    def count(v: Any) -> int:
+        if isinstance(v, np.ndarray):
+            return sum(map(count, v.flat)) if v.dtype == object else v.nbytes
+        if isinstance(v, dict):
+            return sum(map(count, v.values()))
+        return sum(map(count, v)) if isinstance(v, (list, tuple)) else 0
+
+    return count(fields)
 
 
 def _or_not_recorded(value: Any) -> Any:

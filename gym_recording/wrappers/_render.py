@@ -61,7 +61,7 @@ def render_fps(env: Any) -> float | None:
         return None
     try:
         fps = float(value)  # (ints, floats, numpy scalars)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return fps if math.isfinite(fps) and 0 < fps <= 1e6 else None
 

@@ -37,16 +37,29 @@ def _in_space(space: Any, value: Any) -> bool:
         return False
 
 
-def _is_obs_info_pair(result: Any, space: Any) -> bool:
+def _is_obs_info_pair(result: Any, env: Any) -> bool:
     """Whether a non-gymnasium env's ``reset()`` result is ``(obs, info)`` (gym 0.26 API).
 
     A legacy env returns the observation alone, and that observation may itself be a pair
-    ending in a dict (a Tuple space): then the observation space decides.
+    ending in a dict (a Tuple space). Then ``reset``'s parameters decide: gym 0.26's take
+    ``options`` (and return the pair); gym 0.22-0.25's take ``return_info`` (and return the
+    pair only when asked, which the wrapper never does); older ones take neither. A reset
+    of ``**kwargs`` (a wrapper's, say) leaves it to the observation space.
     """
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
         return False
+    space = getattr(env, "observation_space", None)
     if type(space).__name__ != "Tuple":  # only a Tuple space's observations are tuples
         return True
+    try:
+        params = inspect.signature(env.reset).parameters
+    except (TypeError, ValueError):  # (a builtin's, say: no evidence)
+        pass
+    else:
+        if "return_info" in params or "options" in params:
+            return "return_info" not in params
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return False
     return not (_in_space(space, result) and not _in_space(space, result[0]))
 
 
@@ -159,8 +172,8 @@ class TraceRecordingWrapper(
             cls = _LegacyTraceRecordingWrapper
         return super().__new__(cls)
 
-    def __init__(
-        self,
+    def __init__(  # (self typed: mypy cannot infer ObsType from env: Any, a legacy env say)
+        self: TraceRecordingWrapper[Any, Any],
         env: Any,
         directory: str | os.PathLike[str] | None = None,
         *,
@@ -225,6 +238,7 @@ class TraceRecordingWrapper(
         )
         #: The directory the traces are written to.
         self.directory: str = self.recording.directory
+        self._saved_kwargs["directory"] = self.directory  # (None made one: env.spec names it)
         self.record_infos = record_infos
         self.episode_trigger = episode_trigger
         #: The index of the current episode (``-1`` before the first reset).
@@ -276,7 +290,7 @@ class TraceRecordingWrapper(
                     kwargs["options"] = options
                 legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
                 result = legacy_env.reset(**kwargs)
-                if _is_obs_info_pair(result, getattr(legacy_env, "observation_space", None)):
+                if _is_obs_info_pair(result, legacy_env):
                     obs, info = result
                 else:  # legacy API: reset() returns the observation alone
                     obs, info = result, None

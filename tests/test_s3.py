@@ -265,6 +265,7 @@ def test_an_s3_recording_that_cannot_be_written_at_exit_says_so_once(s3: S3Serve
         timeout=120,
     )
     assert proc.stderr.count("could not flush the recording") == 1, proc.stderr
+    assert "; check the network, the endpoint and the credentials" in proc.stderr  # (how)
 
 
 def _thread_recording(url: str, episodes: int, pause: float) -> str:
@@ -714,6 +715,52 @@ def test_missing_s3_location_is_a_format_error(s3: S3Server) -> None:
     url = f"s3://{s3.new_bucket()}/nothing-here"
     with pytest.raises(TraceFormatError, match="nothing is stored there"):
         gym_recording.load(url, storage_options=s3.storage_options)
+
+
+def test_s3_as_a_directory_its_folders_files_and_aliases(s3: S3Server, tmp_path: Path) -> None:
+    """An S3 prefix behaves as a directory does: its parent warns that it holds no recording
+    but the "folder" under it (it opened silently empty), a URL naming a file says so (it
+    said nothing was stored there), a download copies the recording's files and not the
+    folders under it, verify does not promise that --clean removes a remote temporary file
+    (it said "0 s ago, --clean removes it once 60 s old"), and compress refuses a copy inside
+    the recording by another name of its filesystem (s3a://, simplecache::s3://)."""
+    import s3fs
+
+    from gym_recording.tools import transfer
+    from gym_recording.tools.recode import recode
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/runs/run1"
+    record(url, seed=3, episodes=1)
+    with pytest.warns(gym_recording.NoRecordingWarning, match=r"only 1 other entry \(run1\)"):
+        assert len(gym_recording.load(f"s3://{bucket}/runs")) == 0
+    manifest = next(n for n in open_storage(url, create=False).list_names() if "manifest" in n)
+    with pytest.raises(TraceFormatError, match="but it is a file: give the prefix of its"):
+        gym_recording.load(f"{url}/{manifest}")
+    fs = s3fs.S3FileSystem()
+    fs.pipe_file(f"{bucket}/runs/run1/nested/x.txt", b"x")
+    fs.pipe_file(f"{bucket}/runs/run1/.gymrec-tmp-left", b"x")
+    directory = transfer.download_recording(url, cache_dir=str(tmp_path / "cache"))
+    assert sorted(os.listdir(directory)) == sorted(
+        n for n in open_storage(url, create=False).list_names() if n.startswith("openaigym.")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "gym_recording", "verify", "--clean", url],
+        env={**os.environ, **s3.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        f"{url}/.gymrec-tmp-left: leftover temporary file of an interrupted write (readers "
+        "ignore it; --clean removes local files only: remove it with the storage's own "
+        "tools)" in proc.stdout.splitlines()
+    ), proc.stdout
+    for out in (f"s3a://{bucket}/runs/run1/sub", f"simplecache::s3://{bucket}/runs/run1/s2"):
+        with pytest.raises(RecordingError, match="is inside it"):
+            recode(url, out, compression="zstd")
+    with pytest.raises(RecordingError, match="holds it"):
+        recode(url, f"s3a://{bucket}/runs", compression="zstd")
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,13 @@ __all__ = ["FsspecStorage"]
 logger = logging.getLogger(__name__)
 
 
+#: How to mend a storage that failed a read or a write.
+_CHECK = (
+    "check the network, the endpoint and the credentials (storage_options, or for s3:// the "
+    "AWS_ENDPOINT_URL and AWS_PROFILE environment variables)"
+)
+
+
 class FsspecStorage:
     """The files under one prefix of an fsspec filesystem.
 
@@ -85,16 +92,18 @@ class FsspecStorage:
                 # go on, and let the first write say whether writing is allowed.
                 logger.warning("could not check or create %s (%s); writing anyway", url, exc)
             except Exception as exc:  # any backend error: say where, keep the cause
-                msg = f"cannot create the recording location {url!r}: {exc}"
+                msg = f"cannot create the recording location {url!r}: {exc}; {_CHECK}"
                 raise RecordingError(msg) from exc
         else:
             try:
                 self.fs.invalidate_cache(self.root)
                 ok = self.fs.isdir(self.root)
+                a_file = not ok and self.fs.isfile(self.root)
             except Exception as exc:
                 raise _read_error("cannot read the recording location", url, exc) from exc
             if not ok:
-                msg = f"expected a recording at {url!r}, but nothing is stored there"
+                what = "it is a file: give the prefix of its recording" if a_file else ""
+                msg = f"expected a recording at {url!r}, but {what or 'nothing is stored there'}"
                 raise TraceFormatError(msg, url)
 
     @property
@@ -127,7 +136,7 @@ class FsspecStorage:
             self.fs.pipe_file(path, data)
         except Exception as exc:  # botocore/aiohttp errors are not all OSError
             msg = f"could not write {self._where(name)!r} ({exc}); nothing of it was published"
-            raise WriteError(msg) from exc
+            raise WriteError(f"{msg}; {_CHECK}") from exc
         return len(data)
 
     def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:
@@ -203,7 +212,7 @@ class FsspecStorage:
             raise _read_error("cannot read the file", self._where(name), exc) from exc
 
     def list_names(self) -> list[str]:
-        """Plain names of the objects directly under the prefix (freshly listed)."""
+        """Plain names of the objects and "folders" directly under the prefix (fresh)."""
         try:
             self.fs.invalidate_cache(self.root)
             entries = self.fs.ls(self.root, detail=True)
@@ -215,7 +224,7 @@ class FsspecStorage:
         for e in entries:
             path = str(e["name"])
             # (not a "folder" marker, an empty key ending in "/" that S3 consoles make)
-            if e.get("type") != "file" or path.endswith("/") or path == self.root:
+            if path.endswith("/") or path.rstrip("/") == self.root:
                 continue
             name = path.rsplit("/", 1)[-1]
             if is_plain_name(name):
@@ -232,8 +241,4 @@ class FsspecStorage:
 
 def _read_error(what: str, where: str, exc: BaseException) -> ReadError:
     """The error of a read the storage failed (not a damaged file): what, where, and why."""
-    return ReadError(
-        f"{where}: {what}: {type(exc).__name__}: {exc}; check the network, the endpoint and "
-        "the credentials (storage_options, or for s3:// the AWS_ENDPOINT_URL and AWS_PROFILE "
-        "environment variables), then read again"
-    )
+    return ReadError(f"{where}: {what}: {type(exc).__name__}: {exc}; {_CHECK}, then read again")

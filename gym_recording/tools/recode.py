@@ -110,8 +110,10 @@ def _check_apart(src_dir: str, out_dir: str) -> None:
     """Refuse an ``out_dir`` that is ``src_dir``, is inside it, or holds it.
 
     Local paths (``file://`` URLs too) are compared resolved: symbolic links, ``.``, ``..``
-    and trailing slashes do not hide that two are one. Other URLs are compared as text,
-    trailing slashes aside (an object store takes ``.`` and ``//`` in a key as they are).
+    and trailing slashes do not hide that two are one. Other URLs are compared by the
+    filesystem they name (``s3a://`` and ``simplecache::s3://`` are ``s3://``) and their
+    path as text, trailing slashes aside (an object store takes ``.`` and ``//`` in a key
+    as they are).
 
     Raises:
         RecordingError: they overlap.
@@ -120,7 +122,7 @@ def _check_apart(src_dir: str, out_dir: str) -> None:
     if src_path is not None and out_path is not None:
         src, out, sep = os.path.realpath(src_path), os.path.realpath(out_path), os.sep
     elif src_path is None and out_path is None:
-        src, out, sep = src_dir.rstrip("/"), out_dir.rstrip("/"), "/"
+        src, out, sep = _remote_key(src_dir), _remote_key(out_dir), "/"
     else:  # (one local, one remote)
         return
     if out == src:
@@ -136,6 +138,18 @@ def _check_apart(src_dir: str, out_dir: str) -> None:
         f"{out_dir} {how}; give a new directory that neither is inside it nor holds it"
     )
     raise RecordingError(msg)
+
+
+def _remote_key(url: str) -> str:
+    """``url`` by its filesystem's first protocol name and its path, for comparisons."""
+    import fsspec  # (a remote URL was opened: the remote extra is installed)
+
+    protocol, _, path = url.rsplit("::", 1)[-1].partition("://")  # (the chain's target)
+    try:
+        names = fsspec.get_filesystem_class(protocol).protocol
+    except (ImportError, ValueError):  # (opening it will say why)
+        names = protocol
+    return f"{names if isinstance(names, str) else names[0]}://{path.rstrip('/')}"
 
 
 def _read_doc(storage: Storage, m: Manifest) -> Any:

@@ -56,7 +56,8 @@ class VerifyReport:
         problems: Per file (a path inside the directory, or the directory), what is wrong with
             it, one message per problem. Empty for a sound recording.
         temp_files: Leftover temporary files (names) of interrupted writes; readers ignore them.
-        temp_ages: Seconds since each temporary file was last modified (same order).
+        temp_ages: Seconds since each temporary file was last modified (same order);
+            ``None`` on remote storage, which ``--clean`` does not change.
         notes: Per file, observations that are not problems (e.g. batch files no manifest
             lists yet, left by a flush interrupted before its manifest was written).
         manifests: Manifests checked.
@@ -78,7 +79,7 @@ class VerifyReport:
     directory: str
     problems: dict[str, list[str]] = field(default_factory=dict)
     temp_files: list[str] = field(default_factory=list)
-    temp_ages: list[float] = field(default_factory=list)
+    temp_ages: list[float | None] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
     manifests: int = 0
     batches: int = 0
@@ -120,10 +121,16 @@ class VerifyReport:
         """The report as human-readable lines: one per problem or note, each naming its file."""
         out = [f"{path}: {p}" for path, probs in self.problems.items() for p in probs]
         for name, age in zip(self.temp_files, self.temp_ages, strict=True):
+            what = f"{os.path.join(self.directory, name)}: leftover temporary file of an "
+            if age is None:
+                out.append(
+                    f"{what}interrupted write (readers ignore it; --clean removes local files "
+                    "only: remove it with the storage's own tools)"
+                )
+                continue
             when = "" if age >= CLEAN_MIN_AGE else f" once {CLEAN_MIN_AGE:.0f} s old"
             out.append(
-                f"{os.path.join(self.directory, name)}: leftover temporary file of an "
-                f"interrupted write, last modified {age:.0f} s ago (readers ignore it; "
+                f"{what}interrupted write, last modified {age:.0f} s ago (readers ignore it; "
                 f"--clean removes it{when})"
             )
         out.extend(f"{path}: note: {n}" for path, notes in self.notes.items() for n in notes)
@@ -261,7 +268,10 @@ def verify(
             )
             continue
         report.temp_files.append(name)
-        report.temp_ages.append(0.0 if st is None else max(0.0, now - st.st_mtime))
+        if local is None:
+            report.temp_ages.append(None)
+        else:  # (0: it went meanwhile)
+            report.temp_ages.append(0.0 if st is None else max(0.0, now - st.st_mtime))
     listed: set[str] = set()
     manifests, misnamed = find_manifests(names), misnamed_manifests(names)
     for bad in misnamed:  # (a writer is not skipped: §8)

@@ -583,3 +583,29 @@ def test_a_compressor_error_is_a_write_error_and_the_batch_is_written_later(
     with gym_recording.load(tmp_path) as r:
         got = [ep.observations for ep in r]
     assert len(got) == 30 and all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_a_copy_of_a_later_minor_version_keeps_its_label_and_keys(tmp_path):
+    """A recording of a later minor version (a per-episode key this reader does not know,
+    which it ignores: §4) is copied with that key and that version, not relabelled with
+    this writer's, whose readers the key's rules may not hold for."""
+    src = tmp_path / "src"
+    with TraceRecording(src) as rec:
+        rec.add_reset(np.zeros((64, 64), np.uint8), seed=3)
+        for t in range(20):
+            rec.add_step(0, np.full((64, 64), t, np.uint8), 1.0, terminated=t == 19)
+    (batch,) = src.glob("*.ep*.json")
+    doc = json.loads(batch.read_bytes())
+    doc["episodes"][0]["policy_id"] = "pi-v3"
+    batch.write_text(json.dumps(doc))
+    (manifest,) = src.glob("*.manifest.json")
+    m = json.loads(manifest.read_bytes())
+    m["format_version"] = "2.10"
+    m["batches"][0]["bytes"] = batch.stat().st_size + batch.with_suffix(".bin").stat().st_size
+    manifest.write_text(json.dumps(m))
+    for out, compression in (("z", "zstd"), ("raw", None)):
+        recode(src, tmp_path / out, compression=compression)
+        (copied,) = (tmp_path / out).glob("*.manifest.json")
+        assert json.loads(copied.read_bytes())["format_version"] == "2.10"  # (> 2.3: by number)
+        (copied,) = (tmp_path / out).glob("*.ep*.json")
+        assert json.loads(copied.read_bytes())["episodes"][0]["policy_id"] == "pi-v3"

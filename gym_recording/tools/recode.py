@@ -152,6 +152,10 @@ def _remote_key(url: str) -> str:
     return f"{names if isinstance(names, str) else names[0]}://{path.rstrip('/')}"
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))  # (checked by the reader: §3)
+
+
 def _read_doc(storage: Storage, m: Manifest) -> Any:
     """A manifest's JSON, parsed as it is (checked already by ``read_manifests``).
 
@@ -163,7 +167,11 @@ def _read_doc(storage: Storage, m: Manifest) -> Any:
 
 
 def _write_doc(storage: Storage, m: Manifest, doc: Any) -> None:
-    """Write the copy's manifest: version 1 JSON as version 1 wrote it, else strict JSON."""
+    """Write the copy's manifest: version 1 JSON as version 1 wrote it, else strict JSON.
+
+    A version 2 copy is labelled with this writer's version, or the source's if later (a
+    newer minor version's keys are copied as they are).
+    """
     if not m.legacy:
-        doc["format_version"] = FORMAT_VERSION
+        doc["format_version"] = max(m.version, FORMAT_VERSION, key=_version_key)
     storage.write_atomic(m.name, [encode(doc, legacy=m.legacy)])

@@ -155,6 +155,18 @@ def test_replay_keeps_the_kwargs_json_takes_and_names_the_others(tmp_path: Path)
         gymnasium.registry.pop("tests/Knob-v0", None)
 
 
+def test_replay_of_a_spec_that_only_looks_like_a_summary_uses_the_id() -> None:
+    """A file's spec is read as it is: one holding "kwargs_not_recorded" of the wrong types
+    (not the writer's) is no summary, and the recorded id is made (it raised TypeError)."""
+    env = gymnasium.make("CartPole-v1")
+    obs, _ = env.reset(seed=3)
+    spec = {"kwargs_not_recorded": "scale", "kwargs": ["x"]}
+    ep = gym_recording.Episode(
+        obs[None], np.zeros(0, np.int64), np.zeros(0), env_id="CartPole-v1", env_spec=spec, seed=3
+    )
+    assert ep.replay(render=False).reproduced
+
+
 def test_replay_without_rendering_of_an_env_recorded_with_a_window_opens_none(
     tmp_path: Path,
 ) -> None:

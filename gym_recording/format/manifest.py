@@ -37,12 +37,12 @@ def _refuse(*args: Any, **kwargs: Any) -> NoReturn:
     raise TypeError(_SHARED)
 
 
-def thawed(value: Any) -> Any:
+def _thawed(value: Any) -> Any:
     """``value`` with plain dicts and lists in place of read-only ones."""
     if isinstance(value, dict):
-        return {k: thawed(v) for k, v in value.items()}
+        return {k: _thawed(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [thawed(v) for v in value]
+        return [_thawed(v) for v in value]
     return value
 
 
@@ -67,10 +67,10 @@ class ReadOnlyDict(dict[str, Any]):
     clear = pop = popitem = setdefault = update = _refuse
 
     def __deepcopy__(self, memo: Any) -> dict[str, Any]:
-        return thawed(self)
+        return _thawed(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (dict, (thawed(self),))
+        return (dict, (_thawed(self),))
 
 
 class ReadOnlyList(list[Any]):
@@ -81,10 +81,10 @@ class ReadOnlyList(list[Any]):
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
 
     def __deepcopy__(self, memo: Any) -> list[Any]:
-        return thawed(self)
+        return _thawed(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (list, (thawed(self),))
+        return (list, (_thawed(self),))
 
 
 @dataclass(frozen=True)

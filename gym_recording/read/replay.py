@@ -49,7 +49,7 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
 
     spec: Any = None
     recorded = ep.env_spec if isinstance(ep.env_spec, dict) else {}
-    if env_id is None and "kwargs_not_recorded" in recorded:  # (a summary: record/head.py)
+    if env_id is None and _summary_kwargs(recorded) is not None:  # (a summary: record/head.py)
         kwargs = {**recorded["kwargs"], **kwargs}
         if recorded.get("max_episode_steps") is not None:
             kwargs.setdefault("max_episode_steps", recorded["max_episode_steps"])
@@ -87,6 +87,14 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
                 "gymnasium.utils.RecordConstructorArgs"
             )
         raise RecordingError(msg) from exc
+
+
+def _summary_kwargs(spec: dict[str, Any]) -> list[str] | None:
+    """The kwargs a spec's summary did not record (record/head.py); ``None``: no summary."""
+    left, kept = spec.get("kwargs_not_recorded"), spec.get("kwargs")
+    if isinstance(left, list) and isinstance(kept, dict):
+        return [str(k) for k in left]
+    return None
 
 
 @dataclass(frozen=True)
@@ -209,7 +217,7 @@ def replay_episode(
     """See :meth:`gym_recording.Episode.replay`."""
     kwargs = dict(env_kwargs or {})
     recorded = ep.env_spec if isinstance(ep.env_spec, dict) and env_id is None else {}
-    missing = [k for k in recorded.get("kwargs_not_recorded", ()) if k not in kwargs]
+    missing = [k for k in _summary_kwargs(recorded) or () if k not in kwargs]
     if render:
         kwargs.setdefault("render_mode", "rgb_array")
     elif isinstance(recorded.get("kwargs"), dict) and recorded["kwargs"].get("render_mode"):

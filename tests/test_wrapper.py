@@ -251,9 +251,62 @@ class LegacyF64PairObsEnv(LegacyPairObsEnv):
         return (np.full(2, 0.5), {"k": self._t}), 1.0, self._t >= 2, {}
 
 
-def test_legacy_env_with_pair_observations_its_space_refuses(trace_dir):
-    with TraceRecordingWrapper(LegacyF64PairObsEnv(), trace_dir) as env:
-        assert env.reset()[1] == {"k": 0}
+class _GymWrapper:
+    """gym 0.21's ``gym.Wrapper`` (as ``gym.make`` applies it): ``reset(self, **kwargs)``."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.observation_space, self.action_space = env.observation_space, env.action_space
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        return self.env.step(action)
+
+    def close(self) -> None:
+        pass
+
+
+class Gym026PairObsEnv(LegacyF64PairObsEnv):
+    """gym 0.26's API, whose reset takes ``seed`` (not ``options``) and returns the pair."""
+
+    def reset(self, seed: int | None = None) -> Any:  # type: ignore[override]
+        return super().reset(), {"note": "info"}
+
+    def step(self, action: int) -> Any:
+        obs, reward, done, info = super().step(action)
+        return obs, reward, done, False, info
+
+
+class Gym025PairObsEnv(LegacyF64PairObsEnv):
+    """gym 0.22-0.25's API: the pair only when ``return_info=True`` is asked."""
+
+    def reset(  # type: ignore[override]
+        self, *, seed: int | None = None, return_info: bool = False, options: Any = None
+    ) -> Any:
+        obs = super().reset()
+        return (obs, {"note": "info"}) if return_info else obs
+
+
+@pytest.mark.parametrize(
+    ("make", "kwargs"),
+    [
+        (LegacyF64PairObsEnv, {}),
+        (lambda: _GymWrapper(LegacyF64PairObsEnv()), {}),
+        (Gym026PairObsEnv, {}),
+        (Gym025PairObsEnv, {}),
+        (Gym025PairObsEnv, {"return_info": True}),
+    ],
+)
+def test_legacy_env_with_pair_observations_its_space_refuses(trace_dir, make, kwargs):
+    """A pair observation (float64 arrays in a float32 Box: its space accepts neither
+    reading) is told from (obs, info) by reset's parameters: the env's own, under gym's
+    wrappers; and a return_info asked for (each was recorded split or joined wrongly)."""
+    with TraceRecordingWrapper(make(), trace_dir) as env:
+        out = env.reset(**kwargs)
+        obs = out[0] if isinstance(out[1], dict) and "note" in out[1] else out
+        assert obs[1] == {"k": 0}
         env.step(0)
         env.step(0)
     with gym_recording.load(trace_dir) as rec:
@@ -702,16 +755,17 @@ def test_a_directory_we_cannot_write_in_is_refused_when_the_recording_starts(tmp
             pytest.skip("needs unshare and mount")
         shell = f'mount --bind -o ro {d} {d} && exec {sys.executable} -c "$0"'
         cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", shell, src]
-        why = "it is on a read-only file system"
+        why = "Read-only file system"
     else:
         d.chmod(0o555)
-        cmd, why = [sys.executable, "-c", src], "it is not writable by us"
+        cmd, why = [sys.executable, "-c", src], "Permission denied"
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     if os.geteuid() == 0 and "mount" in proc.stderr:
         pytest.skip(f"cannot bind-mount here: {proc.stderr[-300:]}")
-    assert proc.stdout == f"cannot write in the recording directory {str(d)!r}: {why}; " + (
+    assert proc.stdout == f"cannot write in the recording directory {str(d)!r} ({why}); " + (
         "give a directory you may write to\n"
     ), proc.stderr
+    assert list(d.iterdir()) == []
 
 
 def test_killed_process_loses_only_unflushed_episodes(trace_dir):

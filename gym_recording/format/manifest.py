@@ -9,7 +9,7 @@ the writer's side.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn
+from typing import Any
 
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.arrays import brief
@@ -25,66 +25,7 @@ from gym_recording.format.wire import (
     manifest_version,
 )
 
-__all__ = ["Manifest", "ReadOnlyDict", "ReadOnlyList", "decode_manifest", "encode_manifest"]
-
-_SHARED = (
-    "a manifest's JSON is shared by every episode of its writer, and read-only; "
-    "copy.deepcopy(value) gives plain dicts and lists to change"
-)
-
-
-def _refuse(*args: Any, **kwargs: Any) -> NoReturn:
-    raise TypeError(_SHARED)
-
-
-def _thawed(value: Any) -> Any:
-    """``value`` with plain dicts and lists in place of read-only ones."""
-    if isinstance(value, dict):
-        return {k: _thawed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_thawed(v) for v in value]
-    return value
-
-
-def _frozen(value: Any) -> Any:
-    """Parsed JSON with read-only dicts and lists."""
-    if type(value) is dict:
-        return ReadOnlyDict({k: _frozen(v) for k, v in value.items()})
-    if type(value) is list:
-        return ReadOnlyList(map(_frozen, value))
-    return value
-
-
-class ReadOnlyDict(dict[str, Any]):
-    """A JSON object of a manifest (``env_spec``, ``metadata``), which its episodes share.
-
-    A dict that refuses changes with a ``TypeError``; ``copy.deepcopy`` and pickling give
-    plain dicts and lists.
-    """
-
-    __slots__ = ()
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
-
-    def __deepcopy__(self, memo: Any) -> dict[str, Any]:
-        return _thawed(self)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (dict, (_thawed(self),))
-
-
-class ReadOnlyList(list[Any]):
-    """A JSON array of a manifest: a list that refuses changes, as :class:`ReadOnlyDict`."""
-
-    __slots__ = ()
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
-
-    def __deepcopy__(self, memo: Any) -> list[Any]:
-        return _thawed(self)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (list, (_thawed(self),))
+__all__ = ["Manifest", "decode_manifest", "encode_manifest"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +39,7 @@ class Manifest:
         batches: Its batch entries, in order.
 
     Each attribute after ``batches`` is the version 2 manifest key of its name (§3), with
-    that key's default (what a version 1 manifest has); ``env_spec`` and ``metadata`` are
-    read-only (:class:`ReadOnlyDict`): every episode of the writer shares them.
+    that key's default (what a version 1 manifest has).
     """
 
     name: str
@@ -200,9 +140,7 @@ def decode_manifest(data: bytes, name: str, path: str) -> Manifest:
     if isinstance(m, LegacyManifestDoc):
         return Manifest(name, prefix, writer_id, version, entries)
     writer = m.writer if is_writer_id(m.writer) else writer_id
-    kept = {k: getattr(m, k) for k in _KEPT}
-    kept["env_spec"], kept["metadata"] = _frozen(m.env_spec), _frozen(m.metadata)
-    return Manifest(name, prefix, writer, version, entries, **kept)
+    return Manifest(name, prefix, writer, version, entries, **{k: getattr(m, k) for k in _KEPT})
 
 
 #: The keys of a version 2 manifest that :class:`Manifest` holds as they are: its attributes

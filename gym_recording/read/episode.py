@@ -42,7 +42,7 @@ class Episode(EpisodeKeys):
         env_id: The id of the environment its writer recorded, if known.
         env_spec: The spec of that environment as the writer recorded it (JSON), if known;
             :meth:`replay` makes the environment from it. Every episode of the writer shares
-            it, read-only (``copy.deepcopy`` gives plain dicts and lists to change).
+            this dict: change a copy (``copy.deepcopy``), not it.
         render_frames: With ``record_render``, what ``env.render()`` drew after the reset and
             after each step: one ``uint8[length + 1, H, W, 3]`` array; otherwise ``None``.
         render_fps: The frame rate the environment declares for its rendered frames

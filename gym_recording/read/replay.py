@@ -8,6 +8,7 @@ ALE) is found through its entry point.
 
 from __future__ import annotations
 
+import copy
 import html
 import importlib.util
 import json
@@ -50,7 +51,7 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
     spec: Any = None
     recorded = ep.env_spec if isinstance(ep.env_spec, dict) else {}
     if env_id is None and _summary_kwargs(recorded) is not None:  # (a summary: record/head.py)
-        kwargs = {**recorded["kwargs"], **kwargs}
+        kwargs = {**copy.deepcopy(recorded["kwargs"]), **kwargs}  # (the env may change them)
         if recorded.get("max_episode_steps") is not None:
             kwargs.setdefault("max_episode_steps", recorded["max_episode_steps"])
     elif env_id is None and recorded.get("entry_point"):
@@ -79,6 +80,12 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
         if top and importlib.util.find_spec(top) is None:  # (the env's package is missing)
             package = top.replace("_", "-")
             msg += f"; install the package that provides it (`pip install {package}`, say)"
+        missing = [k for k in _summary_kwargs(recorded) or () if k not in kwargs]
+        if env_id is None and missing:
+            msg += (
+                f"; its arguments {', '.join(missing)} are not plain JSON and were not "
+                "recorded: pass them in env_kwargs"
+            )
         lost = [w.name for w in getattr(spec, "additional_wrappers", ()) if w.kwargs is None]
         if lost:  # (wrappers that do not record their arguments cannot be made again)
             msg += (

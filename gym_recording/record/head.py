@@ -65,21 +65,31 @@ def library_versions() -> dict[str, str | None]:
     return versions
 
 
+#: The most bytes of JSON an env spec takes in a manifest whole (which readers bound:
+#: ``MAX_MANIFEST_BYTES``), and one of its kwargs in a summary.
+_SPEC_BYTES = 1 << 20
+_KWARG_BYTES = 1 << 16
+
+
 def env_spec_json(spec: Any) -> Any:
     """An env spec (``env.spec``) as JSON for the manifest.
 
-    A spec whose kwargs JSON refuses gives a summary instead: its id and the other plain
-    fields, the kwargs that are plain JSON (numpy values as numbers), and the names of the
-    others under ``"kwargs_not_recorded"`` (callables, objects), which a replay then lacks.
+    A spec that JSON refuses, or of more than ``_SPEC_BYTES`` of it, gives a summary instead:
+    its id and the other plain fields, its kwargs that are plain JSON of at most
+    ``_KWARG_BYTES`` (numpy scalars as numbers), and the names of the others under
+    ``"kwargs_not_recorded"`` (callables, objects, arrays, which would come back as lists),
+    which a replay then lacks.
     """
     if spec is None:
         return None
     to_json = getattr(spec, "to_json", None)
     if callable(to_json):
         try:
-            return json.loads(to_json())
+            text = to_json()
         except Exception:  # kwargs that do not serialise (callables, objects, numpy values)
-            pass
+            text = None
+        if isinstance(text, str) and len(text) <= _SPEC_BYTES:
+            return json.loads(text)
     summary: dict[str, Any] = {}
     for key in ("id", "entry_point", "max_episode_steps", "reward_threshold", "nondeterministic"):
         val = getattr(spec, key, None)
@@ -88,11 +98,23 @@ def env_spec_json(spec: Any) -> Any:
     if isinstance(kwargs, Mapping):
         summary["kwargs"], summary["kwargs_not_recorded"] = {}, []
         for k, v in kwargs.items():
-            try:
-                summary["kwargs"][str(k)] = plain_json(v, "")
-            except RecordingError:
+            kept, value = _small_json(v)
+            if kept:
+                summary["kwargs"][str(k)] = value
+            else:
                 summary["kwargs_not_recorded"].append(str(k))
     return summary
+
+
+def _small_json(value: Any) -> tuple[bool, Any]:
+    """Whether a summary keeps kwarg ``value`` (see :func:`env_spec_json`), and as what."""
+    if isinstance(value, np.ndarray):
+        return False, None
+    try:
+        out = plain_json(value, "")
+    except RecordingError:
+        return False, None
+    return len(json.dumps(out)) <= _KWARG_BYTES, out
 
 
 def manifest_head(

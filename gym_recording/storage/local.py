@@ -279,14 +279,16 @@ class LocalStorage:
                         "(new or existing), or move that file away"
                     )
                 raise RecordingError(msg) from exc
-            if not os.access(self.directory, os.W_OK | os.X_OK):  # (a refusal now, not at close)
-                readonly = os.statvfs(self.directory).f_flag & os.ST_RDONLY
-                why = "is on a read-only file system" if readonly else "is not writable by us"
+            try:  # (a refusal now, not at close: a file made and removed, as writes do)
+                fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.directory)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
                 msg = (
-                    f"cannot write in the recording directory {self.directory!r}: it {why}; "
-                    "give a directory you may write to"
+                    f"cannot write in the recording directory {self.directory!r} "
+                    f"({exc.strerror or exc}); give a directory you may write to"
                 )
-                raise RecordingError(msg)
+                raise RecordingError(msg) from exc
         elif not os.path.isdir(self.directory):
             what = "is not a directory" if os.path.exists(self.directory) else "does not exist"
             msg = f"expected a recording directory, but {self.directory!r} {what}"

@@ -231,6 +231,13 @@ class FsspecStorage:
                 names.append(name)
         return names
 
+    def is_file(self, name: str) -> bool:
+        """Whether ``name`` is an object, not a "folder" under the prefix."""
+        try:
+            return bool(self.fs.isfile(self._path(name)))
+        except Exception as exc:
+            raise _read_error("cannot read the file", self._where(name), exc) from exc
+
     def remove(self, name: str) -> None:
         """Delete object ``name``."""
         self.fs.rm_file(self._path(name))

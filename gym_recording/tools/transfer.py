@@ -215,8 +215,8 @@ def download_recording(
         for name in manifests:  # first: they list only batches already written
             target.write_atomic(name, [source.map(name)])
         for name in source.list_names():  # (no manifest: one that appeared since may list
-            # batches written after this listing; and no "folder" under the prefix)
-            if classify(name) in ("batch", "blob") and not is_temp_name(name):
+            # batches written after this listing; nor a "folder" under the prefix)
+            if classify(name) != "manifest" and not is_temp_name(name) and source.is_file(name):
                 logger.info("Download %s/%s to %s", s3url.rstrip("/"), name, directory)
                 target.write_atomic(name, [source.map(name)])
         os.chmod(tmp, directory_mode())  # (mkdtemp made it 0700: the mode mkdir would give)

@@ -7,6 +7,7 @@ import copy
 import inspect
 import logging
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NoReturn, SupportsFloat, TypeVar
 
@@ -32,35 +33,54 @@ ActType = TypeVar("ActType")
 
 def _in_space(space: Any, value: Any) -> bool:
     try:
-        return bool(space.contains(value))
+        with warnings.catch_warnings():  # (a Box warns of the casts it tries: not the user's)
+            warnings.simplefilter("ignore")
+            return bool(space.contains(value))
     except Exception:  # a space that cannot judge the value: no evidence either way
         return False
 
 
-def _is_obs_info_pair(result: Any, env: Any) -> bool:
-    """Whether a non-gymnasium env's ``reset()`` result is ``(obs, info)`` (gym 0.26 API).
+def _is_obs_info_pair(result: Any, env: Any, kwargs: Mapping[str, Any]) -> bool:
+    """Whether a non-gymnasium env's ``reset(**kwargs)`` result is ``(obs, info)``.
 
-    A legacy env returns the observation alone, and that observation may itself be a pair
-    ending in a dict (a Tuple space). Then ``reset``'s parameters decide: gym 0.26's take
-    ``options`` (and return the pair); gym 0.22-0.25's take ``return_info`` (and return the
-    pair only when asked, which the wrapper never does); older ones take neither. A reset
-    of ``**kwargs`` (a wrapper's, say) leaves it to the observation space.
+    gym 0.26 returns the pair, older gym the observation alone, which may itself be a pair
+    ending in a dict (a Tuple space). The observation space decides when it accepts one
+    reading and not the other. Else ``reset``'s parameters do (of the innermost env, through
+    wrappers that take ``**kwargs`` alone): ``return_info`` (gym 0.22-0.25) returns the pair
+    only when asked; ``seed`` or ``options`` (gym 0.26) the pair; none of them the
+    observation alone. Without evidence, it is the pair.
     """
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
         return False
     space = getattr(env, "observation_space", None)
     if type(space).__name__ != "Tuple":  # only a Tuple space's observations are tuples
         return True
-    try:
-        params = inspect.signature(env.reset).parameters
-    except (TypeError, ValueError):  # (a builtin's, say: no evidence)
-        pass
-    else:
-        if "return_info" in params or "options" in params:
-            return "return_info" not in params
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return False
-    return not (_in_space(space, result) and not _in_space(space, result[0]))
+    whole, first = _in_space(space, result), _in_space(space, result[0])
+    if whole != first:
+        return first
+    params = _reset_parameters(env)
+    if params is None:
+        return True
+    if "return_info" in params:
+        return bool(kwargs.get("return_info"))
+    return "seed" in params or "options" in params
+
+
+def _reset_parameters(env: Any) -> Mapping[str, inspect.Parameter] | None:
+    """The parameters of the innermost ``reset`` under wrappers of ``**kwargs`` (gym's)."""
+    for _ in range(64):  # (a wrapper chain, not a cycle)
+        try:
+            params = inspect.signature(env.reset).parameters
+        except (TypeError, ValueError, AttributeError):  # (a builtin's, say)
+            return None
+        if inspect.Parameter.VAR_KEYWORD not in {p.kind for p in params.values()} or any(
+            p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()
+        ):
+            return params  # (not a wrapper's (*args, **kwargs): the env's own)
+        if getattr(env, "env", None) is None:
+            return None
+        env = env.env
+    return None
 
 
 def options_as_given(options: Any) -> Any:
@@ -290,7 +310,7 @@ class TraceRecordingWrapper(
                     kwargs["options"] = options
                 legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
                 result = legacy_env.reset(**kwargs)
-                if _is_obs_info_pair(result, legacy_env):
+                if _is_obs_info_pair(result, legacy_env, kwargs):
                     obs, info = result
                 else:  # legacy API: reset() returns the observation alone
                     obs, info = result, None

@@ -150,15 +150,17 @@ def test_replay_keeps_the_kwargs_json_takes_and_names_the_others(tmp_path: Path)
             result = ep.replay(render=False)
         assert result.observations[0].tolist() == [2.0]  # (offset kept, scale not)
         assert result.message.endswith(
-            "The environment was made without its arguments scale, which are not plain JSON "
-            "and were not recorded: pass them in env_kwargs."
+            "The environment was made without its arguments scale, which were not recorded "
+            "(not plain JSON, or too large): pass them in env_kwargs."
         )
         assert str(caught[0].message) == result.message
         assert ep.replay(render=False, env_kwargs={"scale": abs}).reproduced
         assert ep.env_spec["kwargs"]["config"]["made"] == 1  # (the replays' envs had copies)
         gymnasium.registry.pop("tests/Knob-v0")
         gymnasium.register("tests/Knob-v0", entry_point=f"{__name__}:_Knob", kwargs={"scale": "x"})
-        with pytest.raises(RecordingError, match=r"scale are not plain JSON.*pass them in env_kw"):
+        with pytest.raises(
+            RecordingError, match=r"scale were not recorded \(not plain.*pass them in env_kw"
+        ):
             ep.replay(render=False)  # (the registered "x" is not callable: make fails)
     finally:
         gymnasium.registry.pop("tests/Knob-v0", None)
@@ -170,7 +172,12 @@ def test_a_spec_holding_an_array_or_much_json_is_summarised_small(tmp_path: Path
     64 KiB of JSON; a spec of more than 1 MiB is summarised."""
     gymnasium.register("tests/Knob-v0", entry_point=f"{__name__}:_Knob")
     try:
-        for big, name in ((np.zeros((300, 300)), "array"), (list(range(200_000)), "list")):
+        cases = [
+            (np.zeros((300, 300)), "array"),
+            (list(range(200_000)), "list"),
+            ({"goal": np.zeros(2)}, "nested array"),  # (it came back a list)
+        ]
+        for big, name in cases:
             knob = gymnasium.make("tests/Knob-v0", offset=1.0, heightmap=big)
             d = _record(knob, tmp_path / name, steps_=1)
             (manifest,) = d.glob("*.manifest.json")

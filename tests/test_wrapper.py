@@ -251,18 +251,27 @@ class LegacyF64PairObsEnv(LegacyPairObsEnv):
         return (np.full(2, 0.5), {"k": self._t}), 1.0, self._t >= 2, {}
 
 
-class _GymWrapper:
-    """gym 0.21's ``gym.Wrapper`` (as ``gym.make`` applies it): ``reset(self, **kwargs)``."""
+def _gym_wrapped(env: Any) -> Any:
+    """``env`` under gym's own ``gym.Wrapper`` (as ``gym.make`` applies it), whose reset
+    takes ``**kwargs``."""
+    gym = pytest.importorskip("gym")
+    return gym.Wrapper(env)
+
+
+class _NewApi:
+    """A user's shim giving an old env gym 0.26's API: ``reset(**kwargs)`` returns the pair
+    (not one of gym's wrappers: its env's parameters say nothing of its own)."""
 
     def __init__(self, env: Any) -> None:
         self.env = env
         self.observation_space, self.action_space = env.observation_space, env.action_space
 
     def reset(self, **kwargs: Any) -> Any:
-        return self.env.reset(**kwargs)
+        return self.env.reset(), {"note": "info"}
 
     def step(self, action: Any) -> Any:
-        return self.env.step(action)
+        obs, reward, done, info = self.env.step(action)
+        return obs, reward, done, False, info
 
     def close(self) -> None:
         pass
@@ -293,7 +302,8 @@ class Gym025PairObsEnv(LegacyF64PairObsEnv):
     ("make", "kwargs"),
     [
         (LegacyF64PairObsEnv, {}),
-        (lambda: _GymWrapper(LegacyF64PairObsEnv()), {}),
+        (lambda: _gym_wrapped(LegacyF64PairObsEnv()), {}),
+        (lambda: _NewApi(LegacyF64PairObsEnv()), {}),
         (Gym026PairObsEnv, {}),
         (Gym025PairObsEnv, {}),
         (Gym025PairObsEnv, {"return_info": True}),

@@ -83,8 +83,8 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
         missing = [k for k in _summary_kwargs(recorded) or () if k not in kwargs]
         if env_id is None and missing:
             msg += (
-                f"; its arguments {', '.join(missing)} are not plain JSON and were not "
-                "recorded: pass them in env_kwargs"
+                f"; its arguments {', '.join(missing)} were not recorded (not plain JSON, or "
+                "too large): pass them in env_kwargs"
             )
         lost = [w.name for w in getattr(spec, "additional_wrappers", ()) if w.kwargs is None]
         if lost:  # (wrappers that do not record their arguments cannot be made again)
@@ -310,7 +310,7 @@ def replay_episode(
         if missing:
             message += (
                 f" The environment was made without its arguments {', '.join(missing)}, which "
-                "are not plain JSON and were not recorded: pass them in env_kwargs."
+                "were not recorded (not plain JSON, or too large): pass them in env_kwargs."
             )
         if warn:
             warnings.warn(message, ReplayMismatchWarning, stacklevel=3)

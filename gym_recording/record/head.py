@@ -77,8 +77,8 @@ def env_spec_json(spec: Any) -> Any:
     A spec that JSON refuses, or of more than ``_SPEC_BYTES`` of it, gives a summary instead:
     its id and the other plain fields, its kwargs that are plain JSON of at most
     ``_KWARG_BYTES`` (numpy scalars as numbers), and the names of the others under
-    ``"kwargs_not_recorded"`` (callables, objects, arrays, which would come back as lists),
-    which a replay then lacks.
+    ``"kwargs_not_recorded"`` (callables, objects, what holds an array or a dict key not a
+    str, which would come back as lists and str keys), which a replay then lacks.
     """
     if spec is None:
         return None
@@ -108,13 +108,24 @@ def env_spec_json(spec: Any) -> Any:
 
 def _small_json(value: Any) -> tuple[bool, Any]:
     """Whether a summary keeps kwarg ``value`` (see :func:`env_spec_json`), and as what."""
-    if isinstance(value, np.ndarray):
+    if not _json_alike(value):
         return False, None
     try:
         out = plain_json(value, "")
     except RecordingError:
         return False, None
     return len(json.dumps(out)) <= _KWARG_BYTES, out
+
+
+def _json_alike(value: Any, depth: int = 0) -> bool:
+    """Whether JSON gives ``value`` back of its kinds: no array, no dict key but a str."""
+    if isinstance(value, np.ndarray) or depth > 100:
+        return False
+    if isinstance(value, dict):
+        return all(type(k) is str and _json_alike(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_json_alike(v, depth + 1) for v in value)
+    return True
 
 
 def manifest_head(

@@ -279,10 +279,9 @@ class LocalStorage:
                         "(new or existing), or move that file away"
                     )
                 raise RecordingError(msg) from exc
-            try:  # (a refusal now, not at close: a file made and removed, as writes do)
-                fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.directory)
-                os.close(fd)
-                os.unlink(probe)
+            try:  # (a refusal now, not at close: a file made there, unnamed where Linux can)
+                with tempfile.TemporaryFile(prefix=TEMP_PREFIX, dir=self.directory):
+                    pass
             except OSError as exc:
                 msg = (
                     f"cannot write in the recording directory {self.directory!r} "

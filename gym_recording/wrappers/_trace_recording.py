@@ -46,7 +46,7 @@ def _is_obs_info_pair(result: Any, env: Any, kwargs: Mapping[str, Any]) -> bool:
     gym 0.26 returns the pair, older gym the observation alone, which may itself be a pair
     ending in a dict (a Tuple space). The observation space decides when it accepts one
     reading and not the other. Else ``reset``'s parameters do (of the innermost env, through
-    wrappers that take ``**kwargs`` alone): ``return_info`` (gym 0.22-0.25) returns the pair
+    gym's own wrappers, which take ``**kwargs``): ``return_info`` (gym 0.22-0.25) returns the pair
     only when asked; ``seed`` or ``options`` (gym 0.26) the pair; none of them the
     observation alone. Without evidence, it is the pair.
     """
@@ -77,8 +77,8 @@ def _reset_parameters(env: Any) -> Mapping[str, inspect.Parameter] | None:
             p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()
         ):
             return params  # (not a wrapper's (*args, **kwargs): the env's own)
-        if getattr(env, "env", None) is None:
-            return None
+        if type(env).__module__.partition(".")[0] != "gym" or getattr(env, "env", None) is None:
+            return None  # (only gym's own wrappers pass reset on as it is)
         env = env.env
     return None
 

@@ -155,6 +155,16 @@ def test_replay_keeps_the_kwargs_json_takes_and_names_the_others(tmp_path: Path)
         )
         assert str(caught[0].message) == result.message
         assert ep.replay(render=False, env_kwargs={"scale": abs}).reproduced
+        clipped = gymnasium.wrappers.ClipReward(
+            gymnasium.make("tests/Knob-v0", offset=2.0, scale=abs), 0.0, 0.5
+        )
+        ep2 = gym_recording.load(_record(clipped, tmp_path / "clipped", steps_=2))[0]
+        assert ep2.env_spec["wrappers_not_recorded"] == ["ClipReward"]
+        with pytest.warns(gym_recording.ReplayMismatchWarning):
+            result = ep2.replay(render=False, env_kwargs={"scale": abs})  # (reward 1, not 0.5)
+        assert result.message.endswith(
+            "It was made without its wrappers ClipReward, which a summarised spec does not record."
+        )
         assert ep.env_spec["kwargs"]["config"]["made"] == 1  # (the replays' envs had copies)
         gymnasium.registry.pop("tests/Knob-v0")
         gymnasium.register("tests/Knob-v0", entry_point=f"{__name__}:_Knob", kwargs={"scale": "x"})

@@ -312,6 +312,12 @@ def replay_episode(
                 f" The environment was made without its arguments {', '.join(missing)}, which "
                 "were not recorded (not plain JSON, or too large): pass them in env_kwargs."
             )
+        unmade = recorded.get("wrappers_not_recorded")  # (a summary's: record/head.py)
+        if _summary_kwargs(recorded) is not None and isinstance(unmade, list) and unmade:
+            message += (
+                f" It was made without its wrappers {', '.join(map(str, unmade))}, which a "
+                "summarised spec does not record."
+            )
         if warn:
             warnings.warn(message, ReplayMismatchWarning, stacklevel=3)
     stacked: np.ndarray | None = None

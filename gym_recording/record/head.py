@@ -78,7 +78,8 @@ def env_spec_json(spec: Any) -> Any:
     its id and the other plain fields, its kwargs that are plain JSON of at most
     ``_KWARG_BYTES`` (numpy scalars as numbers), and the names of the others under
     ``"kwargs_not_recorded"`` (callables, objects, what holds an array or a dict key not a
-    str, which would come back as lists and str keys), which a replay then lacks.
+    str, which would come back as lists and str keys), which a replay then lacks, as it
+    lacks the wrappers named under ``"wrappers_not_recorded"``.
     """
     if spec is None:
         return None
@@ -103,7 +104,16 @@ def env_spec_json(spec: Any) -> Any:
                 summary["kwargs"][str(k)] = value
             else:
                 summary["kwargs_not_recorded"].append(str(k))
+    wrappers = getattr(spec, "additional_wrappers", None) or ()
+    names = [str(getattr(w, "name", w)) for w in wrappers if not _ours(w)]
+    if names:  # (a replay makes the env without them: it can say so)
+        summary["wrappers_not_recorded"] = names
     return summary
+
+
+def _ours(wrapper: Any) -> bool:
+    """Whether a spec's wrapper is a recording wrapper (which a replay leaves out)."""
+    return str(getattr(wrapper, "entry_point", "")).startswith("gym_recording")
 
 
 def _small_json(value: Any) -> tuple[bool, Any]:

@@ -410,8 +410,8 @@ def _recorded_spec(rec: Recording, lost: _Lost) -> Any:
         return None
     try:
         return EnvSpec.from_json(json.dumps(spec))
-    except Exception:  # a summary of a spec whose kwargs did not serialise
-        lost.add("the environment's spec (its kwargs were not JSON when recorded)")
+    except Exception:  # a summary of a spec (record/head.py: not JSON, or too large)
+        lost.add("the environment's spec (it was recorded as a summary: not JSON, or too large)")
         return None
 
 

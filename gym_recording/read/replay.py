@@ -34,8 +34,10 @@ _OURS = "gym_recording"
 Episode = Any
 
 
-def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
+def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: list[str]) -> Any:
     """The environment ``ep`` was recorded in, made with ``kwargs`` over the recorded ones.
+
+    ``missing``: the kwargs its summary did not record and ``kwargs`` lacks, for an error.
 
     With ``env_id``, that environment (by id) instead. Otherwise the recorded spec, when it
     is one that ``gymnasium.envs.registration.EnvSpec.from_json`` reads, is made as it is
@@ -57,7 +59,7 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
     elif env_id is None and recorded.get("entry_point"):
         try:
             spec = EnvSpec.from_json(json.dumps(ep.env_spec))
-        except Exception:  # a summary of a spec whose kwargs did not serialise
+        except Exception:  # (an older summary, of kwargs as reprs; a spec made elsewhere)
             spec = None
         else:  # (not a recording wrapper inside: replaying would record into its directory)
             wrappers = spec.additional_wrappers
@@ -80,8 +82,7 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any]) -> Any:
         if top and importlib.util.find_spec(top) is None:  # (the env's package is missing)
             package = top.replace("_", "-")
             msg += f"; install the package that provides it (`pip install {package}`, say)"
-        missing = [k for k in _summary_kwargs(recorded) or () if k not in kwargs]
-        if env_id is None and missing:
+        if missing:
             msg += (
                 f"; its arguments {', '.join(missing)} were not recorded (not plain JSON, or "
                 "too large): pass them in env_kwargs"
@@ -229,7 +230,7 @@ def replay_episode(
         kwargs.setdefault("render_mode", "rgb_array")
     elif isinstance(recorded.get("kwargs"), dict) and recorded["kwargs"].get("render_mode"):
         kwargs.setdefault("render_mode", None)  # (not the recorded "human": no window)
-    env = make_env(ep, env_id, kwargs)
+    env = make_env(ep, env_id, kwargs, missing)
     env_id = str(getattr(env.spec, "id", None) or env_id or ep.env_id)
     frames: list[np.ndarray] = []
     replayed: list[Any] = []

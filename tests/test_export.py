@@ -780,6 +780,33 @@ def test_parquet_takes_episodes_whose_types_differ_without_changing_a_value(
     assert [r["next_obs"]["g"] for r in d] == [1.5, None]
 
 
+def test_parquet_types_a_column_of_per_step_values_once(tmp_path: Path) -> None:
+    """Sequence values empty in a first episode, OneOf values of one kind in it: its column's
+    type came from that episode alone, and the next episode's did not fit it (blamed on "two
+    envs' recordings"). Such values are JSON text, whatever the first episode holds."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    box = gymnasium.spaces.Box(0, 1, (2,), np.float32)
+    cases = {
+        "seq": (gymnasium.spaces.Sequence(box), [(), ()], [(np.zeros(2, np.float32),)] * 2),
+        "oneof": (
+            gymnasium.spaces.OneOf([gymnasium.spaces.Discrete(3), box]),
+            [(0, np.int64(1)), (0, np.int64(2))],
+            [(0, np.int64(2)), (1, np.zeros(2, np.float32))],
+        ),
+    }
+    want = {"seq": [[], [[0.0, 0.0]]], "oneof": [[0, 2], [1, [0.0, 0.0]]]}
+    for name, (space, *runs) in cases.items():
+        with gym_recording.TraceRecording(tmp_path / name, observation_space=space) as w:
+            for first, second in runs:
+                w.add_reset(first)
+                w.add_step(0, second, 1.0, terminated=True)
+        export(tmp_path / name, to="parquet", out=tmp_path / f"{name}.parquet")
+        table = pq.read_table(tmp_path / f"{name}.parquet")
+        shapes = json.loads(table.schema.metadata[b"gym_recording"])["shapes"]
+        assert shapes["obs"] == shapes["next_obs"] == "json"
+        assert [json.loads(v) for v in table.column("next_obs").to_pylist()] == want[name]
+
+
 def test_npz_refuses_two_fields_of_one_name(tmp_path: Path) -> None:
     """A Dict key holding a dot and a nested key give one npz name: their rows would go to
     one array (and every offset after them be wrong)."""
@@ -826,18 +853,73 @@ def test_minari_names_observations_of_another_dtype_than_their_space(
     assert not (tmp_path / "datasets" / "tests" / "f64-v0").exists()
 
 
-def test_minari_refuses_an_info_int_past_int64_as_an_export_error(
+def test_minari_leaves_out_the_info_keys_it_cannot_hold_and_keeps_the_others(
     tmp_path: Path, minari_path: Any
 ) -> None:
-    """An info int that no int64 holds: Minari's OverflowError is an ExportError (it was a
-    traceback of the command line)."""
-    env = gymnasium.wrappers.TransformObservation(
-        _Float64Box(), lambda o: o.astype(np.float32), _Float64Box.observation_space
-    )
-    with TraceRecordingWrapper(env, tmp_path / "r", record_infos=True) as w:
-        run_episodes(w, 2)
-    with pytest.raises(ExportError, match="Minari could not store the recording as tests/big-v0"):
-        export(tmp_path / "r", to="minari", out="tests/big-v0")
+    """An info key of ints past int64 (Minari's OverflowError stopped the whole export), or of
+    None at every step, is left out and named; the other keys are kept, tuples of numbers
+    among them (all of an episode's infos were dropped, "values of different kinds")."""
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d, record_infos=True) as w:
+        for e in range(2):
+            for t in range(-1, 3):
+                info = {
+                    "x": t + 0.5,
+                    "big": 2**70 if t < 0 else np.uint64(2**63 + t),
+                    "pos": (t, t + 0.5),
+                    "grid": [[t, 1], [2, 3]],
+                    "none": None,
+                }
+                if t < 0:
+                    w.add_reset(np.zeros(2, np.float32), seed=e, info=info)
+                else:
+                    w.add_step(1, np.ones(2, np.float32), 1.0, terminated=t == 2, info=info)
+    with pytest.warns(LossyExportWarning) as caught:
+        export(d, to="minari", out="tests/big-v0")
+    (said,) = [str(c.message) for c in caught]
+    assert "info key big (ints past int64) (in 2 episodes)" in said, said
+    assert "info key none (values of type NoneType) (in 2 episodes)" in said, said
+    back = import_minari("tests/big-v0", tmp_path / "back")
+    for want, got in zip(gym_recording.load(d), gym_recording.load(back), strict=True):
+        kept = [{k: i[k] for k in ("x", "pos", "grid")} for i in want.infos]
+        assert _typed(got.infos) == _typed(kept)
+    with gym_recording.TraceRecording(tmp_path / "s", record_infos=True) as w:
+        w.add_reset(np.zeros(2, np.float32), info={"x": 0.0, "pos": (0, 0.5), "g": [[0, 1]]})
+        w.add_step(1, np.ones(2, np.float32), 1.0, info={"x": 1.0, "pos": (1, 1.5), "g": [[2, 3]]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LossyExportWarning)
+        export(tmp_path / "s", to="minari", out="tests/tuples-v0")
+    back = import_minari("tests/tuples-v0", tmp_path / "back-s")
+    (want,), (got,) = gym_recording.load(tmp_path / "s"), gym_recording.load(back)
+    assert _typed(got.infos) == _typed(want.infos)
+
+
+@pytest.mark.parametrize("storage", ["arrow", "hdf5"])
+def test_minari_leaves_out_zero_step_episodes_hdf5_cannot_store(
+    tmp_path: Path, minari_path: Any, storage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Minari's HDF5 storage fails on an episode of no step (an IndexError out of Minari):
+    left out and said, as the arrow storage's are for array actions."""
+    if storage == "hdf5":  # (chosen where pyarrow is missing)
+        find_spec = importlib.util.find_spec
+        monkeypatch.setattr(
+            importlib.util, "find_spec", lambda n, *a: None if n == "pyarrow" else find_spec(n, *a)
+        )
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d) as w:
+        w.add_reset(np.zeros(2, np.float32), seed=0)
+        w.end_episode()
+        w.add_reset(np.zeros(2, np.float32), seed=1)
+        w.add_step(1, np.ones(2, np.float32), 1.0, terminated=True)
+    if storage == "hdf5":
+        with pytest.warns(LossyExportWarning, match=r"zero-step episodes \(Minari's HDF5"):
+            export(d, to="minari", out="tests/zero-v0")
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LossyExportWarning)
+            export(d, to="minari", out="tests/zero-v0")
+    back = import_minari("tests/zero-v0", tmp_path / "back")
+    assert [ep.seed for ep in gym_recording.load(back)] == ([1] if storage == "hdf5" else [0, 1])
 
 
 def test_import_minari_refuses_a_url_that_holds_a_recording(

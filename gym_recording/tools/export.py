@@ -5,8 +5,9 @@
   ``next_obs``, ``terminated``, ``truncated``. A scalar is a plain column; an array of shape
   ``S`` a ``fixed_size_list`` of its ``prod(S)`` values (C order, the shape in the schema
   metadata); Dict/Tuple observations a struct of such columns (tuple members named ``"0"``,
-  ``"1"``...); other values (text) a string column, or JSON text. ``terminated``/``truncated``
-  are true on an episode's last step only. Episodes of zero steps have no row. Reset options,
+  ``"1"``...); other (per-step) values a column of numbers, bools or text where the first
+  episode with steps holds only such scalars, else JSON text (Sequence, Graph, OneOf values).
+  ``terminated``/``truncated`` are true on an episode's last step only. Episodes of zero steps have no row. Reset options,
   infos and rendered frames are left out.
 - ``npz`` (NumPy only): the recording's arrays concatenated over episodes plus the episode
   boundaries, loadable with ``np.load`` without pickle (see :func:`export_npz`). Reset
@@ -187,17 +188,38 @@ def _arrow_field(pa: Any, f: Any, name: str, shapes: dict[str, Any]) -> Any:
     if isinstance(f, np.ndarray):
         msg = f"cannot export {name} to parquet: arrays of dtype {f.dtype} have no Arrow type"
         raise ExportError(msg)
+    # Per-step values: a column of numbers, bools or text where they are all such scalars,
+    # else JSON text; decided by the first episode with steps, so that the column has one
+    # type (an episode of empty sequences alone would be typed otherwise than the next).
     values = list(f)
-    try:
-        arr = pa.array(values)
-        nulls_for_values = pa.types.is_null(arr.type) and any(v is not None for v in values)
-        if pa.types.is_struct(arr.type) or nulls_for_values:
-            raise TypeError
-        shapes[name] = "value"
-        return arr
-    except (TypeError, ValueError, pa.ArrowException):
-        shapes[name] = "json"
+    if not values:  # (a zero-step episode decides nothing)
+        return pa.array([], type=pa.string())
+    scalars = all(v is None or isinstance(v, _SCALARS) for v in values)
+    if (
+        shapes.setdefault(name, "value" if scalars and any(map(_not_none, values)) else "json")
+        == "json"
+    ):
         return pa.array([_json_text(v) for v in values], type=pa.string())
+    try:
+        if not scalars:
+            raise TypeError
+        return pa.array(values)
+    except (TypeError, ValueError, pa.ArrowException):
+        kinds = sorted({type(v).__name__ for v in values})
+        msg = (
+            f"cannot export {name} to parquet: its column holds numbers, bools or text (from "
+            f"the first episode with steps), but this episode holds {', '.join(kinds)} values; "
+            "export to npz, which keeps each value as JSON text"
+        )
+        raise ExportError(msg) from None
+
+
+#: Per-step values a parquet column holds as they are (see :func:`_arrow_field`).
+_SCALARS = (bool, int, float, str, np.bool_, np.number)
+
+
+def _not_none(v: Any) -> bool:
+    return v is not None
 
 
 def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:

@@ -15,15 +15,16 @@ Python int among numpy ones), and an import gives each value its recorded type b
 What Minari cannot hold is left out and named in one
 :class:`~gym_recording.LossyExportWarning`: the info keys not in every info of an episode
 (MuJoCo's reset info lacks some; the others are kept), infos that are not dicts of common
-keys and of one kind of value at every step (and the types of an info's values that change
-type between steps: they are stored as one), options that are not JSON (a dict of numbers,
-strings, lists, dicts and numpy values), zero-step episodes when the actions hold arrays
-(Minari's arrow storage cannot store an episode without a step then), and an environment's
-spec whose kwargs were not JSON when it was recorded; in Minari's arrow storage, which
-holds one layout of infos, the infos of a recording whose episodes' infos differ in keys or
-types (or are missing from some). A part of a space the recording could
-not describe (a :class:`~gym_recording.format.spaces.UnknownSpace`) is inferred from the
-recorded values.
+keys, an info key whose values are not of one kind at every step (numbers, bools, strings,
+dicts of such, arrays or lists of numbers of one shape) or are ints past int64 (the other
+keys are kept), the types of an info's values that change between steps (they are stored
+as one), options that are not JSON (a dict of numbers, strings, lists, dicts and numpy
+values), zero-step episodes in HDF5 storage, or in arrow storage when the actions hold
+arrays (neither stores an episode without a step then), and an environment's spec whose
+kwargs were not JSON when it was recorded; in Minari's arrow storage, which holds one
+layout of infos, the infos of a recording whose episodes' infos differ in keys or types (or
+are missing from some). A part of a space the recording could not describe (a
+:class:`~gym_recording.format.spaces.UnknownSpace`) is inferred from the recorded values.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import math
 import os
 import shutil
 import warnings
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -46,7 +46,6 @@ import numpy as np
 from gym_recording._errors import (
     DependencyNotInstalled,
     ExportError,
-    LossyExportWarning,
     OutputExistsError,
     RecordingError,
 )
@@ -60,6 +59,14 @@ from gym_recording.read.recording import Recording
 from gym_recording.record.recording import TraceRecording
 from gym_recording.storage import is_url, open_storage
 from gym_recording.storage.local import output_error
+from gym_recording.tools._minari_values import (
+    Lost,
+    buffer_infos,
+    kind_of,
+    layout_of,
+    options_of,
+    retyped,
+)
 from gym_recording.tools._source import episodes, open_recording, source_location
 
 __all__ = ["export_minari", "import_minari"]
@@ -89,24 +96,6 @@ def _dataset_path(dataset_id: str) -> str:
     from minari.storage import get_dataset_path
 
     return os.fspath(get_dataset_path(dataset_id))
-
-
-class _Lost:
-    """What an export could not carry, counted, for its one warning."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-
-    def add(self, what: str) -> None:
-        self.counts[what] += 1
-
-    def warn(self, dataset_id: str) -> None:
-        if self.counts:
-            parts = "; ".join(
-                f"{w} (in {n} episodes)" if n > 1 else w for w, n in self.counts.items()
-            )
-            msg = f"the Minari dataset {dataset_id} leaves out what Minari cannot hold: {parts}"
-            warnings.warn(msg, LossyExportWarning, stacklevel=3)
 
 
 # --------------------------------------------------------------------------------- spaces
@@ -236,172 +225,25 @@ def _check_not_empty(space: Any, what: str) -> None:
         raise ExportError(msg)
 
 
-# ------------------------------------------------------------------------- values
-
-
-class _Unfit(ValueError):
-    """A value Minari cannot hold."""
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as plain JSON (numpy scalars and arrays as numbers and lists, tuples as lists)."""
-    if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise _Unfit("a key that is not a string")
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (np.generic, np.ndarray)) and value.dtype.kind in "biufU":
-        return value.tolist()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise _Unfit(f"a {type(value).__name__}")
-
-
-def _step_values(values: list[Any]) -> Any:
-    """One info key's values at every step, as Minari stores them.
-
-    That is a dict of the same keys (recursively), an array stacked from arrays of one dtype
-    and shape, or a list of numbers, of bools or of strings.
-    """
-    head = values[0]
-    if isinstance(head, dict):
-        return _infos(values)
-    if isinstance(head, np.ndarray) and head.ndim:
-        if head.dtype.kind not in "biuf" or not all(
-            isinstance(v, np.ndarray) and v.shape == head.shape and v.dtype == head.dtype
-            for v in values
-        ):
-            raise _Unfit("arrays of different shapes or dtypes")
-        return np.stack(values)
-    plain = [
-        v.item() if isinstance(v, np.generic) or (isinstance(v, np.ndarray) and not v.ndim) else v
-        for v in values
-    ]
-    kinds = {type(v) for v in plain}
-    if kinds and kinds <= {int, float}:
-        return [float(v) for v in plain] if float in kinds else plain
-    if kinds in ({str}, {bool}):
-        return plain
-    raise _Unfit("values of different kinds")
-
-
-def _infos(infos: list[Any]) -> dict[str, Any]:
-    """An episode's infos (one per observation) as Minari's dict of per-step values."""
-    if not all(isinstance(i, dict) for i in infos):
-        raise _Unfit("an info that is not a dict")
-    keys = list(infos[0])
-    if not all(list(i) == keys for i in infos) or not all(isinstance(k, str) for k in keys):
-        raise _Unfit("keys that change between steps")
-    return {k: _step_values([i[k] for i in infos]) for k in keys}
-
-
-def _kind(value: Any, *, python: bool) -> Any:
-    """What Minari loses of ``value``'s types (``None``: nothing), for :func:`_retyped`.
-
-    A numpy value's dtype (and an array's shape), a tuple, and with ``python`` the type of a
-    Python number, bool or string (Minari's columns give numpy scalars back).
-    """
-    if isinstance(value, np.ndarray):
-        return {"dtype": value.dtype.str, "shape": list(value.shape)}
-    if isinstance(value, np.generic):
-        return {"dtype": value.dtype.str}
-    if isinstance(value, dict):
-        kinds = {k: _kind(v, python=python) for k, v in value.items()}
-        return {"dict": kinds} if any(k is not None for k in kinds.values()) else None
-    if isinstance(value, (list, tuple)):
-        items = [_kind(v, python=python) for v in value]
-        if isinstance(value, tuple) or not items or any(k is not None for k in items):
-            return {"tuple" if isinstance(value, tuple) else "list": items}
-        return None
-    if python and isinstance(value, (bool, int, float, str)):
-        return {"python": type(value).__name__}
-    return None
-
-
-_PYTHON = {"bool": bool, "int": int, "float": float, "str": str}
-
-
-def _retyped(value: Any, kind: Any) -> Any:
-    """``value`` as Minari gave it back, with the types :func:`_kind` noted.
-
-    Where the note does not fit the value (a dataset made or edited elsewhere), as it is.
-    """
-    if not isinstance(kind, dict):
-        return value
-    try:
-        if "python" in kind:
-            if isinstance(value, bytes) and kind["python"] == "str":  # (HDF5's strings)
-                return value.decode()
-            return _PYTHON[kind["python"]](value)
-        if "dtype" in kind:
-            dtype = np.dtype(kind["dtype"])
-            if "shape" in kind:
-                return np.asarray(value, dtype).reshape(kind["shape"])
-            return dtype.type(value)
-        if "dict" in kind:
-            return {k: _retyped(v, kind["dict"].get(k)) for k, v in value.items()}
-        kinds: Any = kind.get("tuple", kind.get("list"))
-        if isinstance(value, np.ndarray) and value.ndim:  # (HDF5's attributes)
-            value = list(value)
-        fits = isinstance(value, (list, tuple)) and isinstance(kinds, list)
-        if fits and len(kinds) == len(value):
-            seq = [_retyped(v, k) for v, k in zip(value, kinds, strict=True)]
-            return tuple(seq) if "tuple" in kind else seq
-    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError):
-        pass
-    return value
-
-
-def _layout(infos: dict[str, Any]) -> Any:
-    """The layout of Minari's dict of per-step values (:func:`_infos`), as arrow types it."""
-    return tuple(
-        (k, _layout(v))
-        if isinstance(v, dict)
-        else (k, (v.dtype.str, v.shape[1:]) if isinstance(v, np.ndarray) else type(v[0]).__name__)
-        for k, v in infos.items()
-    )
-
-
-def _one_layout(rec: Recording, lost: _Lost, skip_empty: bool) -> bool:
+def _one_layout(rec: Recording, lost: Lost, skip_empty: bool) -> bool:
     """Whether the infos of every episode exported take one layout in Minari (or none has).
 
     (Minari's arrow storage cannot read back a dataset of two: it fills the infos of an
     episode given none with NaN, and refuses arrays of other shapes or types.) If so, what
     each episode's infos lose goes to ``lost``.
     """
-    seen, trial = set(), _Lost()  # (what they lose, said only if they are kept)
+    seen, trial = set(), Lost()  # (what they lose, said only if they are kept)
     for ep in rec:
         if ep.length or not skip_empty:  # (a zero-step episode left out is not exported)
-            infos, _ = _buffer_infos(ep.infos, trial)
-            seen.add(None if infos is None else _layout(infos))
+            infos, _ = buffer_infos(ep.infos, trial)
+            seen.add(None if infos is None else layout_of(infos))
     if len(seen) > 1:
         return False
     lost.counts.update(trial.counts)
     return True
 
 
-def _info_kinds(infos: list[dict[str, Any]], lost: _Lost) -> Any:
-    """The types of the values at each info key (as :func:`_infos` stores them) to keep.
-
-    An array's dtype is kept by its column; a key's numbers, bools and strings get their
-    type noted where it is the same at every step (else they are stored as one: said).
-    """
-    kinds: dict[str, Any] = {}
-    for key in infos[0]:
-        values = [i[key] for i in infos]
-        if isinstance(values[0], dict):
-            kinds[key] = _info_kinds(values, lost)
-        elif not (isinstance(values[0], np.ndarray) and values[0].ndim):
-            seen = {json.dumps(_kind(v, python=True), sort_keys=True) for v in values}
-            if len(seen) == 1:
-                kinds[key] = _kind(values[0], python=True)
-            else:
-                lost.add(f"the types of info {key!r}, which change between steps")
-    return {"dict": kinds} if kinds else None
-
-
-def _recorded_spec(rec: Recording, lost: _Lost) -> Any:
+def _recorded_spec(rec: Recording, lost: Lost) -> Any:
     """The environment's spec as the recording holds it, rebuilt, or ``None``."""
     from gymnasium.envs.registration import EnvSpec
 
@@ -454,7 +296,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
     if not formats:
         msg = "export --to minari needs pyarrow (or h5py) to write the dataset"
         raise DependencyNotInstalled(f'{msg}; run `pip install "gym-recording[minari]"`')
-    lost = _Lost()
+    lost = Lost()
     with open_recording(directory) as rec:
         if not len(rec):
             msg = f"{rec.directory} holds no episode to export"
@@ -490,12 +332,13 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         # that an env that cannot be made here still exports with its spec.)
         spec = _recorded_spec(rec, lost)
         arrow = formats[0] == "arrow"  # (hdf5 takes the recorded dtypes)
-        skip_empty = arrow and _any_leaf(act_space, _is_array_space)
+        # (zero-step episodes: HDF5 storage needs a step, arrow one for array actions)
+        skip_empty = not arrow or _any_leaf(act_space, _is_array_space)
 
         # (Minari's arrow storage holds one layout of infos: every episode's, or none)
         said, keep_infos = lost, True  # (where what the infos lose is said: once)
         if arrow and any(m.record_infos for m in rec.writers):
-            keep_infos, said = _one_layout(rec, lost, skip_empty), _Lost()
+            keep_infos, said = _one_layout(rec, lost, skip_empty), Lost()
         if not keep_infos:
             lost.add(
                 "the infos (their keys or types differ between episodes, and Minari's arrow "
@@ -508,16 +351,21 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 if ep.render_frames is not None:
                     lost.add("rendered frames (export them with --to mp4, or to npz)")
                 if not n and skip_empty:
-                    lost.add("zero-step episodes (arrow storage needs a step for array actions)")
+                    needs = (
+                        "arrow storage needs a step for array actions"
+                        if arrow
+                        else "HDF5 storage needs a step"
+                    )
+                    lost.add(f"zero-step episodes (Minari's {needs})")
                     continue
                 terminations = np.zeros(n, dtype=bool)
                 truncations = np.zeros(n, dtype=bool)
                 if n:
                     terminations[-1], truncations[-1] = ep.terminated, ep.truncated
-                infos, info_kinds = _buffer_infos(ep.infos, said) if keep_infos else (None, None)
-                options = _options(ep.options, lost, arrow=arrow)
+                infos, info_kinds = buffer_infos(ep.infos, said) if keep_infos else (None, None)
+                options = options_of(ep.options, lost, arrow=arrow)
                 kinds = {
-                    "options": _kind(ep.options, python=True) if options is not None else None,
+                    "options": kind_of(ep.options, python=True) if options is not None else None,
                     "infos": info_kinds,
                 }
                 yield (
@@ -539,7 +387,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
             _write(minari, dataset_id, buffers(), kwargs, rec, spec, infos)
         except BaseException as exc:
             shutil.rmtree(path, ignore_errors=True)
-            refused = (AssertionError, ValueError, TypeError, KeyError, OverflowError)
+            refused = (AssertionError, ValueError, TypeError, KeyError, IndexError, OverflowError)
             if isinstance(exc, refused) and not isinstance(exc, RecordingError):
                 msg = (
                     f"Minari could not store the recording as {dataset_id}: "
@@ -574,52 +422,6 @@ def _check_one_env(rec: Recording) -> None:
 
 def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
-
-
-def _options(options: Any, lost: _Lost, *, arrow: bool) -> dict[str, Any] | None:
-    if options is None:
-        return None
-    try:
-        plain = _plain(options)
-    except _Unfit:
-        plain = None
-    if not isinstance(plain, dict):
-        lost.add("reset options that are not a JSON object")
-        return None
-    if not arrow and not _hdf5_attribute(plain):
-        lost.add("reset options HDF5 cannot hold (None, lists of dicts, ints past int64)")
-        return None
-    return plain
-
-
-def _hdf5_attribute(value: Any) -> bool:
-    """Whether Minari's HDF5 storage holds ``value`` (a dict of them, or an array's values)."""
-    if isinstance(value, dict):
-        return all(map(_hdf5_attribute, value.values()))
-    try:
-        return value is not None and np.asarray(value).dtype.kind in "biufU"
-    except (ValueError, OverflowError):
-        return False
-
-
-def _buffer_infos(infos: list[Any] | None, lost: _Lost) -> tuple[dict[str, Any] | None, Any]:
-    """An episode's infos as Minari stores them, and their kinds (:func:`_info_kinds`)."""
-    if infos is None or not any(infos):
-        return None, None
-    if all(isinstance(i, dict) for i in infos):
-        # Minari holds a key at every step: keep those in every info (MuJoCo's reset info
-        # has fewer keys than its steps'), say which are left out.
-        common = [k for k in infos[0] if all(k in i for i in infos)]
-        left = sorted({str(k) for i in infos for k in i if k not in common})
-        if common and left:
-            lost.add(f"info keys missing from some of an episode's infos ({', '.join(left)})")
-            infos = [{k: i[k] for k in common} for i in infos]
-    try:
-        stacked = _infos(infos)
-    except _Unfit as exc:
-        lost.add(f"infos of episodes whose infos Minari cannot stack ({exc})")
-        return None, None
-    return stacked, _info_kinds(infos, lost)
 
 
 def _write(
@@ -774,8 +576,8 @@ def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
     rec.add_reset(
         field_step(obs, 0),
         seed=None if seed is None else int(seed),
-        options=_retyped(meta.get("options"), option_kinds),
-        info=_retyped(_info_at(infos, 0), info_kinds) if infos else empty,
+        options=retyped(meta.get("options"), option_kinds),
+        info=retyped(_info_at(infos, 0), info_kinds) if infos else empty,
         started_at=_time(meta.get("gym_recording_started_at")),
     )
     for t in range(len(ep.rewards)):
@@ -785,7 +587,7 @@ def _import_episode(rec: TraceRecording, ep: Any, meta: dict[str, Any]) -> None:
             float(ep.rewards[t]),
             terminated=bool(ep.terminations[t]),
             truncated=bool(ep.truncations[t]),
-            info=_retyped(_info_at(infos, t + 1), info_kinds) if infos else empty,
+            info=retyped(_info_at(infos, t + 1), info_kinds) if infos else empty,
         )
     rec.end_episode(ended_at=_time(meta.get("gym_recording_ended_at")))
 

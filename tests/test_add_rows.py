@@ -190,6 +190,31 @@ def test_rows_at_times_that_are_not_finite_numbers_are_refused_before_any_is_rec
         assert [(ep.length, ep.started_at, ep.ended_at) for ep in r] == [(1, 1.7e9, 1.7e9)] * 2
 
 
+@pytest.mark.parametrize("bad", ["observations", "actions", "terminated", "times", "rewards"])
+def test_rows_of_other_lengths_are_refused_before_any_is_recorded(tmp_path: Path, bad: str) -> None:
+    """An argument of fewer or more rows than the rewards (or not an array) was taken: too few
+    observations made every later write fail, and the episodes before were lost at close."""
+    t = 4
+    done = np.array([False, True, False, True])
+    good = {
+        "actions": np.zeros(t, np.int64),
+        "observations": np.zeros((t, 2)),
+        "rewards": np.ones(t),
+        "terminated": done,
+        "truncated": np.zeros(t, bool),
+        "times": np.full(t, 1.7e9),
+    }
+    with TraceRecording(tmp_path / "t") as rec:
+        rec.add_rows(**good, reset_first=True)
+        said = "(rewards|actions)" if bad == "rewards" else bad  # (the rewards set the rows)
+        for wrong in (good[bad][:2], np.concatenate([good[bad], good[bad]]), list(good[bad])):
+            with pytest.raises(ValueError, match=f"expected {said} to be "):
+                rec.add_rows(**{**good, bad: wrong}, reset_first=True)
+        assert rec.episode_count == 2
+    with gym_recording.load(tmp_path / "t") as r:
+        assert [(ep.length, ep.started_at, ep.ended_at) for ep in r] == [(1, 1.7e9, 1.7e9)] * 2
+
+
 def test_add_rows_documents_each_argument() -> None:
     """add_rows is public (the README names it): its docstring's Args section says what each
     parameter is."""

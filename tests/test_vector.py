@@ -382,10 +382,73 @@ def test_same_step_without_final_obs_is_an_error(tmp_path: Path) -> None:
         str(tmp_path),
     )
     venv.reset(seed=0)
-    with pytest.raises(RuntimeError, match="final_obs"):
+    with pytest.raises(gym_recording.RecordingError, match="final_obs"):
         for _ in range(100):
             venv.step(np.array([1]))
     venv.close()
+
+
+class _Counter(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
+    """3 sub-envs whose observations count the steps (episodes of 5); step 12's result is
+    ``bad`` of what it would be (an env's bug)."""
+
+    def __init__(self, mode: AutoresetMode, bad: Callable[[list[Any]], list[Any]]) -> None:
+        self.num_envs, self.bad, self.t = 3, bad, 0
+        self.single_observation_space = spaces.Box(-1e9, 1e9, (2,), np.float32)
+        self.single_action_space = spaces.Discrete(2)
+        self.observation_space = gymnasium.vector.utils.batch_space(
+            self.single_observation_space, 3
+        )
+        self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, 3)
+        self.metadata = {"autoreset_mode": mode}
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        self.t = 0
+        return np.zeros((3, 2), np.float32), {}
+
+    def step(self, actions: Any) -> Any:
+        self.t += 1
+        obs = np.full((3, 2), self.t, np.float32)
+        term = np.full(3, self.t % 5 == 0)
+        info = {}
+        if self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP and term.any():
+            info = {"final_obs": obs - 0.5, "_final_obs": term}
+        result = [obs, np.ones(3), term, np.zeros(3, bool), info]
+        return tuple(self.bad(result) if self.t == 12 else result)
+
+
+@pytest.mark.parametrize("mode", MODES[:2], ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda r: [r[0][:-1], *r[1:]],
+        lambda r: [r[0], r[1][:-1], *r[2:]],
+        lambda r: [r[0], r[1], r[2][:2], *r[3:]],
+        lambda r: r[:4],
+    ],
+    ids=["short-obs", "short-rewards", "short-terminations", "4-tuple"],
+)
+def test_a_step_result_that_cannot_be_recorded_ends_each_episode_before_it(
+    tmp_path: Path, mode: AutoresetMode, bad: Callable[[list[Any]], list[Any]]
+) -> None:
+    """A result of too few rows, or not a 5-tuple, raised a bare IndexError or ValueError, and
+    the episodes went on without that step (11 then 13 recorded as one transition). Now a
+    RecordingError, and each episode ends at its last recorded step."""
+    venv = TraceRecordingVectorWrapper(_Counter(mode, bad), tmp_path)
+    venv.reset(seed=0)
+    for t in range(1, 21):
+        if t == 12:
+            with pytest.raises(gym_recording.RecordingError, match="cannot record the step"):
+                venv.step(np.zeros(3, np.int64))
+        else:
+            venv.step(np.zeros(3, np.int64))
+    venv.close()
+    with gym_recording.load(tmp_path) as rec:
+        assert len({ep.writer for ep in rec}) == 3
+        for ep in rec:
+            counts = ep.observations[:, 0].tolist()
+            steps = counts[:-1] + ([counts[-1] + 0.5] if counts[-1] % 1 else counts[-1:])
+            assert steps == list(range(int(steps[0]), int(steps[0]) + len(steps))), counts
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)

@@ -159,6 +159,54 @@ def test_legacy_four_tuple_env(trace_dir):
         assert rec.observation_space == inner.observation_space
 
 
+class _Glitchy(gymnasium.Env[np.ndarray, int]):
+    """Observations count the steps; step 3 returns ``bad`` of its result (an env's bug)."""
+
+    observation_space = gymnasium.spaces.Box(-1e9, 1e9, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, bad: Any) -> None:
+        self.bad, self.t = bad, 0
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        result = (np.full(1, self.t, np.float32), 1.0, self.t >= 6, False, {})
+        return self.bad(result) if self.t == 3 else result
+
+
+@pytest.mark.parametrize("render", [False, True])
+@pytest.mark.parametrize(
+    "bad",
+    [lambda r: r[:3], lambda r: (*r, 1), lambda r: (*r[:3], []), lambda r: list(r[:2])],
+    ids=["3-tuple", "6-tuple", "4-tuple-list-info", "list"],
+)
+def test_a_step_result_that_cannot_be_recorded_ends_its_episode_before_it(
+    tmp_path: Path, bad: Any, render: bool
+) -> None:
+    """A step result neither Gymnasium's 5-tuple nor Gym's 4-tuple raised a bare ValueError
+    and the episode went on without that step (2 then 4 recorded as one transition). Now a
+    RecordingError, and the episode ends at the step before; the next reset records again."""
+    env: Any = _Glitchy(bad)
+    if render:
+        env.render_mode, env.metadata = "rgb_array", {"render_fps": 30}
+        env.render = lambda: np.zeros((16, 16, 3), np.uint8)
+    with TraceRecordingWrapper(env, tmp_path, record_render=render) as w:
+        w.reset()
+        w.step(0), w.step(0)
+        with pytest.raises(gym_recording.RecordingError, match="expected the env's step"):
+            w.step(0)
+        for _ in range(3):
+            w.step(0)  # (not recorded: no episode)
+        w.reset()
+        w.step(0)
+    with gym_recording.load(tmp_path) as rec:
+        assert [ep.observations[:, 0].tolist() for ep in rec] == [[0, 1, 2], [0, 1]]
+
+
 def test_legacy_env_renders_with_its_own_arguments(trace_dir):
     """``render(mode=...)``, the legacy call, reaches the env (Gymnasium's takes none)."""
 

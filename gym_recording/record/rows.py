@@ -26,6 +26,8 @@ __all__ = ["ROWS_AT_ONCE", "RowsMixin"]
 #: Whether :meth:`RowsMixin.add_rows` stores rows at once where they fit (else row by row;
 #: ``benchmarks/bench.py --ablate`` measures both).
 ROWS_AT_ONCE = True
+#: The arguments of :meth:`RowsMixin.add_rows` that hold a row each, as checked.
+_ROW_ARGS = ("rewards", "actions", "observations", "terminated", "truncated", "times")
 
 
 class RowsMixin:
@@ -89,11 +91,18 @@ class RowsMixin:
 
         Raises:
             RecordingError: as :meth:`add_reset` and :meth:`add_step`, for the row bringing it.
-            ValueError: a time is not a finite number (no row is recorded).
+            ValueError: an argument is not an array of ``T`` rows, or a time is not a
+                finite number (no row is recorded).
             WriteError: a batch could not be written; every row is recorded.
         """
-        t = len(rewards)
-        if not np.isfinite(times).all():  # (before any row is recorded)
+        given = (rewards, actions, observations, terminated, truncated, times)
+        t = len(rewards) if isinstance(rewards, np.ndarray) and rewards.ndim == 1 else -1
+        for name, x in zip(_ROW_ARGS, given, strict=True):  # (before any row is recorded)
+            if not isinstance(x, np.ndarray) or x.ndim < 1 or len(x) != t or t < 0:
+                was = f"shape {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
+                want = "a 1-d array" if t < 0 else f"an array of {t} rows (as the rewards)"
+                raise ValueError(f"expected {name} to be {want}, got {was}")
+        if not np.isfinite(times).all():
             raise ValueError("expected times to be finite numbers of unix seconds")
         lifetime.fed(self)
         done = np.logical_or(terminated, truncated)

@@ -397,12 +397,27 @@ class TraceRecordingWrapper(
             raise closed_error("step", " (the env has stepped)")
 
     def _record_result(self, action: Any, result: Any, frame: Any = None) -> None:
-        try:
+        n = len(result) if isinstance(result, (tuple, list)) else -1
+        if n == 5:
             obs, reward, terminated, truncated, info = result
-        except ValueError:  # legacy (obs, reward, done, info)
-            obs, reward, done, info = result
+        elif n == 4 and (result[3] is None or isinstance(result[3], Mapping)):
+            obs, reward, done, info = result  # legacy (obs, reward, done, info)
             truncated = bool(info.get("TimeLimit.truncated", False)) if info else False
             terminated = bool(done) and not truncated
+        else:  # (the env has stepped: its episode ends at its last recorded step)
+            self._active = self._rendering = False
+            with contextlib.suppress(WriteError):  # (not in place of this error)
+                self.recording.end_episode()
+            got = f"a {n}-tuple" if n >= 0 else type(result).__name__
+            if n == 4:
+                got += f" whose info is a {type(result[3]).__name__}"
+            msg = (
+                f"expected the env's step ({self.env}) to return (obs, reward, terminated, "
+                "truncated, info), or legacy Gym's (obs, reward, done, info), got "
+                f"{got}; its episode is recorded up to the step before, and the next reset "
+                "records again"
+            )
+            raise RecordingError(msg)
         if not self.record_infos:
             info = None
         self.recording.add_step(action, obs, reward, terminated, truncated, info, frame)

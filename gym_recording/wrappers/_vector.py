@@ -440,6 +440,25 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if self._closing:
                 raise closed_error("step", " (the env has stepped)")
             return result
+        try:
+            failure = self._record(actions, result)
+        except RecordingError:
+            raise
+        except Exception as exc:  # (what it returned: every sub-env's episode ends there)
+            self._interrupted()
+            msg = (
+                f"cannot record the step of {self.env}: {type(exc).__name__}: {exc}; expected "
+                "(obs, rewards, terminations, truncations, infos) of its spaces, one row per "
+                "sub-env. Each sub-env's episode is recorded up to the step before, and each "
+                "records again from its next episode"
+            )
+            raise RecordingError(msg) from exc
+        if failure is not None:  # (render() failed)
+            raise failure
+        return result
+
+    def _record(self, actions: Any, result: Any) -> Exception | None:
+        """Record the step ``env.step(actions)`` returned ``result``; ``render()``'s error."""
         obs, rewards, terminations, truncations, infos = result
         cols = self._columns
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
@@ -454,7 +473,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             cols.put(obs, actions, rewards, terminations, truncations)
             if cols.t == cols.size:
                 self._flush()
-            return result
+            return None
         errors: list[RecordingError] = []  # (every sub-env's step is handled first)
         self._kept(errors, self._flush)
         n = self.num_envs
@@ -517,10 +536,9 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 self._active[i] = self._rendering[i] = False
                 if mode == AutoresetMode.NEXT_STEP:
                     self._pending_reset[i] = True
-        if failure is not None:
-            raise failure
-        self._raise(errors)
-        return result
+        if failure is None:
+            self._raise(errors)
+        return failure
 
     def _kept(
         self, errors: list[RecordingError], call: Callable[..., Any], *args: Any, **kw: Any

@@ -459,6 +459,21 @@ def test_to_video_writes_every_frame_at_the_recorded_size(tmp_path: Path) -> Non
             assert len(_decode(Path(even.to_video(tmp_path / f"even{fps}.mp4", fps=fps)))) == 11
 
 
+def test_to_video_refuses_frames_wider_than_h264_takes(tmp_path: Path) -> None:
+    """libx264 encodes at most 16,384 pixels a side: a wider frame (a panorama) raised FFmpeg's
+    own error, and the command line printed its traceback."""
+    pytest.importorskip("av")
+    frames = np.zeros((2, 16, 16386, 3), np.uint8)
+    wide = gym_recording.Episode(np.zeros((2, 1)), np.zeros(1), np.zeros(1), render_frames=frames)
+    with pytest.raises(gym_recording.ExportError, match=r"16386x16 pixels as H\.264"):
+        wide.to_video(tmp_path / "wide.mp4")
+    assert os.listdir(tmp_path) == []
+    edge = gym_recording.Episode(
+        np.zeros((2, 1)), np.zeros(1), np.zeros(1), render_frames=frames[:, :, :16384]
+    )
+    assert len(_decode(Path(edge.to_video(tmp_path / "edge.mp4")))) == 2
+
+
 def test_cli_exports_one_video_per_episode(tmp_path: Path) -> None:
     pytest.importorskip("av")
     directory = tmp_path / "rec"

@@ -17,6 +17,8 @@ __all__ = ["DEFAULT_FPS", "write_video"]
 
 #: The frame rate of a video of frames whose env declared none.
 DEFAULT_FPS = 30.0
+#: The most pixels a side of a frame that libx264 encodes.
+MAX_SIDE = 16384
 
 
 def _rgb(frames: np.ndarray) -> np.ndarray:
@@ -42,8 +44,9 @@ def write_video(
         ``path``.
 
     Raises:
-        ExportError: a path not ending in ``.mp4``, no frames, frames that are not pictures,
-            or a frame rate that is not a positive number.
+        ExportError: a path not ending in ``.mp4``, no frames, frames that are not pictures
+            (or more than 16,384 pixels a side), a frame rate that is not a positive number,
+            or what else FFmpeg refuses (nothing is written then).
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         DependencyNotInstalled: PyAV is missing (the ``video`` extra).
     """
@@ -66,6 +69,22 @@ def write_video(
         raise ExportError(msg)
     frames = _rgb(frames)
     h, w = frames.shape[1:3]
+    if max(h, w) > MAX_SIDE:
+        msg = (
+            f"cannot write frames of {w}x{h} pixels as H.264 (libx264 takes at most "
+            f"{MAX_SIDE} a side); export the frames to npz instead"
+        )
+        raise ExportError(msg)
+    try:
+        _encode(av, frames, path, rate, overwrite)
+    except av.FFmpegError as exc:  # (what FFmpeg refuses of these frames: nothing is left)
+        msg = f"FFmpeg could not encode {w}x{h} frames at {float(rate):g} fps into {path!r}: {exc}"
+        raise ExportError(msg) from exc
+    return path
+
+
+def _encode(av: Any, frames: np.ndarray, path: str, rate: Fraction, overwrite: bool) -> None:
+    h, w = frames.shape[1:3]
     with (
         atomic_output(path, overwrite=overwrite, suffix=".mp4") as tmp,
         av.open(tmp, mode="w", format="mp4") as container,
@@ -82,4 +101,3 @@ def write_video(
             vf.time_base = 1 / rate
             container.mux(stream.encode(vf))
         container.mux(stream.encode(None))
-    return path

@@ -656,14 +656,58 @@ def test_empty_paths_are_named_as_empty(cli: Run, recorded: Path, tmp_path: Path
     the current directory; compress said the recording was "apart from" nothing)."""
     for args, said in (
         (("compress", str(recorded), ""), "expected OUT to name the copy's directory"),
-        (("decompress", "", str(tmp_path / "x")), "expected DIR to name the recording directory"),
+        (("decompress", "", str(tmp_path / "x")), "expected DIR to name a recording directory"),
         (("import-minari", "tests/any-v0", ""), "expected OUT_DIR to name the recording's"),
         (("record", "--dir", ""), "expected --dir to name the recording's directory"),
-        (("view", "", "--no-browser"), "expected a recording directory"),
+        (("view", "", "--no-browser"), "expected DIR to name a recording directory"),
+        (("verify", ""), "expected DIR to name a recording directory"),
+        (("info", ""), "expected DIR to name a recording directory"),
+        (("export", "", "--to", "npz", str(tmp_path / "x.npz")), "expected DIR to name a"),
     ):
         proc = cli(*args, expect=2)
         assert_error(proc, said, "got an empty string")
         assert len(proc.stderr.splitlines()) == 1
+
+
+def test_record_of_an_env_that_fails_says_so_in_a_line_and_keeps_the_episodes_before(
+    cli: Run, tmp_path: Path
+) -> None:
+    """The env's own error in its third episode was a traceback; a reward the recording
+    refuses was an unprefixed log line (Python's last-resort handler) before the error."""
+    (tmp_path / "badenv.py").write_text(
+        "import gymnasium, numpy as np\n"
+        "class Bad(gymnasium.Env):\n"
+        "    observation_space = gymnasium.spaces.Box(-9, 9, (1,), np.float32)\n"
+        "    action_space = gymnasium.spaces.Discrete(2)\n"
+        "    def __init__(self, kind):\n"
+        "        self.kind, self.ep = kind, -1\n"
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        super().reset(seed=seed)\n"
+        "        self.t, self.ep = 0, self.ep + 1\n"
+        "        return np.zeros(1, np.float32), {}\n"
+        "    def step(self, a):\n"
+        "        self.t += 1\n"
+        "        if self.ep == 2 and self.t == 2:\n"
+        "            if self.kind == 'reward':\n"
+        "                return np.zeros(1, np.float32), 'oops', False, False, {}\n"
+        "            raise RuntimeError('simulator exploded')\n"
+        "        return np.full(1, self.t, np.float32), 1.0, self.t >= 3, False, {}\n"
+        "for kind in ('reward', 'raise'):\n"
+        "    gymnasium.register(f'Bad{kind}-v0', entry_point=Bad, kwargs={'kind': kind},\n"
+        "                       disable_env_checker=True)\n"
+    )
+    for kind, said in (
+        ("raise", ["error: badenv:Badraise-v0 raised RuntimeError: simulator exploded"]),
+        ("reward", ["warning: a value was refused", "error: expected the reward"]),
+    ):
+        out = tmp_path / kind
+        proc = cli("record", f"badenv:Bad{kind}-v0", "--episodes", "5", "--dir", str(out), expect=1)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == len(said), proc.stderr
+        for line, start in zip(lines, said, strict=True):
+            assert line.startswith(f"gym-recording: {start}"), proc.stderr
+        with gym_recording.load(out) as rec:
+            assert [ep.length for ep in rec] == [3, 3, 1]
 
 
 def _env_module(path: Path, env_id: str, reset: str, render: str) -> None:

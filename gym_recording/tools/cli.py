@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import shlex
 import shutil
@@ -212,7 +213,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             raise
         _err(str(exc))  # (a value the wrapper refuses)
         return EXIT_USAGE
-    interrupted = False
+    interrupted, i = False, 0
     try:
         with env:  # (closed, so written, however the loop ends)
             env.action_space.seed(args.seed)
@@ -224,6 +225,15 @@ def _cmd_record(args: argparse.Namespace) -> int:
                     done = terminated or truncated
     except KeyboardInterrupt:
         interrupted = True
+    except RecordingError:
+        raise
+    except Exception as exc:  # (the env's own error: what was recorded before it is kept)
+        _err(
+            f"{args.env_id} raised {type(exc).__name__}: {exc} (in episode {i}); the episodes "
+            f"before it are kept in {env.directory}; to see where it was raised, step the env "
+            "in Python"
+        )
+        return EXIT_PROBLEM
     directory, writer = env.directory, env.recording.writer_id
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
@@ -415,9 +425,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_view(args: argparse.Namespace) -> int:
     from gym_recording.tools.viewer import serve
 
-    if not args.directory:
-        _err("expected a recording directory, got an empty string")
-        return EXIT_USAGE
     names: list[str] = []
     with contextlib.suppress(OSError):  # (a missing or unreadable directory: serve says so)
         names = os.listdir(args.directory)
@@ -455,9 +462,8 @@ def _cmd_recode(args: argparse.Namespace) -> int:
     level = getattr(args, "level", None)
     if _bad_level(level, getattr(args, "flag", "--compression-level")):
         return EXIT_USAGE
-    if not args.directory or not args.out:
-        what = "DIR to name the recording" if not args.directory else "OUT to name the copy's"
-        _err(f"expected {what} directory, got an empty string")
+    if not args.out:
+        _err("expected OUT to name the copy's directory, got an empty string")
         return EXIT_USAGE
     if _gone_at_exit(args.out, "OUT", args.command):
         return EXIT_USAGE
@@ -662,6 +668,29 @@ def _show_warning(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
+    if getattr(args, "directory", None) == "":
+        _err("expected DIR to name a recording directory, got an empty string")
+        return EXIT_USAGE
+    said = _Said()  # (the library's log warnings, as the command line says things)
+    logger = logging.getLogger("gym_recording")
+    logger.addHandler(said)
+    try:
+        return _run(args)
+    finally:
+        logger.removeHandler(said)
+
+
+class _Said(logging.Handler):
+    """Log records of warnings and errors as one line each, as :func:`_warn` and :func:`_err`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        (_err if record.levelno >= logging.ERROR else _warn)(record.getMessage())
+
+
+def _run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         # (a directory that holds no recording: said once, as the error it is here)

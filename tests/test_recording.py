@@ -720,6 +720,65 @@ def test_a_multiprocessing_worker_writes_its_recording_as_it_exits(
         assert [ep.seed for ep in r] == [0, 1, 2]
 
 
+TERMINATED_WORKERS = """
+import multiprocessing as mp, sys
+import gymnasium as gym
+import numpy as np
+from gym_recording import TraceRecording, TraceRecordingWrapper
+
+RECORDINGS = []
+
+
+def work(directory):
+    rec = TraceRecording(directory)  # (kept open: the pool's terminate() ends the worker)
+    rec.add_reset(np.zeros(2), seed=0)
+    rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    RECORDINGS.append(rec)
+
+
+if __name__ == "__main__":
+    d, how = sys.argv[1], sys.argv[2]
+    if how == "pool":
+        with mp.get_context("fork").Pool(2) as pool:  # (terminate() at the block's end)
+            pool.map(work, [d + "/a", d + "/b"])
+        sys.exit(0)
+    env = gym.make_vec(
+        "CartPole-v1",
+        num_envs=2,
+        vectorization_mode="async",
+        wrappers=[lambda e: TraceRecordingWrapper(e, d)],
+    )
+    env.reset(seed=1)
+    for _ in range(100):
+        env.step(env.action_space.sample())
+    if how == "raise":
+        raise RuntimeError("the training script failed")
+"""
+
+
+@pytest.mark.parametrize("how", ["end", "raise", "pool"])
+def test_daemonic_workers_ended_by_sigterm_write_their_recordings(tmp_path: Path, how: str) -> None:
+    """AsyncVectorEnv's workers and a Pool's are daemons, ended by SIGTERM as the script
+    exits without closing the env (or as the Pool's block ends): they were killed with every
+    episode they buffered. Now SIGTERM exits through Python there, and they are written."""
+    script = tmp_path / "train.py"
+    script.write_text(TERMINATED_WORKERS)
+    d = tmp_path / "traces"
+    run = subprocess.run(
+        [sys.executable, str(script), str(d), how], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == (1 if how == "raise" else 0), run.stderr
+    if how == "pool":
+        for sub in ("a", "b"):
+            with gym_recording.load(d / sub) as r:
+                assert [ep.length for ep in r] == [1]
+        return
+    with gym_recording.load(d) as r:
+        assert len({ep.writer for ep in r}) == 2
+        steps = sum(ep.length for ep in r)  # (each step a sub-env did not spend resetting)
+        assert 200 - len(r) <= steps <= 200, [ep.length for ep in r]
+
+
 @pytest.mark.parametrize(
     ("compression", "batch_bytes"), [(None, 10**6), ("zstd", 10**6), (None, 300)]
 )

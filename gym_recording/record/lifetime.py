@@ -97,6 +97,31 @@ def _close_at_worker_exit() -> None:
     if util is not None and _finalized_in != os.getpid():
         _finalized_in = os.getpid()
         util.Finalize(None, _close_at_exit, exitpriority=0)
+        _exit_on_sigterm()
+
+
+def _exit_on_sigterm() -> None:
+    """In a ``multiprocessing`` worker with no SIGTERM handler, have SIGTERM exit through Python.
+
+    A daemonic worker (``AsyncVectorEnv``'s, a ``Pool``'s) gets SIGTERM as its parent exits
+    or ``Pool.terminate()`` ends it, which killed it with its buffered episodes; as
+    ``SystemExit(143)`` it closes its recordings on the way out (one that comes as it closes
+    them at its exit, a pool's worker leaving by itself, is ignored). A second SIGTERM kills
+    it. Set from the worker's main thread only (where Python handles signals).
+    """
+    mp = sys.modules.get("multiprocessing")
+    if mp is None or mp.parent_process() is None:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+        _signal.signal(_signal.SIGTERM, _exit_at_sigterm)
+
+
+def _exit_at_sigterm(signum: int, frame: object) -> None:
+    _signal.signal(signum, _signal.SIG_DFL)  # (a second one kills)
+    if _exited_in != os.getpid():  # (else it is exiting, and closing its recordings)
+        raise SystemExit(128 + signum)
 
 
 def unregister(key: object) -> None:

@@ -7,8 +7,8 @@
   metadata); Dict/Tuple observations a struct of such columns (tuple members named ``"0"``,
   ``"1"``...); other (per-step) values a column of numbers, bools or text where the first
   episode with steps holds only such scalars, else JSON text (Sequence, Graph, OneOf values).
-  ``terminated``/``truncated`` are true on an episode's last step only. Episodes of zero steps have no row. Reset options,
-  infos and rendered frames are left out.
+  ``terminated``/``truncated`` are true on an episode's last step only. Episodes of zero
+  steps have no row. Reset options, infos and rendered frames are left out.
 - ``npz`` (NumPy only): the recording's arrays concatenated over episodes plus the episode
   boundaries, loadable with ``np.load`` without pickle (see :func:`export_npz`). Reset
   options and infos are left out.

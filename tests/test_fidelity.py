@@ -13,6 +13,7 @@ import copy
 import gc
 import json
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -364,6 +365,20 @@ def test_an_env_error_during_replay_is_a_recording_error(tmp_path: Path) -> None
     finally:
         _FailsOnStep.fail = False
         gymnasium.registry.pop("tests/FailsOnStep-v0", None)
+
+
+def test_replay_refuses_arguments_it_cannot_use_before_making_the_env(tmp_path: Path) -> None:
+    """A tolerance that is not a number was a RecordingError blaming the env ("failed at
+    reset"), env_kwargs that are not a dict a bare TypeError out of dict()."""
+    ep = gym_recording.load(_record(gymnasium.make("CartPole-v1"), tmp_path, steps_=3))[0]
+    for kwargs, error, said in (
+        ({"rtol": "x"}, TypeError, "expected rtol to be a number, got str"),
+        ({"atol": -1.0}, ValueError, "expected atol to be a number of at least 0, got -1.0"),
+        ({"atol": float("nan")}, ValueError, "expected atol to be a number of at least 0"),
+        ({"env_kwargs": [1]}, TypeError, "expected env_kwargs to be a dict, got list"),
+    ):
+        with pytest.raises(error, match=re.escape(said)):
+            ep.replay(render=False, **kwargs)
 
 
 # ------------------------------------------------------------------ spaces

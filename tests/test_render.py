@@ -303,6 +303,14 @@ def test_frames_of_a_key_that_is_no_picture_say_so_not_that_nothing_is_rendered(
         ep.frames(key="image")
     assert "ep.frames(), without a key" in str(exc.value)
     assert "has no rendered frames" not in str(exc.value)
+    # (of an episode whose observations are pictures, not in a Dict: "image keys are [None]")
+    pictures = gym_recording.Episode(np.zeros((3, 32, 32, 3), np.uint8), np.zeros(2), np.zeros(2))
+    said = r"observations are pictures themselves: ep\.frames\(\)"
+    with pytest.raises(NoFramesError, match=said):
+        pictures.frames(key="pixels")
+    scalars = gym_recording.Episode(np.zeros((3, 2)), np.zeros(2), np.zeros(2))
+    with pytest.raises(NoFramesError, match="no Dict or Tuple key holds pictures"):
+        scalars.frames(key="pixels")
 
 
 def test_readers_that_do_not_know_render_frames_still_read_the_episodes(tmp_path: Path) -> None:

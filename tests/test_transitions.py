@@ -86,6 +86,9 @@ def test_batch_sizes_and_drop_last(rec: gym_recording.Recording) -> None:
         next(iter_transitions(rec, 0))
     with pytest.raises(TypeError, match="positive int"):
         next(iter_transitions(rec, 2.5))  # type: ignore[arg-type]
+    # (a path, which load() takes: its characters were read as episodes, an AttributeError)
+    with pytest.raises(TypeError, match=r"got the path 'traces': pass gym_recording\.load"):
+        next(iter_transitions("traces", 4))  # type: ignore[arg-type]
 
 
 def test_dict_observations_and_empty_input(tmp_path: Path) -> None:

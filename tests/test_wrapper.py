@@ -594,6 +594,17 @@ def test_metadata_must_be_json(trace_dir):
     for bad in ({"obj": object()}, {"nan": float("nan")}, {"inf": [1.0, float("inf")]}):
         with pytest.raises(gym_recording.RecordingError, match="metadata"):
             TraceRecordingWrapper(env, trace_dir / "bad", metadata=bad)
+    # (a key that is not a str came back as one, and two keys that read alike as one)
+    for bad, said in (
+        ({1: "int key", "1": "str key"}, 'got 1 .int.; it would read back as "1"'),
+        ({"a": [{None: 1}]}, 'got None .NoneType.; it would read back as "null"'),
+        ({"a": {(1, 2): 1}}, r"got \(1, 2\) .tuple.; JSON cannot hold it"),
+    ):
+        with pytest.raises(
+            gym_recording.RecordingError,
+            match=f"metadata's dict keys to be strings .JSON's., {said}",
+        ):
+            TraceRecordingWrapper(env, trace_dir / "bad", metadata=bad)
 
 
 def test_numpy_values_in_metadata_become_plain_json(trace_dir):

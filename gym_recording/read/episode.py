@@ -376,6 +376,8 @@ class Episode(EpisodeKeys):
         Raises:
             RecordingError: The environment is unknown, cannot be made or rendered, or failed
                 while replaying (the message says which, and the env's own error is its cause).
+            TypeError, ValueError: ``env_kwargs`` is not a dict, or a tolerance is not a
+                number of at least 0.
 
         Example:
             >>> import tempfile, gymnasium as gym, gym_recording

@@ -601,8 +601,11 @@ def episode_frames(ep: Episode, key: str | None = None) -> np.ndarray:
         for cand, leaf in candidates:
             if cand == key:
                 return leaf
-        names = [n for n, _ in candidates]
-        msg = f"no image observation {key!r} in episode {ep.index}: image keys are {names} "
+        names = [n for n, _ in candidates if n is not None]
+        keys = f"image keys are {names}" if names else "no Dict or Tuple key holds pictures"
+        if any(n is None for n, _ in candidates):
+            keys = "the observations are pictures themselves: ep.frames(), without a key"
+        msg = f"no image observation {key!r} in episode {ep.index}: {keys} "
         if ep.render_frames is not None:
             pictures += ". Its rendered frames are ep.frames(), without a key"
         raise NoFramesError(msg + pictures)

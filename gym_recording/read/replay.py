@@ -15,6 +15,7 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -223,6 +224,13 @@ def replay_episode(
     warn: bool = True,
 ) -> ReplayResult:
     """See :meth:`gym_recording.Episode.replay`."""
+    if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
+        raise TypeError(f"expected env_kwargs to be a dict, got {type(env_kwargs).__name__}")
+    for name, tol in (("rtol", rtol), ("atol", atol)):  # (not the env's error, later)
+        if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)):
+            raise TypeError(f"expected {name} to be a number, got {type(tol).__name__}")
+        if not tol >= 0:
+            raise ValueError(f"expected {name} to be a number of at least 0, got {tol}")
     kwargs = dict(env_kwargs or {})
     recorded = ep.env_spec if isinstance(ep.env_spec, dict) and env_id is None else {}
     missing = [k for k in _summary_kwargs(recorded) or () if k not in kwargs]

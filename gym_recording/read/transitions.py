@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import Any
@@ -87,7 +88,7 @@ def iter_transitions(
         ``{"obs", "action", "reward", "next_obs", "done", "truncated"}`` dicts of arrays.
 
     Raises:
-        TypeError, ValueError: ``batch_size`` is not a positive int.
+        TypeError, ValueError: ``batch_size`` is not a positive int, or ``rec`` is a path.
         ExportError: the episodes' observations (or actions) are not of one per-step shape.
 
     Example:
@@ -106,6 +107,12 @@ def iter_transitions(
     if batch_size < 1:
         msg = f"expected batch_size to be a positive int, got {batch_size!r}"
         raise ValueError(msg)
+    if isinstance(rec, (str, bytes, os.PathLike)):
+        msg = (
+            f"expected a Recording or a sequence of Episodes, got the path {rec!r}: "
+            "pass gym_recording.load(path)"
+        )
+        raise TypeError(msg)
     # Zero-step episodes have no transition (and their empty actions may lack a dtype).
     episodes = [ep for ep in rec if ep.length > 0]
     if not episodes:

@@ -29,7 +29,8 @@ def plain_json(obj: Any, what: str) -> Any:
     """``obj`` as plain JSON (numpy scalars and arrays become numbers and lists).
 
     Raises:
-        RecordingError: ``obj`` holds something JSON cannot represent (objects, NaN, ...).
+        RecordingError: ``obj`` holds something JSON cannot represent (objects, NaN, a dict
+            key that is not a str, ...).
     """
 
     def default(o: Any) -> Any:
@@ -42,6 +43,18 @@ def plain_json(obj: Any, what: str) -> Any:
     def checked(digits: str) -> int:  # (a reader's limit counts the sign: §9)
         return check_int(int(digits))
 
+    if found := _not_a_str_key(obj):  # (JSON would give it back as a str, or refuse it)
+        key = found[0]
+        try:
+            as_text = next(iter(json.loads(json.dumps({key: 0}))))
+            back = f"it would read back as {json.dumps(as_text)}"
+        except (TypeError, ValueError):
+            back = "JSON cannot hold it"
+        msg = (
+            f"expected {what}'s dict keys to be strings (JSON's), got {key!r} "
+            f"({type(key).__name__}); {back}"
+        )
+        raise RecordingError(msg)
     try:
         return json.loads(json.dumps(obj, allow_nan=False, default=default), parse_int=checked)
     except (TypeError, ValueError) as exc:
@@ -50,6 +63,23 @@ def plain_json(obj: Any, what: str) -> Any:
             why = f"an int has more than {MAX_INT_DIGITS} digits, more than readers convert"
         msg = f"expected {what} to be plain JSON (dicts, lists, numbers, strings), but {why}"
         raise RecordingError(msg) from exc
+
+
+def _not_a_str_key(obj: Any, depth: int = 0) -> tuple[Any, ...]:
+    """``(key,)``: the first dict key in ``obj`` that is not a str; ``()`` if there is none."""
+    if depth > 100:  # (json.dumps says how deep is too deep)
+        return ()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if type(k) is not str:
+                return (k,)
+            if found := _not_a_str_key(v, depth + 1):
+                return found
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            if found := _not_a_str_key(v, depth + 1):
+                return found
+    return ()
 
 
 def library_versions() -> dict[str, str | None]:

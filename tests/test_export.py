@@ -794,7 +794,13 @@ def test_parquet_types_a_column_of_per_step_values_once(tmp_path: Path) -> None:
             [(0, np.int64(2)), (1, np.zeros(2, np.float32))],
         ),
     }
-    want = {"seq": [[], [[0.0, 0.0]]], "oneof": [[0, 2], [1, [0.0, 0.0]]]}
+    # (None alone in the first episode, Arrow's null type: JSON text too)
+    cases["none"] = (None, [None, None], [None, 1.5])
+    want = {
+        "seq": [[], [[0.0, 0.0]]],
+        "oneof": [[0, 2], [1, [0.0, 0.0]]],
+        "none": [None, 1.5],
+    }
     for name, (space, *runs) in cases.items():
         with gym_recording.TraceRecording(tmp_path / name, observation_space=space) as w:
             for first, second in runs:
@@ -803,7 +809,7 @@ def test_parquet_types_a_column_of_per_step_values_once(tmp_path: Path) -> None:
         export(tmp_path / name, to="parquet", out=tmp_path / f"{name}.parquet")
         table = pq.read_table(tmp_path / f"{name}.parquet")
         shapes = json.loads(table.schema.metadata[b"gym_recording"])["shapes"]
-        assert shapes["obs"] == shapes["next_obs"] == "json"
+        assert shapes["next_obs"] == "json", shapes
         assert [json.loads(v) for v in table.column("next_obs").to_pylist()] == want[name]
 
 

@@ -195,31 +195,30 @@ def _arrow_field(pa: Any, f: Any, name: str, shapes: dict[str, Any]) -> Any:
     if not values:  # (a zero-step episode decides nothing)
         return pa.array([], type=pa.string())
     scalars = all(v is None or isinstance(v, _SCALARS) for v in values)
-    if (
-        shapes.setdefault(name, "value" if scalars and any(map(_not_none, values)) else "json")
-        == "json"
-    ):
+    arr, kind = None, shapes.get(name)
+    if scalars and kind != "json":
+        try:
+            arr = pa.array(values)  # (all None: Arrow's null type, cast to the column's)
+        except (TypeError, ValueError, pa.ArrowException):  # (bools among ints, say)
+            arr = None
+    if kind is None:  # (the first episode with steps: an Arrow type that is not null)
+        typed = arr is not None and not pa.types.is_null(arr.type)
+        kind = shapes[name] = "value" if typed else "json"
+    if kind == "json":
         return pa.array([_json_text(v) for v in values], type=pa.string())
-    try:
-        if not scalars:
-            raise TypeError
-        return pa.array(values)
-    except (TypeError, ValueError, pa.ArrowException):
+    if arr is None:
         kinds = sorted({type(v).__name__ for v in values})
         msg = (
             f"cannot export {name} to parquet: its column holds numbers, bools or text (from "
-            f"the first episode with steps), but this episode holds {', '.join(kinds)} values; "
-            "export to npz, which keeps each value as JSON text"
+            f"the first episode with steps), but this episode holds {', '.join(kinds)} values "
+            "it cannot; export to npz, which keeps each value as JSON text"
         )
-        raise ExportError(msg) from None
+        raise ExportError(msg)
+    return arr
 
 
 #: Per-step values a parquet column holds as they are (see :func:`_arrow_field`).
 _SCALARS = (bool, int, float, str, np.bool_, np.number)
-
-
-def _not_none(v: Any) -> bool:
-    return v is not None
 
 
 def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:

@@ -450,28 +450,44 @@ def test_info_and_compress_refuse_a_directory_without_recording(cli: Run, tmp_pa
 
 
 _INTERRUPTING = '''
+import os, signal
 import gymnasium
 from gymnasium.envs.classic_control import CartPoleEnv
 
 class Interrupting(CartPoleEnv):
-    """CartPole whose 100th step is interrupted, as Ctrl-C interrupts the main thread."""
+    """CartPole whose 100th step is interrupted, as Ctrl-C interrupts the main thread (or
+    ``kill`` sends SIGTERM, with ``how="sigterm"``)."""
 
     steps = 0
+
+    def __init__(self, how="ctrl-c", **kwargs):
+        super().__init__(**kwargs)
+        self.how = how
 
     def step(self, action):
         Interrupting.steps += 1
         if Interrupting.steps == 100:
-            raise KeyboardInterrupt
+            if self.how == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:
+                raise KeyboardInterrupt
         return super().step(action)
 
 gymnasium.register("Interrupting-v0", entry_point=Interrupting, max_episode_steps=500)
+gymnasium.register(
+    "Terminated-v0", entry_point=Interrupting, max_episode_steps=500, kwargs={"how": "sigterm"}
+)
 '''
 
 
-def test_record_interrupted_says_where_the_episodes_are(cli: Run, tmp_path: Path) -> None:
-    """Ctrl-C during `record` keeps what was recorded, and says where (exit code 130)."""
+@pytest.mark.parametrize(("env_id", "code"), [("Interrupting-v0", 130), ("Terminated-v0", 143)])
+def test_record_interrupted_says_where_the_episodes_are(
+    cli: Run, tmp_path: Path, env_id: str, code: int
+) -> None:
+    """Ctrl-C during `record` keeps what was recorded, and says where (exit code 130); so does
+    SIGTERM (143: `kill`, `docker stop`), which killed it with the episodes it buffered."""
     (tmp_path / "interrupting.py").write_text(_INTERRUPTING)  # (importable: cwd is tmp_path)
-    proc = cli("record", "interrupting:Interrupting-v0", "--episodes", "1000", expect=130)
+    proc = cli("record", f"interrupting:{env_id}", "--episodes", "1000", expect=code)
     first, second = proc.stdout.splitlines()[:2]
     assert first.startswith("Interrupted: the episodes recorded so far are kept in ")
     directory = first.rsplit(" in ", 1)[1]

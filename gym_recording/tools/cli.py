@@ -11,9 +11,11 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import sys
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -140,6 +142,30 @@ def _path_word(path: str) -> str:
 # ------------------------------------------------------------------------------------ record
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``docker stop``, a scheduler's preemption) during ``record``."""
+
+
+def _on_sigterm() -> Callable[[], None]:
+    """Have SIGTERM stop ``record`` as a Ctrl-C does (its episodes written); what undoes it.
+
+    A second SIGTERM kills, as without. (Only the main thread handles signals.)
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise _Terminated
+
+    before = signal.signal(signal.SIGTERM, stop)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, before)
+
+    return restore
+
+
 def _cmd_record(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
@@ -213,7 +239,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
             raise
         _err(str(exc))  # (a value the wrapper refuses)
         return EXIT_USAGE
-    interrupted, i = False, 0
+    interrupted, i = 0, 0  # (the exit code of an interrupted run: 130 Ctrl-C, 143 SIGTERM)
+    restore_sigterm = _on_sigterm()
     try:
         with env:  # (closed, so written, however the loop ends)
             env.action_space.seed(args.seed)
@@ -223,8 +250,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
                 while not done:
                     _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                     done = terminated or truncated
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        interrupted = 143 if isinstance(exc, _Terminated) else 130
     except RecordingError:
         raise
     except Exception as exc:  # (the env's own error: what was recorded before it is kept)
@@ -234,6 +261,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
             "in Python"
         )
         return EXIT_PROBLEM
+    finally:
+        restore_sigterm()
     directory, writer = env.directory, env.recording.writer_id
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
@@ -249,7 +278,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         print(
             f"Recorded {episodes_text(env.recording.episode_count)} of {args.env_id} to {directory}"
         )
-        return 130 if interrupted else EXIT_PROBLEM
+        return interrupted or EXIT_PROBLEM
     q = _path_word(directory)
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
@@ -264,7 +293,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             "need one env per directory (record each env into a directory of its own)"
         )
     if not returns:
-        return 130 if interrupted else EXIT_OK
+        return interrupted or EXIT_OK
     print(f"Mean return {np.mean(returns):.2f} (min {min(returns):g}, max {max(returns):g}).")
     print()
     print("Look at them:")
@@ -279,7 +308,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             beside = os.path.abspath(beside)  # (a sibling of ".", named)
         videos = _path_word(beside + "-videos")
         print(f"  {cmd} export {q} --to mp4 {videos}   # one video per episode")
-    return 130 if interrupted else EXIT_OK
+    return interrupted or EXIT_OK
 
 
 # -------------------------------------------------------------------------------------- info

@@ -444,7 +444,7 @@ def test_rules_of_format_md_a_reader_must_hold(tmp_path: Path) -> None:
 
     cases: dict[str, Callable[[Path], None]] = {
         "npyoff 4 of a non-empty array is not a multiple of 8": misaligned,
-        "expected format 'gym-recording' beside format_version": no_format,
+        'expected format "gym-recording" beside format_version 2.3, got no format': no_format,
         "expected the leaves of observations to hold one number of steps": leaves_disagree,
     }
     for k, (says, damage) in enumerate(cases.items()):
@@ -465,3 +465,29 @@ def test_rules_of_format_md_a_reader_must_hold(tmp_path: Path) -> None:
             list(r)
         report = verify(d)
         assert not report.ok and says.split(" of ")[0] in str(report.problems), says
+
+
+def test_a_manifest_version_or_name_of_another_kind_is_said_as_it_is(tmp_path: Path) -> None:
+    """A format_version that is a JSON number was said as the string the message asked for
+    ("got '2.3'"), and a missing format as the string 'none'; a lone surrogate's escape, which
+    §2 lets readers refuse, as "input data was truncated"."""
+    for k, (doc, says) in enumerate(
+        (
+            ({"format": "gym-recording", "format_version": 2.3}, 'like "2.0", got 2.3'),
+            ({"format": "none", "format_version": "2.3"}, 'got "none"'),
+            ({"format": None, "format_version": "2.3"}, "got null"),
+        )
+    ):
+        (tmp_path / str(k)).mkdir()
+        manifest = tmp_path / str(k) / "openaigym.trace.w1.manifest.json"
+        manifest.write_text(json.dumps({"batches": [], **doc}))
+        with pytest.raises(TraceFormatError, match=re.escape(says)):
+            gym_recording.load(tmp_path / str(k))
+    d = tmp_path / "surrogate"
+    with gym_recording.TraceRecording(d) as rec:
+        rec.add_reset(np.zeros(1), options={"name": "x"})
+        rec.add_step(0, np.ones(1), 1.0, terminated=True)
+    batch = _first_batch(d)
+    batch.write_text(batch.read_text().replace('"x"', '"\\ud800"'))
+    with pytest.raises(TraceFormatError, match=r"it holds \\ud800, the \\u escape of a lone"):
+        gym_recording.load(d)[0]

@@ -312,6 +312,11 @@ def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) 
         raise TraceFormatError(f"does not follow FORMAT.md: {_problem(exc)}", path) from None
     except (msgspec.DecodeError, ValueError, UnicodeDecodeError) as exc:
         msg = f"expected a UTF-8 JSON document, but it does not parse: {_problem(exc)[:200]}"
+        if (lone := _LONE_SURROGATE.search(data)) is not None:  # (msgspec: "truncated")
+            msg += (
+                f" (it holds {lone.group().decode()}, the \\u escape of a lone surrogate, "
+                "which is no Unicode text: FORMAT.md §2)"
+            )
         raise TraceFormatError(msg, path) from None
     except RecursionError:
         msg = "JSON nests too deeply to be a trace file"
@@ -319,6 +324,13 @@ def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) 
     except MemoryError:
         msg = "JSON is too large to parse in memory"
         raise TraceFormatError(msg, path) from None
+
+
+#: A ``\\u`` escape of a high surrogate that no low one follows, or of a low one alone.
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 
 def convert(obj: Any, typ: type[T] | Any, path: str) -> T:
@@ -346,7 +358,7 @@ def manifest_version(doc: Any, path: str) -> str:
         raise TraceFormatError(msg, path)
     version = doc.get("format_version", "1")
     if not (isinstance(version, str) and _VERSION.fullmatch(version)):
-        msg = f"expected format_version to be a string like '2.0', got {str(version)[:40]!r}"
+        msg = f'expected format_version to be a string like "2.0", got {_shown(version)}'
         raise TraceFormatError(msg, path)
     major = int(version.split(".")[0])
     if major > KNOWN_MAJOR:
@@ -359,7 +371,12 @@ def manifest_version(doc: Any, path: str) -> str:
         msg = f"expected format_version '1' or '2.<minor>', got unknown version {version!r}"
         raise TraceFormatError(msg, path)
     if major > 1 and doc.get("format") != FORMAT_NAME:  # (writers MUST write it)
-        got = str(doc.get("format", "none"))[:40]
-        msg = f"expected format {FORMAT_NAME!r} beside format_version {version}, got {got!r}"
+        got = _shown(doc["format"]) if "format" in doc else "no format"
+        msg = f'expected format "{FORMAT_NAME}" beside format_version {version}, got {got}'
         raise TraceFormatError(msg, path)
     return version
+
+
+def _shown(value: Any) -> str:
+    """A parsed JSON value as its JSON text (a number is not a string), cut to 40 characters."""
+    return json.dumps(value, ensure_ascii=False)[:40]

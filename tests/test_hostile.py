@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -491,3 +492,39 @@ def test_a_manifest_version_or_name_of_another_kind_is_said_as_it_is(tmp_path: P
     batch.write_text(batch.read_text().replace('"x"', '"\\ud800"'))
     with pytest.raises(TraceFormatError, match=r"it holds \\ud800, the \\u escape of a lone"):
         gym_recording.load(d)[0]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value", "ok"),
+    [
+        ("int8", True, False),
+        ("int64", 2.0, False),
+        ("bool", 1, False),
+        ("float64", True, False),
+        ("uint8", 3, True),
+        ("float32", 2, True),
+        ("bool", False, True),
+    ],
+)
+def test_a_scalar_takes_values_of_its_dtypes_kind_alone(
+    tmp_path: Path, dtype: str, value: Any, ok: bool
+) -> None:
+    """§6's scalar value is of the dtype's kind, as a jsonarray's elements are (§9: true is no
+    int, 1 no bool, 2.0 no int64): another kind was read as NumPy casts it."""
+    with gym_recording.TraceRecording(tmp_path) as rec:
+        rec.add_reset(np.zeros(1), options={"s": np.dtype(dtype).type(0)})
+        rec.add_step(0, np.ones(1), 1.0, terminated=True)
+    batch = _first_batch(tmp_path)
+    doc = json.loads(batch.read_text())
+    doc["episodes"][0]["options"]["s"]["value"] = value
+    batch.write_text(json.dumps(doc))
+    manifest = next(tmp_path.glob("*.manifest.json"))
+    meta = json.loads(manifest.read_text())
+    meta["batches"][0]["bytes"] = sum(p.stat().st_size for p in (batch, batch.with_suffix(".bin")))
+    manifest.write_text(json.dumps(meta))
+    if ok:
+        got = gym_recording.load(tmp_path)[0].options["s"]
+        assert got.dtype == np.dtype(dtype) and got == value
+        return
+    with pytest.raises(TraceFormatError, match=f"for a {dtype} scalar, got"):
+        gym_recording.load(tmp_path)[0]

@@ -549,6 +549,30 @@ def test_refresh_while_iterating_keeps_the_writers_iteration_began_with(trace_di
     second.close()
 
 
+def test_writers_are_read_in_the_order_of_the_times_they_started(tmp_path: Path) -> None:
+    """§8 orders writers by ``created``: compared as text, a writer that wrote "...:00Z" came
+    after one that started half a second later and wrote "...:00.500000+00:00"."""
+    for writer, created, value in (
+        ("c", "2024-01-01T00:00:01+01:00", 0.0),  # (an hour before the others)
+        ("a", "2024-01-01T00:00:00Z", 1.0),
+        ("b", "2024-01-01T00:00:00.500000+00:00", 2.0),
+        ("d", "not a time", 4.0),  # (last)
+    ):
+        prefix = f"openaigym.trace.{writer}"
+        ref = {"__type": "ndarray", "shape": [1], "dtype": "float64", "size": 8}
+        ref.update(npyfile=f"{prefix}.ep000000000.bin", npyoff=0, order="C")
+        (tmp_path / f"{prefix}.ep000000000.bin").write_bytes(np.array([value]).tobytes())
+        batch = {"episodes": [{"observations": ref, "actions": [], "rewards": []}]}
+        (tmp_path / f"{prefix}.ep000000000.json").write_text(json.dumps(batch))
+        manifest = {"batches": [{"first": 0, "len": 1, "fn": f"{prefix}.ep000000000.json"}]}
+        manifest.update(format="gym-recording", format_version="2.3", writer=writer)
+        (tmp_path / f"{prefix}.manifest.json").write_text(
+            json.dumps({**manifest, "created": created})
+        )
+    with gym_recording.load(tmp_path) as r:
+        assert [ep.observations[0] for ep in r] == [0.0, 1.0, 2.0, 4.0]
+
+
 def test_manifest_segments_keep_episode_order(trace_dir, monkeypatch):
     """A writer continuing in new manifests (segments .s1 ... .s12) keeps every episode in order."""
     from gym_recording.record import writer

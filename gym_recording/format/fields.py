@@ -110,17 +110,53 @@ class JoinError(ValueError):
 def join_fields(parts: list[Any], drop_first: bool, *, stack: bool = True) -> Any:
     """The fields of an episode's parts joined along the step axis (FORMAT.md §4, §9).
 
-    With ``drop_first`` each later part's first step (the repeated observation) is dropped.
+    With ``drop_first`` each later part's first step (the repeated observation) is dropped,
+    once it is found the same as the step the part before ends with.
     Parts join leaf by leaf when their structures agree: the same dict keys, tuple lengths,
     and array dtypes and shapes after the step axis. A part whose field is a list of per-step
     values (a writer that fell back to them) joins any other as per-step values, stacked
     where they allow as :func:`decode_fields` stacks a list (not with ``stack`` false: infos).
 
     Raises:
-        JoinError: the parts' structures differ otherwise.
+        JoinError: the parts' structures differ otherwise, or a later part does not begin
+            with a copy of the step the part before ends with.
     """
     rest = [slice_field(p, 1, None) for p in parts[1:]] if drop_first else parts[1:]
-    return _join([parts[0], *rest], stack)
+    joined = _join([parts[0], *rest], stack)  # (first: a structure that differs says so)
+    if drop_first:  # (§4: a copy of the step the part before ends with)
+        for k in range(1, len(parts)):
+            before, n = parts[k - 1], field_length(parts[k - 1])
+            if (
+                n
+                and field_length(parts[k])
+                and not _same(field_step(before, n - 1), field_step(parts[k], 0))
+            ):
+                raise JoinError(f"part {k} does not begin with the step the part before ends with")
+    return joined
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two steps hold the same values (NaN is NaN), however each part stores them.
+
+    A part of per-step values (a writer's fallback) may hold a number where the part before
+    held an array row: the values are compared, not their types.
+    """
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (
+            isinstance(a, dict)
+            and isinstance(b, dict)
+            and list(a) == list(b)
+            and all(_same(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+        if x.dtype.kind in "biufc" and y.dtype.kind in "biufc":
+            return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=True))
+        return bool(a == b) if x.shape == y.shape == () else bool(np.array_equal(x, y))
+    except Exception:  # (values that do not compare: taken as the same, not refused)
+        return True
 
 
 def _join(parts: list[Any], stack: bool) -> Any:

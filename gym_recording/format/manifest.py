@@ -8,6 +8,8 @@ the writer's side.
 
 from __future__ import annotations
 
+import datetime
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -64,13 +66,32 @@ class Manifest:
         return self.version == "1"
 
     @property
-    def sort_key(self) -> tuple[str, str, int, str]:
-        """Readers order writers by creation, writer id, segment, then file name (§8)."""
-        return (self.created or "", self.writer, self.segment, self.name)
+    def sort_key(self) -> tuple[float, str, str, int, str]:
+        """Readers order writers by creation, writer id, segment, then file name (§8).
+
+        By the time ``created`` names (``...Z`` and ``...+00:00`` alike; none first, one that
+        is not a time last), then its text.
+        """
+        return (_seconds(self.created), self.created or "", self.writer, self.segment, self.name)
 
     def blob_name(self, i: int) -> str:
         """The name of the blob of batch ``i``: the only blob its arrays may be in (§9)."""
         return batch_names(self.prefix, self.batches[i].first)[1]
+
+
+def _seconds(created: str | None) -> float:
+    """The unix time an ISO 8601 ``created`` names (naive: UTC); -inf for none, inf for text."""
+    if not created:
+        return -math.inf
+    try:
+        t = datetime.datetime.fromisoformat(
+            created[:-1] + "+00:00" if created[-1:] in "Zz" else created
+        )
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=datetime.timezone.utc)
+        return t.timestamp()
+    except (ValueError, OverflowError, OSError):
+        return math.inf
 
 
 def _check_depth(obj: Any, path: str, limit: int = MAX_JSON_DEPTH) -> None:

@@ -471,8 +471,10 @@ def _decode_scalar(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -
     if type(dt) is not str or dt not in _SCALAR_DTYPES:
         raise blob.fail(where, f"expected a scalar dtype from the allow-list, got {brief(dt)}")
     inner = decode_value(v.get("value"), blob, where, depth + 1)
-    if type(inner) not in (bool, int, float, complex):
-        raise blob.fail(where, f"expected a number for a {dt} scalar, got {brief(inner)}")
+    kinds = _SCALAR_KINDS[np.dtype(dt).kind]
+    if type(inner) not in kinds:  # (§9: true is no int, 1 no bool, 2.0 no int64)
+        names = " or ".join(k.__name__ for k in kinds)
+        raise blob.fail(where, f"expected a {names} for a {dt} scalar, got {brief(inner)}")
     try:
         with np.errstate(all="ignore"):  # (a value the dtype cannot hold is refused below)
             out = np.dtype(dt).type(inner)
@@ -487,6 +489,14 @@ def _decode_scalar(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -
 
 
 _SCALAR_DTYPES = frozenset(DTYPES)
+#: The JSON values a scalar of each dtype kind takes (as a jsonarray's elements, §9).
+_SCALAR_KINDS: dict[str, tuple[type, ...]] = {
+    "b": (bool,),
+    "i": (int,),
+    "u": (int,),
+    "f": (int, float),
+    "c": (int, float, complex),
+}
 
 
 def _decode_mapping(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -> Any:

@@ -208,7 +208,7 @@ def manifest_head(
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "writer": writer_id,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
         "env_id": None if env_id is None else str.__str__(env_id),
         "env_spec": plain_json(env_spec, "env_spec") if env_spec is not None else None,
         "observation_space": space_to_json(observation_space),

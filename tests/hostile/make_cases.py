@@ -223,7 +223,7 @@ def base_split() -> Rec:
     rec = Rec()
     b0, b1 = Blob(BIN0), Blob(BIN1)
     first = _episode(b0, 2, 5, continues=True)
-    second = _episode(b1, 1, 5, part=1, terminated=True, seed=None)
+    second = _episode(b1, 1, 9, part=1, terminated=True, seed=None)  # (its first row: a copy)
     rec.json[BATCH0] = {"episodes": [_episode(b0, 1, 4, terminated=True), first]}
     rec.json[BATCH1] = {"episodes": [second]}
     rec.raw[BIN0], rec.raw[BIN1] = bytes(b0.data), bytes(b1.data)
@@ -883,6 +883,19 @@ def _(rec: Rec) -> None:
 def _(rec: Rec) -> None:
     r = ep(rec, 0, BATCH1)["observations"]
     r.update(shape=[2, 1], size=8)
+
+
+@case(
+    "part-not-a-copy",
+    "an episode's second part does not begin with the observation its first part ends with "
+    "(a copy, FORMAT.md §4): a reader would drop the one it holds unseen",
+    split=True,
+)
+def _(rec: Rec) -> None:
+    off = ep(rec, 0, BATCH1)["observations"]["npyoff"]
+    data = bytearray(rec.raw[BIN1])
+    data[off : off + 4] = np.float32(-1).tobytes()
+    rec.raw[BIN1] = bytes(data)
 
 
 @case(

@@ -1477,10 +1477,19 @@
 
   const compare = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
 
+  // The time a manifest's `created` names, in ms (naive: UTC; "...Z" and "...+00:00" alike);
+  // none first, one that is not a time last (as the Python reader orders them).
+  function createdTime(created) {
+    if (created === "") return -Infinity;
+    const t = Date.parse(/([zZ]|[+-]\d\d:?\d\d)$/.test(created) ? created : `${created}Z`);
+    return Number.isNaN(t) ? Infinity : t;
+  }
+
   function assembleEpisodes() {
     // Writers in reading order (§8): creation time, writer id, segment, file name.
     const writers = [...state.writers.values()].filter((w) => w.manifest);
-    writers.sort((a, b) => compare(a.manifest.created, b.manifest.created) || compare(a.manifest.writer, b.manifest.writer) ||
+    writers.sort((a, b) => compare(createdTime(a.manifest.created), createdTime(b.manifest.created)) ||
+      compare(a.manifest.created, b.manifest.created) || compare(a.manifest.writer, b.manifest.writer) ||
       a.manifest.segment - b.manifest.segment || compare(a.name, b.name));
     const listedBy = new Map();
     const episodes = [];

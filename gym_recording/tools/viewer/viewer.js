@@ -1312,15 +1312,14 @@
         const flat = spec.items.map((item) => flattenValue(item, decoded, spec.name, []));
         const same = flat.length > 0 && flat.every((f) => f !== null && f.length === flat[0].length &&
           f.every(([p], i) => p === flat[0][i][0]));
+        // (group and items: a part whose values are laid out otherwise joins as text, joinParts)
         if (same && flat[0].length > 0 && flat[0].length <= MAX_COMPONENTS) {
           flat[0].forEach(([label], k) => out.push({
             kind: "series", name: label, dtype: "value", values: Float64Array.from(flat, (f) => f[k][1]),
+            group: spec.name, items: spec.items,
           }));
         } else {
-          out.push({ kind: "text", name: spec.name, values: spec.items.map((v) => {
-            const text = displayValue(v);
-            return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text;
-          }) });
+          out.push(valuesText(spec.name, spec.items));
         }
         return out;
       }
@@ -1329,40 +1328,87 @@
     }
   }
 
+  /** Per-step values shown as text, one line a step. */
+  function valuesText(name, items) {
+    return { kind: "text", name, group: name, items, values: items.map((v) => {
+      const text = displayValue(v);
+      return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text;
+    }) };
+  }
+
+  /** A part's tracks with each field of per-step values as one text track (see joinParts). */
+  function valuesAsText(tracks) {
+    const out = [];
+    const seen = new Set();
+    for (const t of tracks) {
+      if (t.group === undefined) out.push(t);
+      else if (!seen.has(t.group)) {
+        seen.add(t.group);
+        out.push(t.kind === "text" ? t : valuesText(t.group, t.items));
+      }
+    }
+    return out;
+  }
+
   function trackLength(track) {
     return track.kind === "image" ? track.frames.length : track.kind === "note" ? null : track.values.length;
   }
 
   function dropFirst(track) {
+    const items = track.items ? { items: track.items.slice(1) } : {};
     if (track.kind === "image") return { ...track, frames: track.frames.slice(1) };
-    if (track.kind === "series") return { ...track, values: track.values.subarray(1) };
-    if (track.kind === "text") return { ...track, values: track.values.slice(1) };
+    if (track.kind === "series") return { ...track, values: track.values.subarray(1), ...items };
+    if (track.kind === "text") return { ...track, values: track.values.slice(1), ...items };
     return track;
   }
 
   function concatTracks(a, b) {
+    const items = a.items && b.items ? { items: a.items.concat(b.items) } : {};
     if (a.kind === "image") return { ...a, frames: a.frames.concat(b.frames) };
-    if (a.kind === "text") return { ...a, values: a.values.concat(b.values) };
+    if (a.kind === "text") return { ...a, values: a.values.concat(b.values), ...items };
     if (a.kind === "series") {
       const values = new Float64Array(a.values.length + b.values.length);
       values.set(a.values);
       values.set(b.values, a.values.length);
-      return { ...a, values };
+      return { ...a, values, ...items };
     }
     return a;
   }
 
   /** Join the tracks of an episode's parts (§4); observation parts after the first lose step 0. */
+  /** Whether a part's first step repeats the last of the part before (FORMAT.md §4: a copy). */
+  function repeats(before, after) {
+    const n = trackLength(before);
+    if (before.kind !== after.kind || before.name !== after.name || !n || !trackLength(after)) {
+      return true; // (nothing to compare: a structure that differs is said by the join)
+    }
+    if (before.kind === "series") {
+      const [a, b] = [before.values[n - 1], after.values[0]];
+      return a === b || (Number.isNaN(a) && Number.isNaN(b));
+    }
+    return before.kind !== "text" || before.values[n - 1] === after.values[0];
+  }
+
   function joinParts(perPart, parts, isObservation) {
+    for (let k = 1; isObservation && k < perPart.length; k++) {
+      const before = perPart[k - 1];
+      if (before.length === perPart[k].length && !perPart[k].every((t, i) => repeats(before[i], t))) {
+        throw new TraceFormatError(parts[k].file, `part ${parts[k].part} of the episode does not begin with the observation the part before ends with`);
+      }
+    }
     const trimmed = perPart.map((tracks, k) => (isObservation && k > 0 ? tracks.map(dropFirst) : tracks));
     const withData = trimmed.map((tracks, k) => [tracks, k]).filter(([tracks]) => tracks.some((t) => trackLength(t) > 0));
     if (withData.length === 0) return trimmed[0] || [];
     let joined = withData[0][0];
-    for (const [tracks, k] of withData.slice(1)) {
-      const sameShape = tracks.length === joined.length &&
-        tracks.every((t, i) => t.kind === joined[i].kind && t.name === joined[i].name &&
-          (t.kind !== "image" || (t.h === joined[i].h && t.w === joined[i].w && t.c === joined[i].c)));
-      if (!sameShape) {
+    const sameShape = (tracks) => tracks.length === joined.length &&
+      tracks.every((t, i) => t.kind === joined[i].kind && t.name === joined[i].name &&
+        (t.kind !== "image" || (t.h === joined[i].h && t.w === joined[i].w && t.c === joined[i].c)));
+    for (let [tracks, k] of withData.slice(1)) {
+      if (!sameShape(tracks)) { // (per-step values plotted in one part, text in the next: text)
+        joined = valuesAsText(joined);
+        tracks = valuesAsText(tracks);
+      }
+      if (!sameShape(tracks)) {
         throw new TraceFormatError(parts[k].file, `part ${parts[k].part} of the episode does not have the same ${isObservation ? "observation" : "action"} structure as the part before`);
       }
       joined = joined.map((t, i) => concatTracks(t, tracks[i]));
@@ -1618,6 +1664,7 @@
   function fmt(x) {
     if (x === undefined || x === null) return "";
     if (Number.isNaN(x)) return "nan";
+    if (Object.is(x, -0)) return "-0";
     if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
     if (Number.isInteger(x) && Math.abs(x) < 1e9) return String(x);
     const a = Math.abs(x);
@@ -1708,6 +1755,7 @@
     if (!state.selectedKey && state.episodes.length) {
       const wanted = /episode=(\d+)/.exec(location.hash);
       const fromHash = wanted ? state.episodes[Number(wanted[1])] : null;
+      if (wanted && !fromHash && state.readingOn) return; // (its batch is read by a later poll)
       select((fromHash || sortedEpisodes()[0]).key);
       return;
     }
@@ -1930,7 +1978,7 @@
     box.append(root);
     views.push((step) => {
       const v = setCursor(step);
-      box.dataset.value = v === undefined ? "" : String(v);
+      box.dataset.value = v === undefined ? "" : Object.is(v, -0) ? "-0" : String(v);
     });
     return box;
   }

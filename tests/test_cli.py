@@ -456,18 +456,21 @@ from gymnasium.envs.classic_control import CartPoleEnv
 
 class Interrupting(CartPoleEnv):
     """CartPole whose 100th step is interrupted, as Ctrl-C interrupts the main thread (or
-    ``kill`` sends SIGTERM, with ``how="sigterm"``)."""
+    ``kill`` sends SIGTERM, with ``how="sigterm"``; which the env handles itself with
+    ``how="own"``)."""
 
     steps = 0
 
     def __init__(self, how="ctrl-c", **kwargs):
         super().__init__(**kwargs)
         self.how = how
+        if how == "own":  # (a simulator's server to stop, say)
+            signal.signal(signal.SIGTERM, lambda *_: os._exit(7))
 
     def step(self, action):
         Interrupting.steps += 1
         if Interrupting.steps == 100:
-            if self.how == "sigterm":
+            if self.how in ("sigterm", "own"):
                 os.kill(os.getpid(), signal.SIGTERM)
             else:
                 raise KeyboardInterrupt
@@ -476,6 +479,9 @@ class Interrupting(CartPoleEnv):
 gymnasium.register("Interrupting-v0", entry_point=Interrupting, max_episode_steps=500)
 gymnasium.register(
     "Terminated-v0", entry_point=Interrupting, max_episode_steps=500, kwargs={"how": "sigterm"}
+)
+gymnasium.register(
+    "OwnHandler-v0", entry_point=Interrupting, max_episode_steps=500, kwargs={"how": "own"}
 )
 '''
 
@@ -498,6 +504,13 @@ def test_record_interrupted_says_where_the_episodes_are(
     cli("verify", directory)
     with gym_recording.load(directory) as rec:
         assert sum(ep.length for ep in rec) == 99
+
+
+def test_record_leaves_sigterm_to_an_env_that_handles_it(cli: Run, tmp_path: Path) -> None:
+    """An env that set its own SIGTERM handler (made before the run) keeps it: record took
+    SIGTERM over for the whole run, and the env's handler never ran."""
+    (tmp_path / "interrupting.py").write_text(_INTERRUPTING)
+    cli("record", "interrupting:OwnHandler-v0", "--episodes", "1000", expect=7)
 
 
 def test_record_refuses_a_negative_seed_and_a_level_without_compression(cli: Run) -> None:

@@ -794,12 +794,14 @@ def test_parquet_types_a_column_of_per_step_values_once(tmp_path: Path) -> None:
             [(0, np.int64(2)), (1, np.zeros(2, np.float32))],
         ),
     }
-    # (None alone in the first episode, Arrow's null type: JSON text too)
+    # (None alone in the first episode, Arrow's null type; an int past int64: JSON text too)
     cases["none"] = (None, [None, None], [None, 1.5])
+    cases["big"] = (None, [1, 2**64], [3, 4])
     want = {
         "seq": [[], [[0.0, 0.0]]],
         "oneof": [[0, 2], [1, [0.0, 0.0]]],
         "none": [None, 1.5],
+        "big": [2**64, 4],
     }
     for name, (space, *runs) in cases.items():
         with gym_recording.TraceRecording(tmp_path / name, observation_space=space) as w:

@@ -779,6 +779,52 @@ if __name__ == "__main__":
         raise RuntimeError("the training script failed")
 """
 
+KEPT_ALIVE = """
+import sys, threading
+import gymnasium as gym
+import gym_recording.record.lifetime
+from gym_recording import TraceRecordingWrapper
+
+gym_recording.record.lifetime.SIGTERM_GRACE = 1.0  # (its 10 s, shorter for the test)
+
+
+class KeepsAlive(gym.Wrapper):  # (an env with a thread the interpreter waits for)
+    def reset(self, **kwargs):
+        threading.Thread(target=threading.Event().wait, daemon=False).start()
+        return self.env.reset(**kwargs)
+
+
+if __name__ == "__main__":
+    d = sys.argv[1]
+    env = gym.make_vec(
+        "CartPole-v1",
+        num_envs=1,
+        vectorization_mode="async",
+        wrappers=[KeepsAlive, lambda e: TraceRecordingWrapper(e, d)],
+    )
+    env.reset(seed=1)
+    for _ in range(50):
+        env.step(env.action_space.sample())
+    env.close(terminate=True)  # (Gymnasium's way to end workers that hang)
+"""
+
+
+def test_a_worker_that_sigterm_cannot_end_through_python_is_ended_after_a_grace(
+    tmp_path: Path,
+) -> None:
+    """A worker whose env keeps a thread the interpreter waits for never finished exiting
+    after SIGTERM became SystemExit, and its parent's join() hung: it is ended with
+    os._exit once a grace has passed (its recording written before)."""
+    script = tmp_path / "train.py"
+    script.write_text(KEPT_ALIVE)
+    d = tmp_path / "traces"
+    run = subprocess.run(
+        [sys.executable, str(script), str(d)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    with gym_recording.load(d) as r:
+        assert 50 - len(r) <= sum(ep.length for ep in r) <= 50
+
 
 @pytest.mark.parametrize("how", ["end", "raise", "pool"])
 def test_daemonic_workers_ended_by_sigterm_write_their_recordings(tmp_path: Path, how: str) -> None:
@@ -876,3 +922,19 @@ def test_a_directory_given_as_bytes_is_refused_in_the_library_s_words(tmp_path: 
     for call in calls:
         with pytest.raises(TypeError, match=r"^expected a directory as a str or os\.PathLike"):
             call(os.fsencode(tmp_path))
+
+
+def test_parts_whose_repeated_info_holds_nan_in_an_object_array_join(tmp_path: Path) -> None:
+    """The check that a later part repeats the step the part before ends with compared
+    object arrays without NaN being NaN: an episode of such infos split into parts (a row
+    of a pandas frame, say) was refused as parts that do not join."""
+    with TraceRecording(tmp_path, record_infos=True, batch_bytes=20_000) as rec:
+        info = {"v": np.array([0, None, np.nan], dtype=object)}
+        rec.add_reset(np.zeros(2, np.float32), info=info)
+        for t in range(1, 301):
+            info = {"v": np.array([t, None, np.nan], dtype=object)}
+            rec.add_step(0, np.zeros(2, np.float32), 1.0, truncated=t == 300, info=info)
+    with gym_recording.load(tmp_path) as r:
+        assert len(r.writers[0].batches) > 1
+        (ep,) = r
+        assert ep.length == 300 and ep.infos[300]["v"][0] == 300

@@ -605,6 +605,13 @@ def test_metadata_must_be_json(trace_dir):
             match=f"metadata's dict keys to be strings .JSON's., {said}",
         ):
             TraceRecordingWrapper(env, trace_dir / "bad", metadata=bad)
+    # (np.str_ keys, from a NumPy array or a pandas index, read back as the same strings)
+    keys = np.array(["lr", "gamma"])
+    metadata = {"h": dict(zip(keys, [3e-4, 0.99], strict=True))}
+    with TraceRecording(trace_dir / "np", metadata=metadata) as rec:
+        rec.add_reset(0)
+    with gym_recording.load(trace_dir / "np") as r:
+        assert r.metadata == {"h": {"lr": 3e-4, "gamma": 0.99}}
 
 
 def test_numpy_values_in_metadata_become_plain_json(trace_dir):

@@ -154,7 +154,11 @@ def _same(a: Any, b: Any) -> bool:
         x, y = np.asarray(a), np.asarray(b)
         if x.dtype.kind in "biufc" and y.dtype.kind in "biufc":
             return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=True))
-        return bool(a == b) if x.shape == y.shape == () else bool(np.array_equal(x, y))
+        if x.shape != y.shape:
+            return False
+        if x.shape == ():
+            return bool(a == b) or (a != a and b != b)
+        return all(map(_same, x.flat, y.flat))  # (object arrays: NaN is NaN there too)
     except Exception:  # (values that do not compare: taken as the same, not refused)
         return True
 

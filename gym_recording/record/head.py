@@ -71,7 +71,7 @@ def _not_a_str_key(obj: Any, depth: int = 0) -> tuple[Any, ...]:
         return ()
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if type(k) is not str:
+            if not isinstance(k, str):  # (np.str_ too: JSON gives back the same str)
                 return (k,)
             if found := _not_a_str_key(v, depth + 1):
                 return found

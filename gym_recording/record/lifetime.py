@@ -15,6 +15,7 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # (no stub: signal's C functions)
 import atexit
 import concurrent.futures.thread  # (its exit hook first: see the end)
+import faulthandler
 import functools
 import logging
 import os
@@ -107,7 +108,9 @@ def _exit_on_sigterm() -> None:
     or ``Pool.terminate()`` ends it, which killed it with its buffered episodes; as
     ``SystemExit(143)`` it closes its recordings on the way out (one that comes as it closes
     them at its exit, a pool's worker leaving by itself, is ignored). A second SIGTERM kills
-    it. Set from the worker's main thread only (where Python handles signals).
+    it, and so does :data:`SIGTERM_GRACE` seconds without its exit (a thread the interpreter
+    waits for; not a worker stuck in C code that holds the GIL, which Python's handler never
+    reaches). Set from the worker's main thread only (where Python handles signals).
     """
     mp = sys.modules.get("multiprocessing")
     if mp is None or mp.parent_process() is None:
@@ -118,8 +121,20 @@ def _exit_on_sigterm() -> None:
         _signal.signal(_signal.SIGTERM, _exit_at_sigterm)
 
 
+#: Seconds a worker that SIGTERM ends may take to exit (its recordings closed) before it is
+#: ended by ``os._exit`` anyway: a thread the interpreter waits for, or a close that hangs,
+#: must not hang the parent, which joins it.
+SIGTERM_GRACE = 10.0
+_devnull: Any = None
+
+
 def _exit_at_sigterm(signum: int, frame: object) -> None:
+    global _devnull
     _signal.signal(signum, _signal.SIG_DFL)  # (a second one kills)
+    if _devnull is None:
+        _devnull = open(os.devnull, "w")  # noqa: SIM115  (kept open for faulthandler)
+    # (faulthandler's watchdog is a thread of C code: it ends the process with no GIL)
+    faulthandler.dump_traceback_later(SIGTERM_GRACE, exit=True, file=_devnull)
     if _exited_in != os.getpid():  # (else it is exiting, and closing its recordings)
         raise SystemExit(128 + signum)
 

@@ -149,9 +149,12 @@ class _Terminated(KeyboardInterrupt):
 def _on_sigterm() -> Callable[[], None]:
     """Have SIGTERM stop ``record`` as a Ctrl-C does (its episodes written); what undoes it.
 
-    A second SIGTERM kills, as without. (Only the main thread handles signals.)
+    A second SIGTERM kills, as without. Not where a handler is set (the env's, made first).
+    (Only the main thread handles signals.)
     """
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # (the env's own: it decides)
+    ):
         return lambda: None
 
     def stop(signum: int, frame: object) -> None:

@@ -199,7 +199,7 @@ def _arrow_field(pa: Any, f: Any, name: str, shapes: dict[str, Any]) -> Any:
     if scalars and kind != "json":
         try:
             arr = pa.array(values)  # (all None: Arrow's null type, cast to the column's)
-        except (TypeError, ValueError, pa.ArrowException):  # (bools among ints, say)
+        except (TypeError, ValueError, OverflowError, pa.ArrowException):  # (bools among ints)
             arr = None
     if kind is None:  # (the first episode with steps: an Arrow type that is not null)
         typed = arr is not None and not pa.types.is_null(arr.type)

@@ -449,7 +449,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             msg = (
                 f"cannot record the step of {self.env}: {type(exc).__name__}: {exc}; expected "
                 "(obs, rewards, terminations, truncations, infos) of its spaces, one row per "
-                "sub-env. Each sub-env's episode is recorded up to the step before, and each "
+                "sub-env. Each sub-env's episode ends at its last recorded step, and each "
                 "records again from its next episode"
             )
             raise RecordingError(msg) from exc
@@ -474,12 +474,19 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             if cols.t == cols.size:
                 self._flush()
             return None
+        n, mode = self.num_envs, self.autoreset_mode
+        for name, x in (("rewards", rewards), ("terminations", terminations)):
+            if np.shape(x) != (n,):  # (checked before any sub-env's step is recorded)
+                raise ValueError(f"expected {name} of shape ({n},), got {np.shape(x)}")
+        if np.shape(truncations) != (n,):
+            raise ValueError(f"expected truncations of shape ({n},), got {np.shape(truncations)}")
+        if mode == AutoresetMode.SAME_STEP:
+            for i in np.flatnonzero(np.logical_or(terminations, truncations)).tolist():
+                self._final_obs(infos, i)
         errors: list[RecordingError] = []  # (every sub-env's step is handled first)
         self._kept(errors, self._flush)
-        n = self.num_envs
         all_acts = unbatch(self.single_action_space, self.action_space, actions, n)
         all_obs = unbatch(self.single_observation_space, self.observation_space, obs, n)
-        mode = self.autoreset_mode
         keep_infos = self.record_infos
         frames, failure = None, None
         if self._render_choice is not None and (any(self._rendering) or any(self._pending_reset)):

@@ -938,3 +938,46 @@ def test_parts_whose_repeated_info_holds_nan_in_an_object_array_join(tmp_path: P
         assert len(r.writers[0].batches) > 1
         (ep,) = r
         assert ep.length == 300 and ep.infos[300]["v"][0] == 300
+
+
+SLOW_CLOSE = """
+import multiprocessing as mp, sys, time
+import numpy as np
+import gym_recording.record.lifetime
+from gym_recording import TraceRecording
+
+
+def work(d, ready):
+    gym_recording.record.lifetime.SIGTERM_GRACE = 0.001  # (a close takes longer than this)
+    rec = TraceRecording(d, compression="zstd", compression_level=19)
+    rec.add_reset(np.zeros(10_000, np.uint8))
+    for t in range(100):
+        rec.add_step(0, np.full(10_000, t, np.uint8), 1.0, terminated=t == 99)
+    ready.set()
+    time.sleep(3600)
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    p = ctx.Process(target=work, args=(sys.argv[1], ready), daemon=True)
+    p.start()
+    ready.wait()
+    p.terminate()  # (as the parent's exit ends a daemonic worker)
+    p.join()
+    sys.exit(0 if p.exitcode == 143 else 1)
+"""
+
+
+def test_the_grace_after_sigterm_begins_once_the_recordings_are_closed(tmp_path: Path) -> None:
+    """The watchdog that ends a worker SIGTERM could not end through Python was armed as the
+    signal came, and cut a close that took longer than the grace: the episodes were lost."""
+    script = tmp_path / "worker.py"
+    script.write_text(SLOW_CLOSE)
+    d = tmp_path / "traces"
+    run = subprocess.run(
+        [sys.executable, str(script), str(d)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    with gym_recording.load(d) as r:
+        assert [ep.length for ep in r] == [100]

@@ -1156,6 +1156,16 @@ def test_negative_zero_is_shown_as_it_is(
     viewer.set_step(1)
     assert "reward -0" in viewer.page.inner_text("#step-label")
     assert viewer.components()["obs[0]"] == "-0"
+    # (in text: NaN inside a list read as its JSON object, -0.0 as 0)
+    with TraceRecording(tmp_path / "text") as rec:
+        rec.add_reset([float("nan"), -0.0, [1]])
+        rec.add_step(0, [float("nan"), -0.0, [1, 2]], 1.0, terminated=True)
+    text = open_viewer(tmp_path / "text")
+    text.wait_detail(0)
+    shown = text.page.eval_on_selector(
+        "[data-testid=text-track][data-name=obs] code", "e => e.textContent"
+    )
+    assert shown == "[nan,-0,[1]]"
 
 
 def test_long_ints_and_values_shaped_like_episodes_are_shown(

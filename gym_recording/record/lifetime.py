@@ -108,9 +108,10 @@ def _exit_on_sigterm() -> None:
     or ``Pool.terminate()`` ends it, which killed it with its buffered episodes; as
     ``SystemExit(143)`` it closes its recordings on the way out (one that comes as it closes
     them at its exit, a pool's worker leaving by itself, is ignored). A second SIGTERM kills
-    it, and so does :data:`SIGTERM_GRACE` seconds without its exit (a thread the interpreter
-    waits for; not a worker stuck in C code that holds the GIL, which Python's handler never
-    reaches). Set from the worker's main thread only (where Python handles signals).
+    it, and so does :data:`SIGTERM_GRACE` seconds without its exit once its recordings are
+    closed (a thread the interpreter waits for; not a worker stuck in C code that holds the
+    GIL, which Python's handler never reaches). Set from the worker's main thread only
+    (where Python handles signals).
     """
     mp = sys.modules.get("multiprocessing")
     if mp is None or mp.parent_process() is None:
@@ -121,22 +122,34 @@ def _exit_on_sigterm() -> None:
         _signal.signal(_signal.SIGTERM, _exit_at_sigterm)
 
 
-#: Seconds a worker that SIGTERM ends may take to exit (its recordings closed) before it is
-#: ended by ``os._exit`` anyway: a thread the interpreter waits for, or a close that hangs,
+#: Seconds a worker that SIGTERM ends may take to exit once its recordings are closed at
+#: its exit, before it is ended by ``os._exit`` anyway: a thread the interpreter waits for
 #: must not hang the parent, which joins it.
 SIGTERM_GRACE = 10.0
+_terminated = 0  # (the process that SIGTERM ends: see _exit_at_sigterm)
+_closed_in = 0  # (the process whose recordings were closed at exit)
 _devnull: Any = None
 
 
 def _exit_at_sigterm(signum: int, frame: object) -> None:
-    global _devnull
+    global _terminated
     _signal.signal(signum, _signal.SIG_DFL)  # (a second one kills)
-    if _devnull is None:
-        _devnull = open(os.devnull, "w")  # noqa: SIM115  (kept open for faulthandler)
-    # (faulthandler's watchdog is a thread of C code: it ends the process with no GIL)
-    faulthandler.dump_traceback_later(SIGTERM_GRACE, exit=True, file=_devnull)
+    _terminated = os.getpid()
     if _exited_in != os.getpid():  # (else it is exiting, and closing its recordings)
         raise SystemExit(128 + signum)
+    if _closed_in == os.getpid():  # (closed: what keeps it alive is not a recording)
+        _end_later()
+
+
+def _end_later() -> None:
+    """End this process :data:`SIGTERM_GRACE` seconds from now, whatever it is doing then.
+
+    faulthandler's watchdog is a thread of C code: it ends the process without the GIL.
+    """
+    global _devnull
+    if _devnull is None:
+        _devnull = open(os.devnull, "w")  # noqa: SIM115  (kept open for faulthandler)
+    faulthandler.dump_traceback_later(SIGTERM_GRACE, exit=True, file=_devnull)
 
 
 def unregister(key: object) -> None:
@@ -372,7 +385,7 @@ def _wait_for(thread: threading.Thread) -> None:
 
 def _close_at_exit(*, early: bool = False) -> None:
     """At interpreter exit, close every recording that was not closed (``early``: those)."""
-    global _exited_in
+    global _exited_in, _closed_in
     if _exited_in == os.getpid():
         return
     if not early:
@@ -393,6 +406,10 @@ def _close_at_exit(*, early: bool = False) -> None:
         # them the shutdown of the thread pools its storage needs.
         if early:
             _drop(key)
+    if not early:
+        _closed_in = os.getpid()
+        if _terminated == os.getpid():  # (a worker SIGTERM ends: see _exit_at_sigterm)
+            _end_later()
 
 
 def _forget_in_child() -> None:

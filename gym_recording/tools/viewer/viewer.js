@@ -1265,6 +1265,8 @@
     const text = JSON.stringify(value, (key, x) => {
       if (typeof x === "bigint") return `\u0000${x}`; // (its digits, unquoted below)
       if (isObject(x) && x.__type === "overflow" && x.text) return `\u0000${x.text}`;
+      if (isObject(x) && x.__type === "float") return `\u0000${x.value}`; // (nan, inf, -inf)
+      if (isNumber(x) && Object.is(Number(x), -0)) return "\u0000-0";
       return x;
     });
     return text === undefined ? String(value) : text.replace(/"\\u0000([^"]*)"/g, "$1");

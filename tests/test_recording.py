@@ -815,15 +815,22 @@ def test_a_worker_that_sigterm_cannot_end_through_python_is_ended_after_a_grace(
     """A worker whose env keeps a thread the interpreter waits for never finished exiting
     after SIGTERM became SystemExit, and its parent's join() hung: it is ended with
     os._exit once a grace has passed (its recording written before)."""
-    script = tmp_path / "train.py"
-    script.write_text(KEPT_ALIVE)
+    with gym_recording.load(_traces_of(KEPT_ALIVE, tmp_path)) as r:
+        assert 50 - len(r) <= sum(ep.length for ep in r) <= 50
+
+
+def _traces_of(script: str, tmp_path: Path, *args: str, code: int = 0) -> Path:
+    """The directory ``script`` (run with it and ``args``) records into; it exits ``code``."""
+    (tmp_path / "script.py").write_text(script)
     d = tmp_path / "traces"
     run = subprocess.run(
-        [sys.executable, str(script), str(d)], capture_output=True, text=True, timeout=120
+        [sys.executable, str(tmp_path / "script.py"), str(d), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert run.returncode == 0, run.stderr
-    with gym_recording.load(d) as r:
-        assert 50 - len(r) <= sum(ep.length for ep in r) <= 50
+    assert run.returncode == code, run.stderr
+    return d
 
 
 @pytest.mark.parametrize("how", ["end", "raise", "pool"])
@@ -831,13 +838,7 @@ def test_daemonic_workers_ended_by_sigterm_write_their_recordings(tmp_path: Path
     """AsyncVectorEnv's workers and a Pool's are daemons, ended by SIGTERM as the script
     exits without closing the env (or as the Pool's block ends): they were killed with every
     episode they buffered. Now SIGTERM exits through Python there, and they are written."""
-    script = tmp_path / "train.py"
-    script.write_text(TERMINATED_WORKERS)
-    d = tmp_path / "traces"
-    run = subprocess.run(
-        [sys.executable, str(script), str(d), how], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == (1 if how == "raise" else 0), run.stderr
+    d = _traces_of(TERMINATED_WORKERS, tmp_path, how, code=1 if how == "raise" else 0)
     if how == "pool":
         for sub in ("a", "b"):
             with gym_recording.load(d / sub) as r:
@@ -972,12 +973,5 @@ if __name__ == "__main__":
 def test_the_grace_after_sigterm_begins_once_the_recordings_are_closed(tmp_path: Path) -> None:
     """The watchdog that ends a worker SIGTERM could not end through Python was armed as the
     signal came, and cut a close that took longer than the grace: the episodes were lost."""
-    script = tmp_path / "worker.py"
-    script.write_text(SLOW_CLOSE)
-    d = tmp_path / "traces"
-    run = subprocess.run(
-        [sys.executable, str(script), str(d)], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 0, run.stderr
-    with gym_recording.load(d) as r:
+    with gym_recording.load(_traces_of(SLOW_CLOSE, tmp_path)) as r:
         assert [ep.length for ep in r] == [100]

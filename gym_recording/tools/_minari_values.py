@@ -95,9 +95,13 @@ def step_values(values: list[Any], dropped: list[str], path: str) -> Any:
         except (ValueError, OverflowError):
             stacked = None
         # (kept where the array holds the very values: no int past float64's precision)
-        if stacked is None or stacked.dtype.kind not in "biuf" or stacked.ndim < 2:
-            raise Unfit("lists or tuples that are not numbers, of one length")
-        if 0 in stacked.shape or stacked.tolist() != plain:
+        if (
+            stacked is None
+            or stacked.dtype.kind not in "biuf"
+            or stacked.ndim < 2
+            or 0 in stacked.shape
+            or stacked.tolist() != plain
+        ):
             raise Unfit("lists or tuples that are not numbers, of one length")
         return stacked
     plain = [

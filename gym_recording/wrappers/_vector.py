@@ -475,11 +475,10 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 self._flush()
             return None
         n, mode = self.num_envs, self.autoreset_mode
-        for name, x in (("rewards", rewards), ("terminations", terminations)):
+        flags = (("rewards", rewards), ("terminations", terminations), ("truncations", truncations))
+        for name, x in flags:
             if np.shape(x) != (n,):  # (checked before any sub-env's step is recorded)
                 raise ValueError(f"expected {name} of shape ({n},), got {np.shape(x)}")
-        if np.shape(truncations) != (n,):
-            raise ValueError(f"expected truncations of shape ({n},), got {np.shape(truncations)}")
         if mode == AutoresetMode.SAME_STEP:
             for i in np.flatnonzero(np.logical_or(terminations, truncations)).tolist():
                 self._final_obs(infos, i)

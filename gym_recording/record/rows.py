@@ -155,7 +155,7 @@ class RowsMixin:
         """Store :meth:`add_rows`' rows at once: the episodes started (None: not the layout)."""
         actions, observations, rewards, terminated, truncated, times, resets, done = rows
         ep, steps = self._open, len(self._rew.buf) >> 3
-        taken, starts, when, end, spans, opened = row_spans(
+        taken, starts, end, spans, opened = row_spans(
             resets, done, (terminated, truncated), times, steps + self._resets, steps
         )
         with lifetime.uninterrupted():  # (rows and episodes kept together, or neither)
@@ -163,7 +163,7 @@ class RowsMixin:
                 self._rew.buf += np.ascontiguousarray(rewards[taken], "<f8").tobytes()
                 if ep is not None and end is not None:  # (the open episode ends there)
                     self._flags(terminated[end[0]], truncated[end[0]], end[1])
-                    self._finish(ep, end[1], end[2], when[end[0]])
+                    self._finish(ep, end[1], end[2], end[3])
                 self._pending += spans
                 self.episode_count += len(spans)
                 if opened is not None:
@@ -183,39 +183,33 @@ def row_spans(
     times: np.ndarray,
     obs0: int,
     steps: int,
-) -> tuple[np.ndarray, list[int], list[float], Any, list[Span], OpenSpan | None]:
+) -> tuple[np.ndarray, list[int], Any, list[Span], OpenSpan | None]:
     """The episodes of rows that are each a reset (``resets``) or a step, taken at ``times``.
 
     (See ``TraceRecording.add_rows``.)
 
     Row ``j``'s observation is buffered row ``obs0 + j``; ``steps`` steps are buffered
-    before the rows. Returns the step rows, the reset rows, the times as floats, where an
-    episode open before the rows would end (the first end row, the steps and observations
-    buffered up to it; ``None``: no row ends one), the episodes the rows start and end, and
-    the one they leave open (``None``: none).
+    before the rows. Returns the step rows, the reset rows, where an episode open before the
+    rows would end (the first end row, the steps and observations buffered up to it, and its
+    time; ``None``: no row ends one), the episodes the rows start and end, and the one they
+    leave open (``None``: none). Only the rows that start or end an episode are read one by one.
     """
-    taken, starts = np.flatnonzero(~resets), np.flatnonzero(resets).tolist()
-    when = np.asarray(times, np.float64).tolist()
-    ends = np.flatnonzero(done).tolist()
-    acts = (np.cumsum(~resets) + steps).tolist()  # buffered steps up to each row
-    end = (ends[0], acts[ends[0]], obs0 + ends[0] + 1) if ends else None
+    taken, starts, ends = np.flatnonzero(~resets), np.flatnonzero(resets), np.flatnonzero(done)
+    times = np.asarray(times, np.float64)
+    acts = np.cumsum(~resets) + steps  # buffered steps up to each row
+    begun, first_acts = times[starts].tolist(), acts[starts].tolist()
+    stops, closed, last_acts = ends.tolist(), times[ends].tolist(), acts[ends].tolist()
+    terms, truncs = flags[0][ends].tolist(), flags[1][ends].tolist()
+    end = (stops[0], last_acts[0], obs0 + stops[0] + 1, closed[0]) if stops else None
     spans: list[Span] = []
-    k = 0
-    for r in starts:
-        while k < len(ends) and ends[k] < r:
-            k += 1
-        keys = start_keys(when[r])
-        if k == len(ends):  # the last episode stays open
-            return (
-                taken,
-                starts,
-                when,
-                end,
-                spans,
-                OpenSpan(obs0 + r, 0, acts[r], 0, keys, None, None),
-            )
-        d = ends[k]
-        keys["terminated"], keys["truncated"] = bool(flags[0][d]), bool(flags[1][d])
-        keys["ended_at"] = when[d]
-        spans.append(Span(obs0 + r, obs0 + d + 1, acts[r], acts[d], keys, None, None))
-    return taken, starts, when, end, spans, None
+    firsts = zip(starts.tolist(), begun, first_acts, strict=True)
+    # Each start's episode ends at the first end row after it (none: it stays open).
+    for (r, at, a), e in zip(firsts, np.searchsorted(ends, starts).tolist(), strict=True):
+        keys = start_keys(at)
+        if e == len(stops):
+            opened = OpenSpan(obs0 + r, 0, a, 0, keys, None, None)
+            return taken, starts.tolist(), end, spans, opened
+        keys["terminated"], keys["truncated"] = bool(terms[e]), bool(truncs[e])
+        keys["ended_at"] = closed[e]
+        spans.append(Span(obs0 + r, obs0 + stops[e] + 1, a, last_acts[e], keys, None, None))
+    return taken, starts.tolist(), end, spans, None

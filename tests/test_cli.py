@@ -862,3 +862,21 @@ def test_info_counts_the_arrays_inside_per_step_values(cli: Run, tmp_path: Path)
         assert isinstance(loaded[0].observations, list)
     text = cli("info", str(tmp_path / "r")).stdout
     assert _row(text, "arrays, read back") == f"{(3000 * 8 + 8 + 8) / 1000:.1f} KB"
+
+
+def test_info_counts_only_the_files_the_format_names(cli: Run, tmp_path: Path) -> None:
+    """The bytes of a recording are those of its manifests, batches and blobs (FORMAT.md §1):
+    an editor's backup of a manifest (``*.json~``) or another file whose name only starts as
+    a trace file's is not counted (it was: "bytes" grew by the backup's size)."""
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d) as rec:
+        rec.add_reset(np.zeros(2))
+        rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    on_disk = sum(p.stat().st_size for p in d.iterdir())
+    manifest = next(d.glob("*.manifest.json"))
+    batch = next(d.glob("*.ep000000000.json"))
+    (d / (manifest.name + "~")).write_bytes(manifest.read_bytes() + b" " * 50_000)
+    (d / (batch.name + "~")).write_bytes(b" " * 50_000)
+    (d / (batch.name[: -len(".json")] + ".bin.bak")).write_bytes(b"\0" * 50_000)
+    text = cli("info", str(d)).stdout
+    assert _row(text, "bytes") == f"{on_disk / 1000:.1f} KB", text

@@ -26,7 +26,7 @@ from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording._version import __version__
 from gym_recording.format.codec import check_level
-from gym_recording.format.names import holds_no_recording, is_trace_name, no_recording
+from gym_recording.format.names import classify, holds_no_recording, no_recording
 from gym_recording.read.recording import load
 from gym_recording.record import steps
 from gym_recording.storage import is_url
@@ -343,6 +343,14 @@ def _or_not_recorded(value: Any) -> Any:
     return "(not recorded)" if value is None else value
 
 
+def _format_file(name: str) -> bool:
+    """Whether ``name`` is a manifest, batch or blob by FORMAT.md §1, the files ``info`` sums.
+
+    A name that only starts like one (an editor's ``*.json~``, a ``*.bak`` copy) is not.
+    """
+    return classify(name) in ("manifest", "batch", "blob")
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     with load(args.directory) as rec:
         if not rec.writers:
@@ -364,20 +372,20 @@ def _cmd_info(args: argparse.Namespace) -> int:
                     frame_shapes.add(ep.render_frames.shape[1:])
         except TraceFormatError as exc:
             damaged = exc
-        sizes: list[int | None] = []
+        sizes: list[int | None] = []  # (of the files FORMAT.md §1 names: no backup, no temp)
         if is_url(rec.directory):  # (as listed by the object store; "-" if it cannot be)
             try:
                 fs, root = require("fsspec", "remote", "info").core.url_to_fs(rec.directory)
                 sizes = [
                     e["size"]
                     for e in fs.ls(root, detail=True)
-                    if is_trace_name(str(e["name"]).rsplit("/", 1)[-1])
+                    if _format_file(str(e["name"]).rsplit("/", 1)[-1])
                 ]
             except Exception:
                 sizes = [None]
         elif os.path.isdir(rec.directory):
             for name in os.listdir(rec.directory):
-                if is_trace_name(name):
+                if _format_file(name):
                     with contextlib.suppress(OSError):
                         sizes.append(os.path.getsize(os.path.join(rec.directory, name)))
         on_disk = None if None in sizes else sum(s or 0 for s in sizes)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import gym_recording
 from gym_recording import TraceRecording
 from gym_recording.tools.verify import CLEAN_MIN_AGE, remove_temp_files, verify
 
@@ -266,3 +267,100 @@ def test_a_directory_without_a_recording_is_a_problem(tmp_path):
         report = verify(d)
         assert report.ok, report.lines()
         assert "no manifest yet" in report.notes[str(d)][0]
+
+
+def _edit_manifest(path: Path, **keys: object) -> None:
+    """Rewrite the manifest ``path`` with ``keys`` set (``None``: the key removed)."""
+    doc = json.loads(path.read_bytes())
+    for key, value in keys.items():
+        if value is None:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    path.write_text(json.dumps(doc))
+
+
+def _one_manifest(directory: Path) -> Path:
+    (manifest,) = directory.glob("*.manifest.json")
+    return manifest
+
+
+def test_a_format_version_without_its_minor_part_is_a_problem(tmp_path):
+    """FORMAT.md §3: a version 2 manifest's format_version is "2.<minor>". The reader reads
+    "2" (or "2.3.1") as version 2 all the same, but verify reports it, naming the file and
+    the key (it said OK)."""
+    make_recording(tmp_path, episodes=2)
+    manifest = _one_manifest(tmp_path)
+    for version in ("2", "2.3.1", "2.03"):
+        _edit_manifest(manifest, format_version=version)
+        report = verify(tmp_path)
+        assert list(report.problems) == [str(manifest)], report.lines()
+        (problem,) = report.problems[str(manifest)]
+        assert problem.startswith('format_version: expected "2.<minor>"'), problem
+        assert repr(version) in problem
+        assert report.episodes == 2  # (the reader reads it)
+    out = run_verify(tmp_path)
+    assert out.returncode == 1 and f"{manifest}: format_version: " in out.stdout
+    for version in ("2.0", "2.3"):
+        _edit_manifest(manifest, format_version=version)
+        assert verify(tmp_path).ok, version
+
+
+def test_a_text_charset_out_of_code_point_order_is_a_problem(tmp_path):
+    """FORMAT.md §7: a Text space's charset holds its characters in code point order. One
+    out of order (as a hand-written manifest may hold), at the top or inside a Tuple or
+    Dict, is reported with its key; the reader reads the same characters all the same."""
+    make_recording(tmp_path, episodes=1)
+    manifest = _one_manifest(tmp_path)
+
+    def text(charset: str) -> dict[str, object]:
+        return {"type": "Text", "min_length": 0, "max_length": 4, "charset": charset}
+
+    _edit_manifest(
+        manifest,
+        observation_space={"type": "Dict", "spaces": {"a": text("abc"), "t": text("bca")}},
+        action_space={"type": "Tuple", "spaces": [text("xyz"), text("zy")]},
+    )
+    report = verify(tmp_path)
+    problems = report.problems[str(manifest)]
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("observation_space.spaces['t'].charset: expected the "), problems
+    assert "'c' (U+0063) before 'a' (U+0061)" in problems[0] and "sorted: 'abc'" in problems[0]
+    assert problems[1].startswith("action_space.spaces[1].charset: expected the "), problems
+    with gym_recording.load(tmp_path) as rec:
+        assert rec.observation_space["t"].character_set == frozenset("abc")
+    _edit_manifest(manifest, observation_space=text("abc"), action_space=text(""))
+    assert verify(tmp_path).ok
+
+
+def test_a_segment_not_named_by_its_writer_id_is_a_problem(tmp_path, monkeypatch):
+    """FORMAT.md §3: segment k of writer w is the writer id w.s<k> (w for segment 0). A
+    writer's own segments pass; a manifest whose `segment` its name does not end with is
+    reported, naming the file and the key (it said OK)."""
+    from gym_recording.record import writer
+
+    monkeypatch.setattr(writer, "SEGMENT_BATCHES", 1)
+    make_recording(tmp_path, episodes=3, batch_bytes=1)
+    assert verify(tmp_path).ok
+    (second,) = tmp_path.glob("*.s1.manifest.json")
+    writer_id = json.loads(second.read_bytes())["writer"]
+    first = tmp_path / f"openaigym.trace.{writer_id}.manifest.json"
+    assert first.is_file() and json.loads(first.read_bytes())["segment"] == 0
+
+    _edit_manifest(second, segment=2)
+    _edit_manifest(first, segment=1)
+    report = verify(tmp_path)
+    assert set(report.problems) == {str(first), str(second)}, report.lines()
+    (problem,) = report.problems[str(first)]
+    assert problem.startswith(f"segment: expected segment 1 of writer {writer_id!r} ")
+    assert "the writer id in its name to end with .s1" in problem
+    assert f"got {first.name}" in problem
+    (problem,) = report.problems[str(second)]
+    assert f"openaigym.trace.{writer_id}.s2.manifest.json" in problem
+
+    _edit_manifest(first, segment=0)
+    _edit_manifest(second, segment=1, writer=None)  # (no writer: its name's .s1 is checked)
+    assert verify(tmp_path).ok, verify(tmp_path).lines()
+    _edit_manifest(second, segment=3)
+    (problem,) = verify(tmp_path).problems[str(second)]
+    assert "the writer id in its name to end with .s3" in problem

@@ -16,7 +16,14 @@ from typing import Any
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.arrays import brief
 from gym_recording.format.limits import MAX_JSON_DEPTH
-from gym_recording.format.names import batch_names, is_writer_id, manifest_writer, writer_prefix
+from gym_recording.format.names import (
+    batch_names,
+    is_writer_id,
+    manifest_name,
+    manifest_writer,
+    segment_id,
+    writer_prefix,
+)
 from gym_recording.format.wire import (
     BatchEntry,
     LegacyManifestDoc,
@@ -27,7 +34,7 @@ from gym_recording.format.wire import (
     manifest_version,
 )
 
-__all__ = ["Manifest", "decode_manifest", "encode_manifest"]
+__all__ = ["Manifest", "decode_manifest", "encode_manifest", "segment_breach"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,35 @@ def decode_manifest(data: bytes, name: str, path: str) -> Manifest:
         return Manifest(name, prefix, writer_id, version, entries)
     writer = m.writer if is_writer_id(m.writer) else writer_id
     return Manifest(name, prefix, writer, version, entries, **{k: getattr(m, k) for k in _KEPT})
+
+
+def segment_breach(m: Manifest) -> str | None:
+    """What FORMAT.md §3 says against the name of ``m`` for its ``segment``, if anything.
+
+    Segment ``k`` of writer ``w`` (its ``writer``) is the writer id ``w.s<k>``, segment 0
+    ``w`` itself, and its files are named by that id (§1). Readers read a manifest named
+    otherwise all the same (they order a writer's segments by ``segment``); ``verify``
+    reports it. Without a valid ``writer`` key, only the ``.s<k>`` a segment ``k`` > 0 ends
+    its name with is checked.
+
+    Returns:
+        The problem, naming the key and how to fix it; ``None`` if the name fits.
+    """
+    own = m.prefix[len(writer_prefix("")) :]  # (the writer id of the file name)
+    k = m.segment
+    expected = segment_id(m.writer, k)
+    if own == expected or (m.writer == own and k > 0 and own.endswith(f".s{k}")):
+        return None
+    if m.writer == own:  # (no writer key, or one that says nothing else)
+        what = f"the writer id in its name to end with .s{k}"
+    else:
+        what = f"its name to be {manifest_name(writer_prefix(expected))}"
+    return (
+        f"segment: expected segment {k} of writer {m.writer!r} to be named by the writer id "
+        f"<writer>.s<k> (FORMAT.md §3; the writer's own id for segment 0), so {what}; got "
+        f"{m.name}. Readers read it all the same; set `segment` to the k of the .s<k> its "
+        "name ends with (0 for none) and `writer` to the id before it"
+    )
 
 
 #: The keys of a version 2 manifest that :class:`Manifest` holds as they are: its attributes

@@ -35,7 +35,14 @@ from gymnasium import spaces as gspaces
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.limits import INTP_MAX, MAX_NDIM
 
-__all__ = ["MAX_SPACE_BYTES", "MAX_SPACE_DEPTH", "UnknownSpace", "space_from_json", "space_to_json"]
+__all__ = [
+    "MAX_SPACE_BYTES",
+    "MAX_SPACE_DEPTH",
+    "UnknownSpace",
+    "space_breaches",
+    "space_from_json",
+    "space_to_json",
+]
 
 MAX_SPACE_DEPTH = 64
 """How deeply ``Tuple``/``Dict`` spaces may nest: the top-level space is at depth 0."""
@@ -331,6 +338,53 @@ def space_from_json(d: dict[str, Any] | None, *, where: str = "space") -> gspace
         return None
     space = _from_json(d, where, 0, _Budget())
     return None if isinstance(space, UnknownSpace) else space
+
+
+def space_breaches(d: object, *, where: str = "space") -> list[str]:
+    """What FORMAT.md §7 says against space JSON that :func:`space_from_json` reads.
+
+    A ``Text`` space's ``charset`` holds its characters in code point order. The reader
+    builds the same set of characters from any order, so it reads one out of order all the
+    same; ``verify`` reports it. Parts of ``Tuple`` and ``Dict`` spaces are checked too.
+
+    Args:
+        d: Space JSON that :func:`space_from_json` read without an error.
+        where: What ``d`` is, as for :func:`space_from_json`.
+
+    Returns:
+        One message per problem, each naming the key; empty if there is none.
+
+    Example:
+        >>> text = {"type": "Text", "min_length": 0, "max_length": 2, "charset": "bca"}
+        >>> space_breaches({"type": "Tuple", "spaces": [text]}, where="action_space")
+        ["action_space.spaces[0].charset: expected the characters in code point order ...
+        got 'c' (U+0063) before 'a' (U+0061) at index 2; ... write them sorted: 'abc'"]
+    """
+    out: list[str] = []
+    stack: list[tuple[object, str]] = [(d, where)]
+    while stack:
+        space, at = stack.pop()
+        if not isinstance(space, dict):
+            continue
+        kind, parts = space.get("type"), space.get("spaces")
+        if kind == "Tuple" and isinstance(parts, list):
+            stack.extend((s, f"{at}.spaces[{i}]") for i, s in reversed(list(enumerate(parts))))
+        elif kind == "Dict" and isinstance(parts, dict):
+            stack.extend((s, f"{at}.spaces[{k!r}]") for k, s in reversed(list(parts.items())))
+        elif kind == "Text" and "charset_ranges" not in space:  # (ranges: checked on reading)
+            charset = space.get("charset")
+            if not isinstance(charset, str):
+                continue
+            i = next((i for i in range(1, len(charset)) if charset[i - 1] > charset[i]), 0)
+            if i:
+                a, b = charset[i - 1], charset[i]
+                fix = f"sorted: {''.join(sorted(charset))!r}" if len(charset) <= 40 else "sorted"
+                out.append(
+                    f"{at}.charset: expected the characters in code point order (FORMAT.md "
+                    f"§7), got {a!r} (U+{ord(a):04X}) before {b!r} (U+{ord(b):04X}) at index "
+                    f"{i}; readers read the same characters all the same: write them {fix}"
+                )
+    return out
 
 
 class _Budget:

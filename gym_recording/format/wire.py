@@ -58,6 +58,7 @@ __all__ = [
     "json_cost",
     "manifest_version",
     "part_keys",
+    "version_breach",
 ]
 
 FORMAT_NAME = "gym-recording"
@@ -243,6 +244,8 @@ _encoder = msgspec.json.Encoder()
 # (made at import, so that building them is not part of reading a first batch)
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {t: msgspec.json.Decoder(t) for t in (Batch, Any)}
 _VERSION = re.compile(r"\d{1,9}(\.\d{1,9}){0,3}")
+#: A version 2 manifest's ``format_version`` (§3): "2.<minor>", as "2.0" ... "2.3".
+_VERSION_2 = re.compile(r"2\.(?:0|[1-9][0-9]{0,8})")
 T = TypeVar("T")
 
 
@@ -375,6 +378,36 @@ def manifest_version(doc: Any, path: str) -> str:
         msg = f'expected format "{FORMAT_NAME}" beside format_version {version}, got {got}'
         raise TraceFormatError(msg, path)
     return version
+
+
+def version_breach(version: str) -> str | None:
+    """What FORMAT.md §3 says against a ``format_version`` that :func:`manifest_version` took.
+
+    A version 2 manifest's ``format_version`` is ``"2.<minor>"`` (``"2.3"``, or ``"2.2"``,
+    ``"2.1"``, ``"2.0"``). The reader reads another of major version 2 (``"2"``,
+    ``"2.3.1"``) all the same, as §3 asks it to refuse only a major version it does not
+    know; ``verify`` reports it.
+
+    Args:
+        version: What :func:`manifest_version` returned (``"1"`` for a version 1 manifest).
+
+    Returns:
+        The problem, naming the key and how to fix it; ``None`` for a version §3 names.
+
+    Example:
+        >>> version_breach("2.3") is None, version_breach("1") is None
+        (True, True)
+        >>> version_breach("2")[:48]
+        'format_version: expected "2.<minor>" (FORMAT.md '
+    """
+    if version == "1" or _VERSION_2.fullmatch(version):
+        return None
+    return (
+        f'format_version: expected "2.<minor>" (FORMAT.md §3: "{FORMAT_VERSION}", or "2.2", '
+        f'"2.1", "2.0"), got {version!r}; gym-recording reads it as version 2, other readers '
+        "may refuse it: set it to the version the writer follows (gym-recording "
+        f'{FORMAT_VERSION} writes "{FORMAT_VERSION}")'
+    )
 
 
 def _shown(value: Any) -> str:

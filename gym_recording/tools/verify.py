@@ -3,8 +3,11 @@
 :func:`verify` reads every manifest and batch with the reader's own code (the format layer
 checks every name, dtype, shape, size and offset, the parts of split episodes, and that no two
 arrays share bytes), then reads every episode through :func:`gym_recording.load` as a user
-would, so that whatever the reader refuses is reported, and only that. It takes time linear in
-the size of the recording.
+would, so that whatever the reader refuses is reported. It also reports what FORMAT.md forbids
+that the reader reads all the same (a manifest's ``format_version`` not ``"2.<minor>"``, a
+segment not named ``<writer>.s<k>``, a Text ``charset`` out of code point order), asking the
+format layer, where each rule is written once. It takes time linear in the size of the
+recording.
 
 Leftover temporary files (``.gymrec-tmp-*``) of writes interrupted by a crash are reported but
 do not make a recording unsound: readers ignore them. :func:`remove_temp_files` (``--clean``)
@@ -25,7 +28,7 @@ from typing import Any
 
 from gym_recording._errors import ReadError, RecordingError, TraceFormatError
 from gym_recording.format.limits import MAX_MANIFEST_BYTES
-from gym_recording.format.manifest import Manifest, decode_manifest
+from gym_recording.format.manifest import Manifest, decode_manifest, segment_breach
 from gym_recording.format.names import (
     classify,
     find_manifests,
@@ -35,7 +38,8 @@ from gym_recording.format.names import (
     misnamed_manifests,
     no_recording,
 )
-from gym_recording.format.spaces import space_from_json
+from gym_recording.format.spaces import space_breaches, space_from_json
+from gym_recording.format.wire import version_breach
 from gym_recording.read.recording import load, read_ahead, read_batch
 from gym_recording.storage import LocalStorage, Storage, open_storage
 
@@ -172,11 +176,18 @@ def _check_manifest(
         report.add_error(exc, path)
         return
     report.manifests += 1
+    # What FORMAT.md forbids but the reader reads all the same: problems of the file too.
+    for breach in (version_breach(m.version), segment_breach(m)):
+        if breach is not None:
+            report.add(path, breach)
     for key in ("observation_space", "action_space"):
         try:
             space_from_json(getattr(m, key), where=key)
         except TraceFormatError as exc:
             report.add(path, _message(exc))
+        else:
+            for breach in space_breaches(getattr(m, key), where=key):
+                report.add(path, breach)
     ahead = 0  # (batches a remote storage fetched ahead)
     for i, entry in enumerate(m.batches):
         listed.update((entry.fn, m.blob_name(i)))

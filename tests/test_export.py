@@ -780,6 +780,62 @@ def test_parquet_takes_episodes_whose_types_differ_without_changing_a_value(
     assert [r["next_obs"]["g"] for r in d] == [1.5, None]
 
 
+def test_parquet_makes_a_column_of_ints_float64_where_floats_follow(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """One env whose values are ints in some episodes and floats in others (a per-step value,
+    a Dict leaf's arrays): the column typed int64 by the first episode becomes float64, the
+    rows written before (several row groups) written again with every value kept; it was
+    refused as "two envs' recordings". Ints float64 does not hold exactly are refused,
+    naming the column and both types, and leave no file behind."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from gym_recording.tools import export as _export
+
+    monkeypatch.setattr(_export, "_ROW_GROUP_ROWS", 2)
+    with gym_recording.TraceRecording(tmp_path / "x") as w:
+        for values in ([0, 1, 2, 3, 2**53], [0.5, 1.5], [7, 8]):
+            w.add_reset(values[0])
+            for i, v in enumerate(values[1:]):
+                w.add_step(0, v, 1.0, terminated=i == len(values) - 2)
+    out = export(tmp_path / "x", to="parquet", out=tmp_path / "x.parquet")
+    table = pq.read_table(out)
+    assert str(table.schema.field("next_obs").type) == "double"
+    rows = table.select(["episode", "obs", "next_obs"]).to_pylist()
+    assert [tuple(r.values()) for r in rows] == [
+        (0, 0, 1),
+        (0, 1, 2),
+        (0, 2, 3),
+        (0, 3, 2**53),
+        (1, 0.5, 1.5),
+        (2, 7, 8),
+    ]
+    assert all(type(r["next_obs"]) is float for r in rows)
+
+    for run, a in enumerate((np.array([1, 2]), np.array([1.5, 2**52]))):
+        with gym_recording.TraceRecording(tmp_path / "d") as w:  # (a writer each)
+            obs = {"a": a, "n": np.int64(run)}
+            w.add_reset(obs)
+            w.add_step(0, obs, 1.0, terminated=True)
+    table = pq.read_table(export(tmp_path / "d", to="parquet", out=tmp_path / "d.parquet"))
+    assert str(table.schema.field("obs").type.field("a").type.value_type) == "double"
+    assert str(table.schema.field("obs").type.field("n").type) == "int64"
+    assert [r["obs"] for r in table.to_pylist()] == [
+        {"a": [1.0, 2.0], "n": 0},
+        {"a": [1.5, 2.0**52], "n": 1},
+    ]
+
+    with gym_recording.TraceRecording(tmp_path / "big") as w:
+        for values in ([0, 2**53 + 1], [0.5, 1.5]):
+            w.add_reset(values[0])
+            w.add_step(0, values[1], 1.0, terminated=True)
+    before = set(tmp_path.iterdir())
+    with pytest.raises(ExportError, match=r"ints in the episodes before episode 1 and floats") as e:
+        export(tmp_path / "big", to="parquet", out=tmp_path / "big.parquet")
+    assert "next_obs: int64, then double" in str(e.value)
+    assert "two envs" not in str(e.value)
+    assert set(tmp_path.iterdir()) == before  # (no export, no temporary file)
+
+
 def test_parquet_types_a_column_of_per_step_values_once(tmp_path: Path) -> None:
     """Sequence values empty in a first episode, OneOf values of one kind in it: its column's
     type came from that episode alone, and the next episode's did not fit it (blamed on "two

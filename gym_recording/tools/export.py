@@ -24,6 +24,7 @@ says what, and of how many episodes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -43,6 +44,7 @@ from gym_recording._errors import (
 )
 from gym_recording._optional import require
 from gym_recording.format.fields import named_leaves, slice_field
+from gym_recording.format.names import TEMP_PREFIX
 from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
@@ -242,8 +244,48 @@ def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
     return pa.table(columns)
 
 
+def _widened(pa: Any, old: Any, new: Any, name: str, widened: list[str]) -> Any:
+    """The Arrow type of column ``name`` that holds its ``old`` and ``new`` values.
+
+    An int leaf of ``old`` where ``new`` has a float leaf becomes float64 (its name goes to
+    ``widened``): one env whose values are ints in some episodes and floats in others. Any
+    other leaf keeps its ``old`` type, which a cast then checks value by value.
+    """
+    if old == new:
+        return old
+    if pa.types.is_integer(old) and pa.types.is_floating(new):
+        widened.append(f"{name}: {old}, then {new}")
+        return pa.float64()
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        names = [old.field(i).name for i in range(old.num_fields)]
+        if names == [new.field(i).name for i in range(new.num_fields)]:
+            return pa.struct(
+                [
+                    pa.field(
+                        n,
+                        _widened(pa, old.field(i).type, new.field(i).type, f"{name}.{n}", widened),
+                    )
+                    for i, n in enumerate(names)
+                ]
+            )
+    if (
+        pa.types.is_fixed_size_list(old)
+        and pa.types.is_fixed_size_list(new)
+        and old.list_size == new.list_size
+    ):
+        item = _widened(pa, old.value_type, new.value_type, f"{name}[]", widened)
+        return pa.list_(item, old.list_size)
+    return old
+
+
 def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
     """Write one row per step to the Parquet file ``out`` (see the module docstring).
+
+    A column's type comes from the first episode with steps. A later episode whose values of
+    a column of ints are floats (one env whose values are sometimes ints, sometimes floats)
+    makes that column float64: the rows written before are written again, their ints as
+    float64, which holds every int of at most 2**53 in magnitude exactly; a larger one is
+    refused with an :class:`ExportError` naming the column.
 
     Args:
         directory: A recording directory.
@@ -262,6 +304,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
         pending: list[Any] = []
         pending_rows = pending_bytes = 0
         empty = None
+        path = tmp  # (the file written; another once a column is widened)
 
         def with_meta(schema: Any) -> Any:
             # Shapes are those of the first episode with steps: parquet has one type per column.
@@ -275,7 +318,38 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                 writer.write_table(pa.concat_tables(pending).cast(schema))
             pending, pending_rows, pending_bytes = [], 0, 0
 
+        def widen(wider: Any, index: int, widened: list[str]) -> None:
+            """Write the rows so far again, to a new file, as the schema ``wider`` types them."""
+            nonlocal writer, schema, path
+            flush()
+            if writer is not None:
+                writer.close()
+            fd, new_path = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=os.path.dirname(tmp))
+            os.close(fd)
+            old_path, path = path, new_path  # (removed below if this fails)
+            schema = with_meta(wider)
+            writer = pq.ParquetWriter(path, schema)
+            written = pq.ParquetFile(old_path)
+            try:
+                for i in range(written.num_row_groups):
+                    writer.write_table(written.read_row_group(i).cast(schema))
+            except pa.ArrowInvalid as exc:  # (an int that float64 does not hold exactly)
+                msg = (
+                    f"cannot export to parquet: a column's values are ints in the episodes "
+                    f"before episode {index} and floats from it on ({'; '.join(widened)}), "
+                    "and parquet needs one type per column; float64 would hold both, but not "
+                    f"the ints written before exactly ({exc}). Export to npz, which keeps "
+                    "per-step values as JSON text, or read the episodes with "
+                    "gym_recording.load and convert the values yourself"
+                )
+                raise ExportError(msg) from exc
+            finally:
+                written.close()
+                if old_path != tmp:
+                    os.unlink(old_path)
+
         left_out = _LeftOut("parquet")
+        done = False
         try:
             for ep in episodes(rec, "parquet"):
                 left_out.add(ep)
@@ -286,8 +360,15 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                     continue
                 if writer is None:
                     schema = with_meta(table.schema)
-                    writer = pq.ParquetWriter(tmp, schema)
+                    writer = pq.ParquetWriter(path, schema)
                 if not table.schema.equals(schema, check_metadata=False):
+                    widened: list[str] = []
+                    wider = pa.schema(
+                        pa.field(a.name, _widened(pa, a.type, b.type, a.name, widened))
+                        for a, b in zip(schema, table.schema, strict=True)
+                    )
+                    if widened:
+                        widen(wider, ep.index, widened)
                     try:  # (where the values stay what they are: ints as floats, nulls)
                         cast = table.cast(schema)
                         if not _same(cast.to_pylist(), table.to_pylist()):
@@ -300,9 +381,14 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                         table = cast
                     except (pa.ArrowException, ValueError) as exc:
                         msg = (
-                            f"episode {ep.index} holds values of other types than the "
-                            f"episodes before it ({exc}); parquet needs one type per column "
-                            "(two envs' recordings in one directory? give each its own)"
+                            f"episode {ep.index} holds values that the columns' types, set by "
+                            f"the episodes before it, do not hold exactly ({exc}); parquet "
+                            "needs one type per column, and only a column of ints that floats "
+                            "follow is made float64. Export to npz (which joins float32 and "
+                            "float64 arrays, and keeps per-step values as JSON text), or read "
+                            "the episodes with gym_recording.load and convert the values "
+                            "yourself (two envs' recordings in one directory? give each its "
+                            "own)"
                         )
                         raise ExportError(msg) from exc
                 pending.append(table)
@@ -324,11 +410,18 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
                         }
                     )
                 schema = with_meta(table.schema)
-                writer = pq.ParquetWriter(tmp, schema)
+                writer = pq.ParquetWriter(path, schema)
             flush()
+            done = True
         finally:
             if writer is not None:
                 writer.close()
+            if path != tmp:  # (the file of a widened column: the export, or a leftover)
+                if done:
+                    os.replace(path, tmp)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
         left_out.warn()
     return out
 

@@ -471,6 +471,47 @@ def test_minari_hdf5_leaves_out_options_it_cannot_hold(
     assert [ep.options for ep in back] == [None, None, None, {"ok": [1, 2]}]
 
 
+def test_minari_hdf5_says_which_empty_dicts_of_options_it_leaves_out(
+    tmp_path: Path, minari_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Minari's HDF5 storage keeps no empty dict in reset options (one attribute per leaf):
+    the dataset holds what Minari's own DataCollector stores for the same options, and the
+    warning names each empty dict left out (they went silently)."""
+    from minari import DataCollector
+
+    all_options = [{"a": {}, "b": 1, "c": {"d": {}, "e": 2}}, {}, {"f": {"g": {}}}, {"h": 3}]
+    env = DataCollector(gymnasium.make("CartPole-v1"), data_format="hdf5")
+    d = tmp_path / "r"
+    with gym_recording.TraceRecording(d) as w:
+        for seed, options in enumerate(all_options):
+            env.reset(seed=seed, options=options)
+            env.step(0)
+            w.add_reset(np.zeros(2), seed=seed, options=options)
+            w.add_step(0, np.ones(2), 1.0, terminated=True)
+    collected = env.create_dataset(dataset_id="tests/collected-v0")
+    env.close()
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "pyarrow" else find_spec(n, *a)
+    )
+    with pytest.warns(LossyExportWarning) as caught:
+        path = export(d, to="minari", out="tests/empty-v0")
+    assert os.path.exists(os.path.join(path, "data", "main_data.hdf5"))
+    (said,) = [str(c.message) for c in caught]
+    assert "(options['a'], options['c']['d'])" in said, said
+    assert "(options)" in said and "(options['f']['g'])" in said, said
+
+    def options(dataset: Any) -> list[Any]:
+        meta = dataset.storage.get_episode_metadata(range(len(all_options)))
+        return [m.get("options") for m in meta]
+
+    exported = options(minari_path.load_dataset("tests/empty-v0"))
+    assert _typed(exported) == _typed(options(collected))
+    assert exported == [{"b": 1, "c": {"e": 2}}, None, None, {"h": 3}]
+    back = gym_recording.load(import_minari("tests/empty-v0", tmp_path / "back"))
+    assert [ep.options for ep in back] == [{"b": 1, "c": {"e": 2}}, None, None, {"h": 3}]
+
+
 def test_minari_infos_of_a_zero_step_episode_left_out_do_not_count(
     tmp_path: Path, minari_path: Any
 ) -> None:

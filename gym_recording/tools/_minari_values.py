@@ -241,10 +241,37 @@ def options_of(options: Any, lost: Lost, *, arrow: bool) -> dict[str, Any] | Non
     if not isinstance(plain, dict):
         lost.add("reset options that are not a JSON object")
         return None
+    if not arrow:  # (Minari's HDF5 storage keeps no empty dict: it stores what is left)
+        empty: list[str] = []
+        plain = _without_empty_dicts(plain, "options", empty)
+        if empty:
+            lost.add(f"empty dicts in reset options, which HDF5 cannot hold ({', '.join(empty)})")
+        if plain is None:
+            return None
     if not arrow and not hdf5_attribute(plain):
         lost.add("reset options HDF5 cannot hold (None, lists of dicts, ints past int64)")
         return None
     return plain
+
+
+def _without_empty_dicts(d: dict[str, Any], where: str, empty: list[str]) -> dict[str, Any] | None:
+    """``d`` without its empty dicts, as Minari's HDF5 storage keeps it; ``None`` if empty.
+
+    Minari stores options as one HDF5 attribute per leaf (``options/a/b``), so an empty dict
+    has none and is gone on reading, and so is a dict of nothing else. The place of each
+    empty dict (``options['a']``) goes to ``empty``.
+    """
+    if not d:
+        empty.append(where)
+        return None
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = _without_empty_dicts(v, f"{where}[{k!r}]", empty)
+            if v is None:
+                continue
+        out[k] = v
+    return out or None
 
 
 def hdf5_attribute(value: Any) -> bool:

@@ -19,9 +19,12 @@ keys, an info key whose values are not of one kind at every step (numbers, bools
 dicts of such, arrays or lists of numbers of one shape) or are ints past int64 (the other
 keys are kept), the types of an info's values that change between steps (they are stored
 as one), options that are not JSON (a dict of numbers, strings, lists, dicts and numpy
-values), zero-step episodes in HDF5 storage, or in arrow storage when the actions hold
-arrays (neither stores an episode without a step then), and an environment's spec whose
-kwargs were not JSON when it was recorded; in Minari's arrow storage, which holds one
+values), an empty dict in options in HDF5 storage (which has one attribute per leaf: the
+dataset holds the options as Minari's own ``DataCollector`` stores them, without it; the
+warning names its place, ``options['a']``), zero-step episodes in HDF5 storage, or in
+arrow storage when the actions hold arrays (neither stores an episode without a step
+then), and an environment's spec whose kwargs were not JSON when it was recorded; in
+Minari's arrow storage, which holds one
 layout of infos, the infos of a recording whose episodes' infos differ in keys or types (or
 are missing from some). A part of a space the recording could not describe (a
 :class:`~gym_recording.format.spaces.UnknownSpace`) is inferred from the recorded values.

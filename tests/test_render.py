@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -465,6 +466,23 @@ def test_to_video_writes_every_frame_at_the_recorded_size(tmp_path: Path) -> Non
         )
         for fps in (2000, 1_000_000):
             assert len(_decode(Path(even.to_video(tmp_path / f"even{fps}.mp4", fps=fps)))) == 11
+
+
+def test_to_video_refuses_a_frame_rate_under_one_frame_in_1001_seconds(tmp_path: Path) -> None:
+    """A video's rate is a fraction of denominator at most 1001: fps=1/2000 was written at
+    1/1001 fps (its frames shown for 1001 s, not 2000 s), silently. Refused, saying the
+    allowed range, and nothing is written; 1/1001 itself is written at that rate."""
+    av = pytest.importorskip("av")
+    frames = np.full((3, 16, 16, 3), 100, np.uint8)
+    ep = gym_recording.Episode(np.zeros((3, 1)), np.zeros(2), np.zeros(2), render_frames=frames)
+    for fps in (1 / 2000, 1 / 1002, 1e-9):
+        with pytest.raises(gym_recording.ExportError, match=r"at least 1/1001 \(one frame in"):
+            ep.to_video(tmp_path / "slow.mp4", fps=fps)
+    assert os.listdir(tmp_path) == []
+    path = ep.to_video(tmp_path / "slowest.mp4", fps=1 / 1001)
+    with av.open(path) as container:
+        assert container.streams.video[0].average_rate == Fraction(1, 1001)
+    assert len(_decode(Path(path))) == 3
 
 
 def test_to_video_refuses_frames_wider_than_h264_takes(tmp_path: Path) -> None:

@@ -45,8 +45,8 @@ def write_video(
 
     Raises:
         ExportError: a path not ending in ``.mp4``, no frames, frames that are not pictures
-            (or more than 16,384 pixels a side), a frame rate that is not a positive number,
-            or what else FFmpeg refuses (nothing is written then).
+            (or more than 16,384 pixels a side), a frame rate that is not a number of at
+            least 1/1001, or what else FFmpeg refuses (nothing is written then).
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         DependencyNotInstalled: PyAV is missing (the ``video`` extra).
     """
@@ -63,9 +63,15 @@ def write_video(
         msg = f"cannot write a video of no frames or empty frames: {list(frames.shape)}"
         raise ExportError(msg)
     number = not isinstance(fps, bool) and isinstance(fps, (int, float, np.integer, np.floating))
-    rate = Fraction(float(fps)).limit_denominator(1001) if number and 0 < fps < math.inf else None
-    if not rate:  # (None, or a rate of less than a frame in 1001 s)
-        msg = f"expected fps to be a positive number of at least 1/1001, got {fps!r}"
+    # (the rate is a fraction of denominator at most 1001: a slower one would be written at
+    # another rate, 1/1001 for 1/2000, or at none)
+    ok = number and 1 / 1001 <= fps < math.inf
+    rate = Fraction(float(fps)).limit_denominator(1001) if ok else None
+    if not rate:
+        msg = (
+            "expected fps to be a positive number of at least 1/1001 (one frame in 1001 s), "
+            f"got {fps!r}"
+        )
         raise ExportError(msg)
     frames = _rgb(frames)
     h, w = frames.shape[1:3]

@@ -700,6 +700,8 @@ def _encode(value: Any, blob: bytearray, npyfile: str, align: int) -> Any:
         }
     if isinstance(value, tuple):
         return {"__type": "tuple", "fields": [_encode(v, blob, npyfile, align) for v in value]}
+    if isinstance(value, list):  # (per-step values: an array among them is a reference, §6.1)
+        return [_encode(v, blob, npyfile, align) if isinstance(v, np.ndarray) else v for v in value]
     return value
 
 
@@ -1088,7 +1090,7 @@ def test_an_episode_whose_later_parts_are_per_step_values_is_listed(
     open_viewer: Callable[[Path], Viewer], tmp_path: Path
 ) -> None:
     """A part of per-step values joins any other (FORMAT.md §4): the episode is in the
-    table, as load() reads it (the page cannot join such parts yet, and says so)."""
+    table, as load() reads it, and shown with no error."""
     with TraceRecording(tmp_path / "r", batch_bytes=2000) as rec:
         rec.add_reset(np.zeros(8))
         for t in range(80):  # (one observation of another shape: per-step values from then)
@@ -1101,6 +1103,8 @@ def test_an_episode_whose_later_parts_are_per_step_values_is_listed(
     viewer = open_viewer(tmp_path / "r")
     viewer.wait_count(2)
     assert [row["length"] for row in viewer.rows()] == lengths
+    viewer.wait_detail(0)
+    assert not viewer.error_visible()
 
 
 def test_per_step_values_laid_out_otherwise_in_each_part_join_as_text(
@@ -1125,6 +1129,136 @@ def test_per_step_values_laid_out_otherwise_in_each_part_join_as_text(
             "[data-testid=text-track][data-name=action] code", "e => e.textContent"
         )
         assert shown == f"({', '.join(map(str, actions[t]))})", (t, shown)
+
+
+class _ShiftingEnv(gymnasium.Env[Any, int]):
+    """Observations of two float32s, then from step 25 of three (``wider``) or of two float64s."""
+
+    def __init__(self, change: str) -> None:
+        self.observation_space = gymnasium.spaces.Box(-1e3, 1e3, (2,), np.float32)
+        self.action_space = gymnasium.spaces.Discrete(2)
+        self.change, self.t = change, 0
+
+    def _obs(self) -> np.ndarray:
+        later = self.t >= 25
+        width = 3 if later and self.change == "wider" else 2
+        dtype = np.float64 if later and self.change == "float64" else np.float32
+        return (np.arange(width) + self.t / 4).astype(dtype)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        return self._obs(), 1.0, self.t == 40, False, {}
+
+
+def _observation_kinds(directory: Path) -> str:
+    """Each episode object's observations in batch order: A (an array) or L (per-step values)."""
+    kinds = ""
+    for batch in sorted(directory.glob("*.ep*.json")):
+        for episode in json.loads(batch.read_text())["episodes"]:
+            kinds += "L" if isinstance(episode["observations"], list) else "A"
+    return kinds
+
+
+def _assert_shown_as_loaded(viewer: Viewer, directory: Path) -> None:
+    """The page shows the one episode, observations as load() reads them at every step."""
+    with load(directory) as rec:
+        (episode,) = list(rec)
+    viewer.wait_count(1)
+    viewer.wait_detail(0)
+    assert not viewer.error_visible()
+    for t in range(episode.length + 1):
+        viewer.set_step(t)
+        expected = [float(x) for x in episode.observations[t]]
+        if viewer.page.locator("[data-testid=text-track][data-name=obs]").count():
+            shown = viewer.page.eval_on_selector(
+                "[data-testid=text-track][data-name=obs] code", "e => e.textContent"
+            )
+            assert [float(x) for x in json.loads(shown)] == expected, (t, shown)
+        else:
+            components = viewer.components()
+            assert [float(components[f"obs[{k}]"]) for k in range(2)] == expected, t
+
+
+@pytest.mark.parametrize("change", ["wider", "float64"])
+def test_an_episode_of_array_parts_then_per_step_value_parts_is_shown(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path, change: str
+) -> None:
+    """Observations that stop fitting their arrays mid-episode: the recorder stores the later
+    parts as per-step values, which load() joins to the arrays before; the page called the
+    recording damaged and showed no observations. It shows them as one-part per-step values
+    are shown: text when their shapes differ, plotted when only their dtypes do."""
+    from gym_recording.wrappers import TraceRecordingWrapper
+
+    directory = tmp_path / "r"
+    env = TraceRecordingWrapper(_ShiftingEnv(change), str(directory), batch_bytes=400)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step(0)
+    env.close()
+    kinds = _observation_kinds(directory)
+    assert kinds.startswith("AL") and kinds.endswith("L"), kinds
+    viewer = open_viewer(directory)
+    _assert_shown_as_loaded(viewer, directory)
+    if change == "wider":
+        assert viewer.page.locator("[data-testid=text-track][data-name=obs]").count() == 1
+    else:
+        assert viewer.page.locator("[data-testid=text-track]").count() == 0
+
+
+def test_a_dict_field_of_array_parts_then_per_step_value_parts_is_shown(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """A Dict observation one of whose arrays widens mid-episode: the later parts hold per-step
+    dicts (their ints as NumPy scalars), joined to the dict of arrays before as per-step values.
+    The page called the copy a later part begins with another observation (a scalar's JSON
+    against an array's number) and showed nothing; it shows each step's dict as load() reads it."""
+    with TraceRecording(tmp_path / "r", batch_bytes=400) as rec:
+        rec.add_reset({"pos": np.zeros(2, np.float32), "n": np.int64(0)})
+        for t in range(40):
+            pos = np.full(3 if t >= 24 else 2, t / 4, np.float32)
+            rec.add_step(0, {"pos": pos, "n": np.int64(t)}, 1.0, terminated=t == 39)
+    assert _observation_kinds(tmp_path / "r")[:2] == "AL"
+    with load(tmp_path / "r") as got:
+        (episode,) = list(got)
+    viewer = open_viewer(tmp_path / "r")
+    viewer.wait_count(1)
+    viewer.wait_detail(0)
+    assert not viewer.error_visible()
+    for t in (3, 30, 40):
+        viewer.set_step(t)
+        shown = json.loads(
+            viewer.page.eval_on_selector(
+                "[data-testid=text-track][data-name=obs] code", "e => e.textContent"
+            )
+        )
+        expected = episode.observations[t]
+        assert shown == {"pos": expected["pos"].tolist(), "n": int(expected["n"])}, (t, shown)
+
+
+def test_an_episode_of_per_step_value_parts_then_array_parts_is_shown(
+    open_viewer: Callable[[Path], Viewer], tmp_path: Path
+) -> None:
+    """The reverse order (the library's recorder keeps per-step values once it falls back
+    to them; another writer may not): per-step values of three floats and one of two, then
+    arrays of two floats. load() reads it; the page shows it, the observations as text."""
+    wide = [np.arange(3, dtype=np.float32) + t for t in range(4)]
+    narrow = np.arange(2 * 4, dtype=np.float32).reshape(4, 2)
+    parts = [
+        {"observations": [*wide, narrow[0]], "actions": np.zeros(4, np.int64), "part": 0},
+        {"observations": narrow, "actions": np.zeros(3, np.int64), "part": 1},
+    ]
+    for k, part in enumerate(parts):
+        part.update(rewards=np.ones(len(part["actions"])), continues=k == 0, terminated=k == 1)
+    write_recording(tmp_path / "r", "0.1.xyz", [[parts[0]], [parts[1]]])
+    assert _observation_kinds(tmp_path / "r") == "LA"
+    viewer = open_viewer(tmp_path / "r")
+    _assert_shown_as_loaded(viewer, tmp_path / "r")
 
 
 def test_a_link_to_an_episode_past_the_first_poll_opens_it(

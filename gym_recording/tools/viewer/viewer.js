@@ -909,17 +909,49 @@
     return counts.length && counts.every((c) => c === counts[0]) ? counts[0] : null;
   }
 
-  /** A field's structure (kinds, dtypes, per-step shapes) for checking that parts join. */
-  /** Whether a signature holds a field of per-step values (a list). */
-  const PER_STEP = /(^|[|:,({])list($|[|,)}])/;
+  /**
+   * How the fields of an episode's parts join (FORMAT.md §4, §9 Parts), as format/fields.py's
+   * join_fields joins them for the Python reader: leaf by leaf, where every part has the same
+   * dict keys, tuple lengths, and array dtypes and per-step shapes; where any part holds a list
+   * of per-step values, every part's field there joins as per-step values ({kind: "list"}).
+   * Returns the joined structure, in which {kind: "conflict"} marks a place the parts do not
+   * join at (unless a part joined later holds per-step values there).
+   */
+  function joinStructure(a, b) {
+    if (a.kind === "list" || b.kind === "list") return LIST_JOIN;
+    if (a.kind === "conflict" || b.kind === "conflict" || a.kind !== b.kind) return CONFLICT;
+    switch (a.kind) {
+      case "array":
+        return a.dtype === b.dtype && a.sub.length === b.sub.length && a.sub.every((d, i) => d === b.sub[i]) ? a : CONFLICT;
+      case "dict":
+        if (a.keys.length !== b.keys.length || a.keys.some((k, i) => k !== b.keys[i])) return CONFLICT;
+        return { kind: "dict", keys: a.keys, children: a.children.map((c, i) => joinStructure(c, b.children[i])) };
+      case "tuple":
+        if (a.children.length !== b.children.length) return CONFLICT;
+        return { kind: "tuple", children: a.children.map((c, i) => joinStructure(c, b.children[i])) };
+      default:
+        return a; // (empty)
+    }
+  }
 
-  function signature(node) {
+  /** A field's structure as text, for messages: dtypes and per-step shapes, keys, lengths. */
+  function structureText(node) {
     switch (node.kind) {
-      case "array": return `${node.dtype}[${node.sub.join(",")}]`;
-      case "dict": return `{${node.keys.map((k, i) => `${JSON.stringify(k)}:${signature(node.children[i])}`).join(",")}}`;
-      case "tuple": return `(${node.children.map(signature).join(",")})`;
+      case "array": return `${node.dtype}[${node.sub.join(", ")}]`;
+      case "dict": return `{${node.keys.map((k, i) => `${JSON.stringify(k)}: ${structureText(node.children[i])}`).join(", ")}}`;
+      case "tuple": return `(${node.children.map(structureText).join(", ")})`;
+      case "list": return "per-step values";
       default: return node.kind;
     }
+  }
+
+  const LIST_JOIN = { kind: "list" };
+  const CONFLICT = { kind: "conflict" };
+
+  /** Whether a joined structure (joinStructure) has a place where the parts do not join. */
+  function conflicts(joined) {
+    if (joined.kind === "conflict") return true;
+    return (joined.kind === "dict" || joined.kind === "tuple") && joined.children.some(conflicts);
   }
 
   /**
@@ -1010,7 +1042,7 @@
       steps,
       observations,
       actions,
-      signature: `${signature(observations)}|${signature(actions)}|${render ? render.shape.slice(1).join("x") : ""}`,
+      frameSize: render ? render.shape.slice(1).join("x") : "",
       render,
       rewardsNode: rewards,
       rewards: null,
@@ -1179,6 +1211,52 @@
   }
 
   /**
+   * A part's field with each place where the episode's parts join as per-step values
+   * (joinStructure's "list", as load() joins them) made a list of per-step values, so that
+   * the page shows it as it shows an episode of one part of such values.
+   */
+  function asJoined(node, joined) {
+    if (joined.kind === "list") return node.kind === "list" ? node : { kind: "list", items: stepValues(node), steps: stepsOf(node) };
+    if (node.kind === "dict" || node.kind === "tuple") return { ...node, children: node.children.map((c, i) => asJoined(c, joined.children[i])) };
+    return node;
+  }
+
+  /** A field's per-step values (§6): an array's rows (rowRef), a dict's or tuple's steps. */
+  function stepValues(node) {
+    const steps = stepsOf(node) || 0;
+    switch (node.kind) {
+      case "array": return Array.from({ length: steps }, (_, t) => rowRef(node.ref, node.sub, t));
+      case "list": return node.items;
+      case "dict": {
+        const columns = node.children.map(stepValues);
+        const plain = !node.keys.includes("__type"); // (§6: a dict of that key is a mapping)
+        return Array.from({ length: steps }, (_, t) => (plain
+          ? Object.fromEntries(node.keys.map((k, i) => [k, columns[i][t]]))
+          : { __type: "mapping", items: node.keys.map((k, i) => [k, columns[i][t]]) }));
+      }
+      case "tuple": {
+        const columns = node.children.map(stepValues);
+        return Array.from({ length: steps }, (_, t) => ({ __type: "tuple", items: columns.map((c) => c[t]) }));
+      }
+      default: return [];
+    }
+  }
+
+  /**
+   * Row t of a stacked array as a reference of its own: the array's ref with the row's shape,
+   * and rowOf/row, by which the array is fetched and the row cut from it (addRef, loadDetail).
+   */
+  function rowRef(ref, sub, t) {
+    return { ...ref, shape: sub, rowOf: ref, row: t };
+  }
+
+  /** Have a ref fetched (an array's row: the array, the row cut from it once fetched). */
+  function addRef(plan, ref) {
+    plan.refs.add(ref.rowOf || ref);
+    if (ref.rowOf) plan.rows.add(ref);
+  }
+
+  /**
    * Decide how a field node is shown and which refs must be fetched whole (plan.refs).
    * Image frames are not fetched here: they are read one range per frame when shown.
    */
@@ -1197,12 +1275,12 @@
         const first = items[0];
         const stackable = items.length > 0 && items.every((it) => isRef(it) && it.dtype === first.dtype &&
           it.shape.length === first.shape.length && it.shape.every((d, i) => d === first.shape[i]));
-        if (stackable) return planArray(name, first.dtype, first.shape, items, false, plan);
+        if (stackable) return planArray(name, first.dtype, first.shape, items, false, plan, items);
         const refs = [];
         collectRefs(items, refs);
-        const bytes = refs.reduce((a, r) => a + rawSize(r), 0);
-        if (bytes > MAX_RANGE) return { type: "note", name, text: `${name}: values with ${bytes} bytes of arrays; not shown` };
-        for (const ref of refs) plan.refs.add(ref);
+        const bytes = [...new Set(refs.map((r) => r.rowOf || r))].reduce((a, r) => a + rawSize(r), 0);
+        if (bytes > MAX_RANGE) return { type: "note", name, text: `${name}: values with ${bytes} bytes of arrays; not shown`, items };
+        for (const ref of refs) addRef(plan, ref);
         return { type: "values", name, items };
       }
       default:
@@ -1210,18 +1288,25 @@
     }
   }
 
-  /** refs: one ref holding all steps (stacked=true) or one ref per step. */
-  function planArray(name, dtype, sub, refs, stacked, plan) {
+  /**
+   * refs: one ref holding all steps (stacked=true) or one ref per step. items: the per-step
+   * values the refs are, when they are (joinParts shows them as text if another part's are not
+   * plotted alike), else null.
+   */
+  function planArray(name, dtype, sub, refs, stacked, plan, items = null) {
     const picture = pictureOf(dtype, sub);
-    if (picture) return { type: "image", name, dtype, sub, refs, stacked, picture };
+    if (picture) return { type: "image", name, dtype, sub, refs, stacked, picture, items };
     const complex = dtype.startsWith("complex");
     const width = product(sub) * (complex ? 2 : 1);
     if (width > MAX_COMPONENTS) {
-      return { type: "note", name, text: `${name}: ${dtype}[${sub.join(", ")}] per step — ${width} components, too many to plot` };
+      return { type: "note", name, text: `${name}: ${dtype}[${sub.join(", ")}] per step — ${width} components, too many to plot`, items };
     }
-    for (const ref of refs) plan.refs.add(ref);
-    return { type: "series", name, dtype, sub, refs, stacked, complex, width };
+    for (const ref of refs) addRef(plan, ref);
+    return { type: "series", name, dtype, sub, refs, stacked, complex, width, items };
   }
+
+  /** The keys that make a track of per-step values (joinParts shows them as text): its field's name and values. */
+  const valuesOf = (spec) => (spec.items ? { group: spec.name, items: spec.items } : {});
 
   /** Flatten a §6 value into [path, number] pairs; null if it holds a non-numeric leaf. */
   function flattenValue(value, decoded, path, out) {
@@ -1248,21 +1333,51 @@
     return null;
   }
 
-  function displayValue(value) {
+  /** A number as the text shows it: NaN and infinities as Python writes them, -0 with its sign. */
+  function numberText(n) {
+    if (Number.isNaN(n)) return "nan";
+    if (n === Infinity || n === -Infinity) return n > 0 ? "inf" : "-inf";
+    return Object.is(n, -0) ? "-0" : String(n);
+  }
+
+  /**
+   * An array reference's numbers, nested by its shape, each as a token displayValue unquotes
+   * (complex as a+bj, bool as true/false); null when they are not fetched (decoded) or are more
+   * than MAX_COMPONENTS.
+   */
+  function refNumbers(ref, decoded) {
+    const data = decoded ? decoded.get(ref) : undefined;
+    if (!data || product(ref.shape) > MAX_COMPONENTS) return null;
+    const complex = ref.dtype.startsWith("complex");
+    const token = (i) => {
+      if (complex) {
+        const im = numberText(data[2 * i + 1]);
+        return `\u0000${numberText(data[2 * i])}${im.startsWith("-") ? "" : "+"}${im}j`;
+      }
+      return `\u0000${ref.dtype === "bool" ? String(data[i] !== 0) : numberText(data[i])}`;
+    };
+    const nest = (dim, at) => (dim === ref.shape.length ? token(at)
+      : Array.from({ length: ref.shape[dim] }, (_, i) => nest(dim + 1, at * ref.shape[dim] + i)));
+    return nest(0, 0);
+  }
+
+  /** A §6 value as text; an array reference's numbers when `decoded` holds them, else its dtype and shape. */
+  function displayValue(value, decoded = null) {
     if (isObject(value)) {
       switch (value.__type) {
         case "float": return value.value;
-        case "scalar": return displayValue(value.value);
-        case "tuple": return `(${(value.items || []).map(displayValue).join(", ")})`;
+        case "scalar": return displayValue(value.value, decoded);
+        case "tuple": return `(${(value.items || []).map((x) => displayValue(x, decoded)).join(", ")})`;
         case "bytes": return `b64:${value.base64}`;
         case "repr": return value.repr;
-        case "ndarray": return `${value.dtype}[${value.shape.join(", ")}]`;
         case "overflow": if (value.text) return value.text; break;
         default: break;
       }
     }
     if (typeof value === "bigint") return String(value);
     const text = JSON.stringify(value, (key, x) => {
+      if (isRef(x)) return refNumbers(x, decoded) || `\u0000${x.dtype}[${x.shape.join(", ")}]`;
+      if (isObject(x) && x.__type === "scalar") return x.value; // (a NumPy scalar: its value, as an array's)
       if (typeof x === "bigint") return `\u0000${x}`; // (its digits, unquoted below)
       if (isObject(x) && x.__type === "overflow" && x.text) return `\u0000${x.text}`;
       if (isObject(x) && x.__type === "float") return `\u0000${x.value}`; // (nan, inf, -inf)
@@ -1281,7 +1396,7 @@
         for (const child of spec.children) buildTracks(child, decoded, steps, out);
         return out;
       case "note":
-        out.push({ kind: "note", name: spec.name, text: spec.text });
+        out.push({ kind: "note", name: spec.name, text: spec.text, ...valuesOf(spec) });
         return out;
       case "image": {
         const { h, w, c, skip } = spec.picture;
@@ -1290,13 +1405,13 @@
         const frames = [];
         for (let t = 0; t < steps; t++) {
           const ref = spec.stacked ? spec.refs[0] : spec.refs[t];
-          const at = (spec.stacked ? t * stepBytes : 0) + skip;
+          const at = (spec.stacked ? t : ref.rowOf ? ref.row : 0) * stepBytes + skip; // (rowRef: a row of its array)
           // A compressed array's frames are cut from it once it is decompressed (zref).
           frames.push(isCompressed(ref)
             ? { file: ref.npyfile, off: ref.npyoff, size: ref.size, zref: ref, at, len: frameBytes }
             : { file: ref.npyfile, off: ref.npyoff + at, size: frameBytes });
         }
-        out.push({ kind: "image", name: spec.name, h, w, c, stack: skip > 0 ? spec.sub[0] : 0, frames });
+        out.push({ kind: "image", name: spec.name, h, w, c, stack: skip > 0 ? spec.sub[0] : 0, frames, ...valuesOf(spec) });
         return out;
       }
       case "series": {
@@ -1307,7 +1422,7 @@
           const base = spec.stacked ? t * spec.width : 0;
           for (let k = 0; k < spec.width; k++) columns[k][t] = data[base + k];
         }
-        labels.forEach((label, k) => out.push({ kind: "series", name: label, dtype: spec.dtype, values: columns[k] }));
+        labels.forEach((label, k) => out.push({ kind: "series", name: label, dtype: spec.dtype, values: columns[k], ...valuesOf(spec) }));
         return out;
       }
       case "values": {
@@ -1321,7 +1436,7 @@
             group: spec.name, items: spec.items,
           }));
         } else {
-          out.push(valuesText(spec.name, spec.items));
+          out.push(valuesText(spec.name, spec.items, decoded));
         }
         return out;
       }
@@ -1330,23 +1445,23 @@
     }
   }
 
-  /** Per-step values shown as text, one line a step. */
-  function valuesText(name, items) {
+  /** Per-step values shown as text, one line a step (arrays' numbers: decoded, displayValue). */
+  function valuesText(name, items, decoded) {
     return { kind: "text", name, group: name, items, values: items.map((v) => {
-      const text = displayValue(v);
+      const text = displayValue(v, decoded);
       return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text;
     }) };
   }
 
   /** A part's tracks with each field of per-step values as one text track (see joinParts). */
-  function valuesAsText(tracks) {
+  function valuesAsText(tracks, decoded) {
     const out = [];
     const seen = new Set();
     for (const t of tracks) {
       if (t.group === undefined) out.push(t);
       else if (!seen.has(t.group)) {
         seen.add(t.group);
-        out.push(t.kind === "text" ? t : valuesText(t.group, t.items));
+        out.push(t.kind === "text" ? t : valuesText(t.group, t.items, decoded));
       }
     }
     return out;
@@ -1358,15 +1473,15 @@
 
   function dropFirst(track) {
     const items = track.items ? { items: track.items.slice(1) } : {};
-    if (track.kind === "image") return { ...track, frames: track.frames.slice(1) };
+    if (track.kind === "image") return { ...track, frames: track.frames.slice(1), ...items };
     if (track.kind === "series") return { ...track, values: track.values.subarray(1), ...items };
     if (track.kind === "text") return { ...track, values: track.values.slice(1), ...items };
-    return track;
+    return { ...track, ...items };
   }
 
   function concatTracks(a, b) {
     const items = a.items && b.items ? { items: a.items.concat(b.items) } : {};
-    if (a.kind === "image") return { ...a, frames: a.frames.concat(b.frames) };
+    if (a.kind === "image") return { ...a, frames: a.frames.concat(b.frames), ...items };
     if (a.kind === "text") return { ...a, values: a.values.concat(b.values), ...items };
     if (a.kind === "series") {
       const values = new Float64Array(a.values.length + b.values.length);
@@ -1374,10 +1489,15 @@
       values.set(b.values, a.values.length);
       return { ...a, values, ...items };
     }
-    return a;
+    return { ...a, ...items };
   }
 
-  /** Join the tracks of an episode's parts (§4); observation parts after the first lose step 0. */
+  /** Whether two parts' tracks are laid out alike (the same kinds and names, frames of one size). */
+  function sameLayout(a, b) {
+    return a.length === b.length && a.every((t, i) => t.kind === b[i].kind && t.name === b[i].name &&
+      (t.kind !== "image" || (t.h === b[i].h && t.w === b[i].w && t.c === b[i].c)));
+  }
+
   /** Whether a part's first step repeats the last of the part before (FORMAT.md §4: a copy). */
   function repeats(before, after) {
     const n = trackLength(before);
@@ -1391,26 +1511,28 @@
     return before.kind !== "text" || before.values[n - 1] === after.values[0];
   }
 
-  function joinParts(perPart, parts, isObservation) {
-    for (let k = 1; isObservation && k < perPart.length; k++) {
-      const before = perPart[k - 1];
-      if (before.length === perPart[k].length && !perPart[k].every((t, i) => repeats(before[i], t))) {
+  /**
+   * Join the tracks of an episode's parts (§4); observation parts after the first lose step 0,
+   * once it is found a copy of the step the part before ends with. Per-step values laid out
+   * otherwise in some part (plotted in one, text in another) are text in every part.
+   */
+  function joinParts(perPart, parts, isObservation, decoded) {
+    const trim = (all) => all.map((tracks, k) => (isObservation && k > 0 ? tracks.map(dropFirst) : tracks));
+    const hasData = (tracks) => tracks.some((t) => trackLength(t) > 0);
+    const withData = trim(perPart).filter(hasData);
+    const shown = withData.every((tracks) => sameLayout(tracks, withData[0]))
+      ? perPart : perPart.map((tracks) => valuesAsText(tracks, decoded));
+    for (let k = 1; isObservation && k < shown.length; k++) {
+      const before = shown[k - 1];
+      if (before.length === shown[k].length && !shown[k].every((t, i) => repeats(before[i], t))) {
         throw new TraceFormatError(parts[k].file, `part ${parts[k].part} of the episode does not begin with the observation the part before ends with`);
       }
     }
-    const trimmed = perPart.map((tracks, k) => (isObservation && k > 0 ? tracks.map(dropFirst) : tracks));
-    const withData = trimmed.map((tracks, k) => [tracks, k]).filter(([tracks]) => tracks.some((t) => trackLength(t) > 0));
-    if (withData.length === 0) return trimmed[0] || [];
-    let joined = withData[0][0];
-    const sameShape = (tracks) => tracks.length === joined.length &&
-      tracks.every((t, i) => t.kind === joined[i].kind && t.name === joined[i].name &&
-        (t.kind !== "image" || (t.h === joined[i].h && t.w === joined[i].w && t.c === joined[i].c)));
-    for (let [tracks, k] of withData.slice(1)) {
-      if (!sameShape(tracks)) { // (per-step values plotted in one part, text in the next: text)
-        joined = valuesAsText(joined);
-        tracks = valuesAsText(tracks);
-      }
-      if (!sameShape(tracks)) {
+    const kept = trim(shown).map((tracks, k) => [tracks, k]).filter(([tracks]) => hasData(tracks));
+    if (kept.length === 0) return trim(shown)[0] || [];
+    let joined = kept[0][0];
+    for (const [tracks, k] of kept.slice(1)) {
+      if (!sameLayout(tracks, joined)) {
         throw new TraceFormatError(parts[k].file, `part ${parts[k].part} of the episode does not have the same ${isObservation ? "observation" : "action"} structure as the part before`);
       }
       joined = joined.map((t, i) => concatTracks(t, tracks[i]));
@@ -1568,14 +1690,18 @@
               setError(where, `${obj.file}: expected part ${prev.part + 1} of an episode at its start, found part ${obj.part}`);
               current.broken = true;
             }
-            if (obj.signature !== current.parts[0].signature) {
-              setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (observations, actions or rendered frames of another structure)`);
-              // (a part of per-step values joins any other, FORMAT.md §4, as load() joins it:
-              // listed, though this page cannot join it yet)
-              if (!PER_STEP.test(obj.signature) && !PER_STEP.test(current.parts[0].signature)) current.broken = true;
+            const { joined } = current;
+            joined.observations = joinStructure(joined.observations, obj.observations);
+            joined.actions = joinStructure(joined.actions, obj.actions);
+            const conflict = conflicts(joined.observations) || conflicts(joined.actions);
+            if (obj.frameSize !== current.parts[0].frameSize) {
+              setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (rendered frames of another size)`);
+              current.broken = true;
             } else if (obj.hasInfos !== current.parts[0].hasInfos) {
               setError(where, `${obj.file}: part ${obj.part} of an episode does not join the part before it (infos are recorded in some parts only)`);
               current.broken = true;
+            } else if (conflict && !current.conflictAt) {
+              current.conflictAt = obj; // (judged once the episode is whole: a later part of per-step values joins it)
             }
             current.parts.push(obj);
           } else {
@@ -1588,12 +1714,24 @@
             current = {
               writer: writer.manifest.writer, writerName: writer.name, writerOrder, envId: writer.manifest.envId, renderFps: writer.manifest.renderFps,
               version: writer.manifest.version, position: obj.position, parts: [obj], broken: orphan,
+              joined: { observations: obj.observations, actions: obj.actions }, conflictAt: null, // (joinStructure)
             };
             episodes.push(current);
           }
         }
       }
     });
+    // Parts whose fields do not join (FORMAT.md §9 Parts): an error, and no episode of the list.
+    for (const ep of episodes) {
+      if (ep.broken || ep.parts[ep.parts.length - 1].continues) continue;
+      if (conflicts(ep.joined.observations) || conflicts(ep.joined.actions)) {
+        const obj = ep.conflictAt;
+        const what = conflicts(ep.joined.observations) ? "observations" : "actions";
+        const [first, got] = [ep.parts[0][what], obj[what]].map(structureText);
+        setError(`${obj.file}#${obj.position}`, `${obj.file}: part ${obj.part} of an episode does not join the part before it: expected ${what} of the first part's structure ${first} (or per-step values), got ${got}`);
+        ep.broken = true;
+      }
+    }
     // Like the Python reader, hide an episode whose last part is not written yet.
     const unfinished = episodes.filter((ep) => !ep.broken && ep.parts[ep.parts.length - 1].continues);
     state.unfinished = unfinished.map((ep) => ep.parts.reduce((a, p) => a + p.steps, 0));
@@ -1789,15 +1927,20 @@
     const detail = $("detail");
     detail.dataset.status = "loading";
     try {
-      const plan = { refs: new Set() };
+      const plan = { refs: new Set(), rows: new Set() };
       const specs = ep.parts.map((p) => ({
-        obs: planField(p.observations, "obs", plan),
-        act: planField(p.actions, "action", plan),
+        obs: planField(asJoined(p.observations, ep.joined.observations), "obs", plan),
+        act: planField(asJoined(p.actions, ep.joined.actions), "action", plan),
       }));
       const decoded = await fetchRefs([...plan.refs]);
       if (token !== state.detailToken) return;
-      const observations = joinParts(ep.parts.map((p, k) => buildTracks(specs[k].obs, decoded, p.steps + 1, [])), ep.parts, true);
-      const actions = joinParts(ep.parts.map((p, k) => buildTracks(specs[k].act, decoded, p.steps, [])), ep.parts, false);
+      for (const row of plan.rows) {
+        const data = decoded.get(row.rowOf);
+        const width = data.length / row.rowOf.shape[0];
+        decoded.set(row, data.subarray(row.row * width, (row.row + 1) * width));
+      }
+      const observations = joinParts(ep.parts.map((p, k) => buildTracks(specs[k].obs, decoded, p.steps + 1, [])), ep.parts, true, decoded);
+      const actions = joinParts(ep.parts.map((p, k) => buildTracks(specs[k].act, decoded, p.steps, [])), ep.parts, false, decoded);
       const rendered = renderedTracks(ep);
       const rewards = new Float64Array(ep.length);
       let at = 0;
@@ -1840,7 +1983,7 @@
         picture: { h: sub[0], w: sub[1], c: 3, skip: 0 } };
       return buildTracks(spec, null, p.steps + 1, []);
     });
-    return joinParts(perPart, ep.parts, true);
+    return joinParts(perPart, ep.parts, true, null);
   }
 
   // ---------------------------------------------------------------------------------------

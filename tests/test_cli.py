@@ -513,6 +513,83 @@ def test_record_leaves_sigterm_to_an_env_that_handles_it(cli: Run, tmp_path: Pat
     cli("record", "interrupting:OwnHandler-v0", "--episodes", "1000", expect=7)
 
 
+# A command stopped at a known point: the signal is sent from inside the write the point is
+# (the real write, wrapped in the test's own process: a `kill` from outside would come at any
+# moment, and a short command might have ended by then).
+_SIGNAL_AT = """
+import os, signal, sys
+from gym_recording.tools.cli import main
+
+def stop_at(owner, name, call):
+    real, calls = getattr(owner, name), []
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            os.kill(os.getpid(), getattr(signal, os.environ["STOP_WITH"]))
+        return real(*args, **kwargs)
+    setattr(owner, name, wrapped)
+
+if sys.argv[1] == "export":  # (as the rows are written)
+    import pyarrow.parquet
+    stop_at(pyarrow.parquet.ParquetWriter, "write_table", 1)
+else:  # (as the copy's third file is written: its second batch)
+    from gym_recording.storage.local import LocalStorage
+    stop_at(LocalStorage, "write_atomic", 3)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _stopped(tmp_path: Path, how: str, *args: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "signal_at.py"
+    script.write_text(_SIGNAL_AT)
+    env = {**os.environ, "STOP_WITH": how, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+@pytest.mark.parametrize(("how", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("out_exists", [False, True])
+def test_compress_stopped_leaves_no_copy(
+    tmp_path: Path, how: str, code: int, out_exists: bool
+) -> None:
+    """compress stopped by Ctrl-C or SIGTERM removes the copy it began (its manifests come
+    last: a reader never sees a part of it), says so in one line, and a second run makes it.
+    Before, SIGTERM killed it, and Ctrl-C left the writers copied so far, which verify
+    passed, without a word; a second run was then refused."""
+    src, out = tmp_path / "rec", tmp_path / "copy"
+    with gym_recording.TraceRecording(src, batch_bytes=8_000) as rec:
+        for _ in range(8):
+            rec.add_reset(np.zeros(1000, np.uint8))
+            for t in range(4):
+                rec.add_step(0, np.full(1000, t, np.uint8), 1.0, terminated=t == 3)
+    assert len(list(src.glob("*.ep*.json"))) >= 3
+    if out_exists:  # (a directory of the user's own: it and its file stay)
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    proc = _stopped(tmp_path, how, "compress", str(src), str(out))
+    assert proc.returncode == code, proc.stderr
+    said = "Ctrl-C" if code == 130 else how
+    assert proc.stderr == f"gym-recording: error: interrupted ({said})\n"
+    if out_exists:
+        assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    else:
+        assert not out.exists()
+    make_runner(tmp_path)("compress", str(src), str(out))
+    with gym_recording.load(src) as a, gym_recording.load(out) as b:
+        assert len(a) == len(b) == 8
+
+
+def test_export_stopped_by_sigterm_leaves_no_file(cli: Run, recorded: Path, tmp_path: Path) -> None:
+    """export stopped by SIGTERM (kill, docker stop) removes its temporary file, as Ctrl-C
+    does, and exits 143 with one line; it was killed, leaving a .gymrec-tmp-* beside OUT."""
+    out = tmp_path / "exports" / "data.parquet"
+    proc = _stopped(tmp_path, "SIGTERM", "export", str(recorded), "--to", "parquet", str(out))
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr == "gym-recording: error: interrupted (SIGTERM)\n"
+    assert list(out.parent.iterdir()) == []
+
+
 def test_record_refuses_a_negative_seed_and_a_level_without_compression(cli: Run) -> None:
     assert_error(cli("record", "--seed", "-1", expect=2), "--seed must be 0 or more")
     proc = cli("record", "--compression-level", "5", expect=2)

@@ -143,14 +143,16 @@ def _path_word(path: str) -> str:
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``docker stop``, a scheduler's preemption) during ``record``."""
+    """SIGTERM (``kill``, ``docker stop``, a scheduler's preemption) during a command."""
 
 
 def _on_sigterm() -> Callable[[], None]:
-    """Have SIGTERM stop ``record`` as a Ctrl-C does (its episodes written); what undoes it.
+    """Have SIGTERM stop a command as a Ctrl-C does; what undoes it.
 
-    A second SIGTERM kills, as without. Not where a handler is set (the env's, made first).
-    (Only the main thread handles signals.)
+    ``record`` then writes its episodes; a command that writes a file or a copy removes what
+    it wrote of it. A second SIGTERM kills, as without. Not where a handler is set already
+    (the caller's, when :func:`main` is called from Python; an env may set its own later,
+    which then decides). (Only the main thread handles signals.)
     """
     if threading.current_thread() is not threading.main_thread() or (
         signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # (the env's own: it decides)
@@ -243,7 +245,6 @@ def _cmd_record(args: argparse.Namespace) -> int:
         _err(str(exc))  # (a value the wrapper refuses)
         return EXIT_USAGE
     interrupted, i = 0, 0  # (the exit code of an interrupted run: 130 Ctrl-C, 143 SIGTERM)
-    restore_sigterm = _on_sigterm()
     try:
         with env:  # (closed, so written, however the loop ends)
             env.action_space.seed(args.seed)
@@ -264,8 +265,6 @@ def _cmd_record(args: argparse.Namespace) -> int:
             "in Python"
         )
         return EXIT_PROBLEM
-    finally:
-        restore_sigterm()
     directory, writer = env.directory, env.recording.writer_id
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
@@ -731,6 +730,18 @@ class _Said(logging.Handler):
 
 
 def _run(args: argparse.Namespace) -> int:
+    restore_sigterm = _on_sigterm()  # (SIGTERM stops any command as a Ctrl-C does)
+    try:
+        return _run_command(args)
+    except KeyboardInterrupt as exc:  # (what a command was writing is removed on the way)
+        terminated = isinstance(exc, _Terminated)
+        _err(f"interrupted ({'SIGTERM' if terminated else 'Ctrl-C'})")
+        return 143 if terminated else 130
+    finally:
+        restore_sigterm()
+
+
+def _run_command(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         # (a directory that holds no recording: said once, as the error it is here)
@@ -740,8 +751,6 @@ def _run(args: argparse.Namespace) -> int:
         except (RecordingError, NoRecordingWarning) as exc:
             _err(str(exc))
             return EXIT_PROBLEM
-        except KeyboardInterrupt:
-            return 130
         except BrokenPipeError:  # `gym-recording info DIR | head`
             return EXIT_OK
         except OSError as exc:  # a file it cannot read or write (a read-only place, say)

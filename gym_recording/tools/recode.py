@@ -3,12 +3,14 @@
 Every writer's files are copied under the same names, batch by batch, each batch checked as
 the reader checks it, its arrays stored again compressed (FORMAT.md §6.2) or raw, and every
 other byte of meaning kept: writers, metadata, spaces, episodes and their parts. The copy
-is written as a writer writes (blob, batch JSON, then the manifest, each atomically), so
-that it is a sound recording at every moment.
+is written as a writer writes (blob, batch JSON, then the manifest, each atomically), with
+every manifest last: a reader finds the whole copy or none of it, and a copy that does not
+finish (an error, Ctrl-C) is removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -22,6 +24,7 @@ from gym_recording.format.manifest import Manifest
 from gym_recording.format.names import find_manifests, holds_no_recording, no_recording
 from gym_recording.format.wire import FORMAT_VERSION, decode, encode
 from gym_recording.read.recording import read_batch, read_manifests
+from gym_recording.record.lifetime import uninterrupted
 from gym_recording.storage import Storage, local_path, open_storage
 
 __all__ = ["recode"]
@@ -76,34 +79,54 @@ def recode(
     work = [(m, i) for m in manifests for i in range(len(m.batches))]
     for m, i in progress(work, total=len(work), desc="checking"):
         read_batch(src, src_dir, m, i)  # (every rule of every batch, before a file is written)
+    out_path = local_path(out_dir)
+    made = out_path is not None and not os.path.lexists(out_path)  # (removed if left empty)
     dst = open_storage(out_dir, create=True)
     if find_manifests(dst.list_names()):
         msg = f"{out_dir} already holds a recording: give a new directory to write the copy to"
         raise RecordingError(msg)
     docs = {m.name: _read_doc(src, m) for m in manifests}
     desc = "compressing" if compressor else "decompressing"
-    for k, (m, i) in enumerate(progress(work, total=len(work), desc=desc)):
-        entry = m.batches[i]
-        data = src.read_bytes(entry.fn, MAX_BATCH_JSON_BYTES)
-        name = m.blob_name(i)
-        blob = BatchBlob(name, src.map, os.path.join(src_dir, entry.fn), MAX_BATCH_JSON_BYTES)
-        json_bytes, chunks, size = recode_batch(
-            data, blob, name, legacy=m.legacy, compressor=compressor
-        )
-        doc = docs[m.name]
-        has_blob = "bin" in doc["batches"][i] or blob.arrays  # (else none: FORMAT.md §9)
-        if has_blob:
-            dst.write_atomic(name, chunks, sync_directory=False)
-        dst.write_atomic(entry.fn, [json_bytes])
-        if "bytes" in doc["batches"][i]:
-            doc["batches"][i]["bytes"] = (size if has_blob else 0) + len(json_bytes)
-        if k + 1 == len(work) or work[k + 1][0] is not m:
-            _write_doc(dst, m, doc)
-    for m in manifests:
-        if not m.batches:
-            _write_doc(dst, m, docs[m.name])
-    dst.sync()
+    written: list[str] = []  # (the copy's files so far: removed if it does not finish)
+    try:
+        for m, i in progress(work, total=len(work), desc=desc):
+            entry = m.batches[i]
+            data = src.read_bytes(entry.fn, MAX_BATCH_JSON_BYTES)
+            name = m.blob_name(i)
+            blob = BatchBlob(name, src.map, os.path.join(src_dir, entry.fn), MAX_BATCH_JSON_BYTES)
+            json_bytes, chunks, size = recode_batch(
+                data, blob, name, legacy=m.legacy, compressor=compressor
+            )
+            doc = docs[m.name]
+            has_blob = "bin" in doc["batches"][i] or blob.arrays  # (else none: FORMAT.md §9)
+            if has_blob:
+                written.append(name)
+                dst.write_atomic(name, chunks, sync_directory=False)
+            written.append(entry.fn)
+            dst.write_atomic(entry.fn, [json_bytes])
+            if "bytes" in doc["batches"][i]:
+                doc["batches"][i]["bytes"] = (size if has_blob else 0) + len(json_bytes)
+        # The manifests last, together: a reader finds the whole copy, or none of it.
+        with uninterrupted():
+            for m in manifests:
+                written.append(m.name)
+                _write_doc(dst, m, docs[m.name])
+            dst.sync()
+    except BaseException:
+        _remove(dst, written[::-1], out_path if made else None)  # (manifests first)
+        raise
     return out_dir
+
+
+def _remove(dst: Storage, names: list[str], made: str | None) -> None:
+    """Remove a copy's files that a failure or an interrupt left (and ``made``, if empty)."""
+    with uninterrupted():  # (a second Ctrl-C waits: the copy goes whole)
+        for name in names:
+            with contextlib.suppress(Exception):  # (not in place of what is raised)
+                dst.remove(name)
+        if made is not None:
+            with contextlib.suppress(OSError):  # (not empty: files of its own came)
+                os.rmdir(made)
 
 
 def _check_apart(src_dir: str, out_dir: str) -> None:

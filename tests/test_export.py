@@ -760,6 +760,38 @@ def test_npz_refuses_episodes_of_arrays_and_of_per_step_values(tmp_path: Path) -
         export(tmp_path / "r", to="npz", out=tmp_path / "x.npz")
 
 
+def _changed_midway(directory: Path) -> Path:
+    """One env's recording whose second episode's observations turn float64 (from float32)
+    at its first step: the recorder stores them as per-step values from there on."""
+    box = gymnasium.spaces.Box(-1, 1, (2,), np.float32)
+    with gym_recording.TraceRecording(directory, observation_space=box) as w:
+        for dtype in (np.float32, np.float64):
+            w.add_reset(np.zeros(2, np.float32))
+            for t in range(3):
+                w.add_step(0, np.full(2, t, dtype), 1.0, terminated=t == 2)
+    return directory
+
+
+def test_exports_say_which_episode_holds_values_that_changed_type_midway(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Parquet named a column of numbers it did not have, and sent the user to npz, which
+    refuses too; npz blamed two envs' recordings; Minari's arrow storage said only
+    "Mismatching list value type". Each now names the episode and the field, and says why."""
+    d = _changed_midway(tmp_path / "r")
+    with pytest.raises(ExportError) as parquet:
+        export(d, to="parquet", out=tmp_path / "x.parquet")
+    assert str(parquet.value).startswith("episode 1: cannot export obs to parquet: the episodes ")
+    assert "arrays of per-step shape (2,), and this one as per-step values" in str(parquet.value)
+    with pytest.raises(ExportError, match="an env whose values changed type or shape partway"):
+        export(d, to="npz", out=tmp_path / "x.npz")
+    with pytest.raises(ExportError) as minari:
+        export(d, to="minari", out="tests/changed-v0")
+    assert str(minari.value).startswith("episode 1: the observations are per-step values")
+    assert not (tmp_path / "datasets" / "tests" / "changed-v0").exists()
+    assert not list(tmp_path.glob("x.*"))
+
+
 def _two_runs(directory: Path, first: tuple[Any, Any], second: tuple[Any, Any]) -> Path:
     """Two writers in one directory, each one episode of one step: (action, observation)."""
     for seed, (act, obs) in enumerate((first, second)):

@@ -208,6 +208,15 @@ def _arrow_field(pa: Any, f: Any, name: str, shapes: dict[str, Any]) -> Any:
         kind = shapes[name] = "value" if typed else "json"
     if kind == "json":
         return pa.array([_json_text(v) for v in values], type=pa.string())
+    if isinstance(kind, list):  # (arrays in the episodes before: the env's values changed)
+        msg = (
+            f"cannot export {name} to parquet: the episodes before hold it as arrays of "
+            f"per-step shape {tuple(kind)}, and this one as per-step values (its env's "
+            "values changed type or shape, and the recorder stored them one by one from "
+            "then on); parquet needs one type per column: read the episodes with "
+            "gym_recording.load instead"
+        )
+        raise ExportError(msg)
     if arr is None:
         kinds = sorted({type(v).__name__ for v in values})
         msg = (
@@ -353,7 +362,10 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
         try:
             for ep in episodes(rec, "parquet"):
                 left_out.add(ep)
-                table = _episode_table(pa, ep, shapes)
+                try:
+                    table = _episode_table(pa, ep, shapes)
+                except ExportError as exc:  # (named: the message says what of it)
+                    raise ExportError(f"episode {ep.index}: {exc}") from None
                 if ep.length == 0:
                     if empty is None:
                         empty = table
@@ -569,7 +581,9 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
                     msg = (
                         f"episode {ep.index}'s {name} are {_npz_kind(arr)}, but the episodes "
                         f"before it hold {_npz_kind(prev[0])}: npz needs one kind and shape "
-                        "per array (two envs' recordings in one directory? give each its own)"
+                        "per array (two envs' recordings in one directory? give each its own; "
+                        "an env whose values changed type or shape partway? read the episodes "
+                        "with gym_recording.load instead)"
                     )
                     raise ExportError(msg)
                 prev.append(arr)

@@ -166,7 +166,9 @@ def _ordered(f: Any, space: Any, name: str, exact: bool) -> Any:
 
     With ``exact``, an array of another dtype than its array space declares is refused:
     Minari's arrow storage stores arrays as their space says and refuses others (an env
-    whose ``Box`` says float32 and which returns float64: Gymnasium's checker only warns).
+    whose ``Box`` says float32 and which returns float64: Gymnasium's checker only warns);
+    so are per-step values of an array space (the recorder's, once the env's values changed
+    type or shape).
     """
     from gymnasium import spaces
 
@@ -176,6 +178,14 @@ def _ordered(f: Any, space: Any, name: str, exact: bool) -> Any:
         children = zip(f, space.spaces, strict=True)
         return tuple(_ordered(v, s, f"{name}.{i}", exact) for i, (v, s) in enumerate(children))
     if not isinstance(f, np.ndarray):
+        if exact and _is_array_space(space):  # (stored as arrays of the space's layout)
+            msg = (
+                f"the {name} are per-step values (the env's values changed type or shape "
+                "partway, and the recorder stored them one by one from then on), but Minari "
+                f"stores them as arrays of their space, {space}: read the episodes with "
+                "gym_recording.load instead"
+            )
+            raise ExportError(msg)
         return list(f)
     if exact and _is_array_space(space) and f.dtype != space.dtype:
         msg = (
@@ -371,13 +381,18 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     "options": kind_of(ep.options, python=True) if options is not None else None,
                     "infos": info_kinds,
                 }
+                try:
+                    observations = _ordered(ep.observations, obs_space, "observations", arrow)
+                    actions = _ordered(ep.actions, act_space, "actions", arrow)
+                except ExportError as exc:
+                    raise ExportError(f"episode {ep.index}: {exc}") from None
                 yield (
                     _episode_metadata(ep, kinds),
                     EpisodeBuffer(
                         seed=ep.seed,
                         options=options,
-                        observations=_ordered(ep.observations, obs_space, "observations", arrow),
-                        actions=_ordered(ep.actions, act_space, "actions", arrow),
+                        observations=observations,
+                        actions=actions,
                         rewards=np.asarray(ep.rewards, dtype=np.float64),
                         terminations=terminations,
                         truncations=truncations,

@@ -633,3 +633,16 @@ def test_a_write_that_fails_names_the_file_it_failed_on(tmp_path: Path, pure: bo
     )
     assert "m.json' (File too large)" in run.stdout, run.stdout
     assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_directory_that_cannot_be_made_is_named_with_why_and_what_to_do(tmp_path: Path) -> None:
+    """A recording directory makedirs refuses (a name too long here; a parent one may not
+    write to, a read-only disk) says why in words and what to do; it said OSError's repr
+    ("[Errno 36] File name too long: '...'") and nothing more."""
+    where = tmp_path / ("x" * 300)
+    with pytest.raises(RecordingError) as got:
+        gym_recording.TraceRecording(where)
+    assert str(got.value) == (
+        f"cannot create the recording directory {str(where)!r}: File name too long; give a "
+        "directory you may write to"
+    )

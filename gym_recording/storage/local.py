@@ -270,8 +270,8 @@ class LocalStorage:
             except OSError as exc:
                 msg = f"cannot create the recording directory {self.directory!r}: "
                 way = _not_a_directory(self.directory)
-                if way is None:
-                    msg += str(exc)
+                if way is None:  # (the parent's permissions, a read-only disk, a full one)
+                    msg += f"{exc.strerror or exc}; give a directory you may write to"
                 else:
                     what = "it" if way == os.path.abspath(self.directory) else repr(way)
                     msg += (

@@ -1126,3 +1126,21 @@ def test_minari_dataset_errors(tmp_path: Path, minari_path: Any) -> None:
     (tmp_path / "full" / "f").write_text("x")
     with pytest.raises(OutputExistsError):
         import_minari("ns/name-v0", tmp_path / "full")
+
+
+def test_minari_datasets_path_that_takes_no_dataset_is_named_with_what_to_do(
+    tmp_path: Path, minari_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MINARI_DATASETS_PATH under a file (or a directory one may not write to): the error
+    names the dataset, why, and the variable to set; it was the OSError alone
+    ("/.../f/sub: Not a directory")."""
+    d = record_space(tmp_path / "r", "discrete")
+    (tmp_path / "f").write_text("x")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "f" / "sub"))
+    with pytest.raises(RecordingError) as got:
+        export(d, to="minari", out="ns/name-v0")
+    assert str(got.value) == (
+        f"cannot write the Minari dataset ns/name-v0 ({tmp_path / 'f' / 'sub'}): Not a "
+        "directory; Minari keeps its datasets where MINARI_DATASETS_PATH says (else "
+        "~/.minari/datasets): set it to a directory you may write to"
+    )

@@ -61,7 +61,6 @@ from gym_recording.read.episode import Episode
 from gym_recording.read.recording import Recording
 from gym_recording.record.recording import TraceRecording
 from gym_recording.storage import is_url, open_storage
-from gym_recording.storage.local import output_error
 from gym_recording.tools._minari_values import (
     Lost,
     buffer_infos,
@@ -96,9 +95,29 @@ def _check_dataset_id(dataset_id: str) -> None:
 
 
 def _dataset_path(dataset_id: str) -> str:
+    """Where Minari keeps ``dataset_id`` (its datasets' directory is made if missing).
+
+    Raises:
+        RecordingError: that directory cannot be made.
+    """
     from minari.storage import get_dataset_path
 
-    return os.fspath(get_dataset_path(dataset_id))
+    try:
+        return os.fspath(get_dataset_path(dataset_id))
+    except OSError as exc:
+        raise _place_error(dataset_id, exc) from exc
+
+
+def _place_error(dataset_id: str, exc: OSError, path: str | None = None) -> RecordingError:
+    """The error of a Minari dataset that cannot be written where Minari keeps datasets."""
+    where = f" at {path}" if path is not None else ""
+    of = f" ({exc.filename})" if exc.filename not in (None, path) else ""
+    msg = (
+        f"cannot write the Minari dataset {dataset_id}{where}{of}: {exc.strerror or exc}; "
+        "Minari keeps its datasets where MINARI_DATASETS_PATH says (else ~/.minari/datasets): "
+        "set it to a directory you may write to"
+    )
+    return RecordingError(msg)
 
 
 # --------------------------------------------------------------------------------- spaces
@@ -412,8 +431,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     f"{exc or type(exc).__name__}"
                 )
                 raise ExportError(msg) from exc
-            if isinstance(exc, OSError) and exc.filename is None:  # (a full disk, say)
-                raise output_error(f"the Minari dataset {dataset_id} ({path})", exc) from exc
+            if isinstance(exc, OSError):  # (a full disk, a directory one may not write to)
+                raise _place_error(dataset_id, exc, path) from exc
             raise
     lost.warn(dataset_id)
     return path

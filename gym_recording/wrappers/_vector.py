@@ -90,9 +90,10 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     Seeds given to ``reset(seed=...)`` are recorded per sub-env (an int ``s`` gives sub-env
     ``i`` the seed ``s + i``, as the vector env does); episodes begun by an autoreset have no
     seed. A vector env that is neither sync nor async (``make_vec``'s
-    ``"vector_entry_point"``) has no sub-envs of their own: its episodes record no seed and
-    no spec, only the env's id. Call :meth:`close` (or use ``with``) to write the last
-    batches.
+    ``"vector_entry_point"``) has no sub-envs of their own: its episodes record no seed, and
+    as spec the one that makes a single env of its id (its spec without the vector
+    arguments; none if its id has no single env). Call :meth:`close` (or use ``with``) to
+    write the last batches.
 
     Args:
         env: The vector environment to record.

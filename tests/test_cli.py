@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -588,6 +589,26 @@ def test_export_stopped_by_sigterm_leaves_no_file(cli: Run, recorded: Path, tmp_
     assert proc.returncode == 143, proc.stderr
     assert proc.stderr == "gym-recording: error: interrupted (SIGTERM)\n"
     assert list(out.parent.iterdir()) == []
+
+
+def test_view_stopped_by_sigterm_stops_serving_and_exits_0(recorded: Path, tmp_path: Path) -> None:
+    """`view` stopped by SIGTERM (docker stop) ends as a Ctrl-C ends it: serving stops, exit 0,
+    nothing said (it was killed by the signal; then a first version of SIGTERM for every
+    command made it exit 0 or 143 by when the signal came)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gym_recording", "view", str(recorded), "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("http://")
+        proc.send_signal(signal.SIGTERM)  # (once the URL is printed: at any point after)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (0, "", "")
 
 
 def test_record_refuses_a_negative_seed_and_a_level_without_compression(cli: Run) -> None:

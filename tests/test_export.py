@@ -787,9 +787,31 @@ def test_exports_say_which_episode_holds_values_that_changed_type_midway(
         export(d, to="npz", out=tmp_path / "x.npz")
     with pytest.raises(ExportError) as minari:
         export(d, to="minari", out="tests/changed-v0")
-    assert str(minari.value).startswith("episode 1: the observations are per-step values")
+    assert "; episode 1's observations are per-step values, not arrays of their space's " in str(
+        minari.value
+    )
     assert not (tmp_path / "datasets" / "tests" / "changed-v0").exists()
     assert not list(tmp_path.glob("x.*"))
+
+
+def test_minari_takes_observations_given_as_lists_that_fit_their_space(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """An env that returns a Box's observations as lists: the recorder keeps them as per-step
+    values, which Minari's arrow storage takes as one array where they make one of the
+    space's dtype and shape (a review found them refused by a first version of the check
+    above, with a false reason)."""
+    box = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float64)
+    obs = [[0.0, 0.5], *([0.1 * t, 0.2] for t in range(3))]
+    with gym_recording.TraceRecording(
+        tmp_path / "r", observation_space=box, action_space=gymnasium.spaces.Discrete(2)
+    ) as w:
+        w.add_reset(obs[0])
+        for t in range(3):
+            w.add_step(1, obs[t + 1], 1.0, terminated=t == 2)
+    export(tmp_path / "r", to="minari", out="tests/lists-v0")
+    got = minari_path.load_dataset("tests/lists-v0")[0].observations
+    assert got.dtype == np.float64 and np.array_equal(got, np.array(obs))
 
 
 def _two_runs(directory: Path, first: tuple[Any, Any], second: tuple[Any, Any]) -> Path:

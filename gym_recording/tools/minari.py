@@ -180,32 +180,41 @@ def _infer(fields: list[Any], where: str) -> Any:
     raise ExportError(msg)
 
 
-def _ordered(f: Any, space: Any, name: str, exact: bool) -> Any:
+def _ordered(f: Any, space: Any, name: str, exact: bool, odd: list[str] | None = None) -> Any:
     """A field's dict keys in the order of its Dict space (Minari encodes by the space).
 
     With ``exact``, an array of another dtype than its array space declares is refused:
     Minari's arrow storage stores arrays as their space says and refuses others (an env
-    whose ``Box`` says float32 and which returns float64: Gymnasium's checker only warns);
-    so are per-step values of an array space (the recorder's, once the env's values changed
-    type or shape).
+    whose ``Box`` says float32 and which returns float64: Gymnasium's checker only warns).
+    Per-step values of an array space (lists, or values whose type or shape changed) go as
+    one array where they make one of the space's dtype and shape, else as they are, named
+    in ``odd`` (for the message if Minari refuses them).
     """
     from gymnasium import spaces
 
     if isinstance(f, dict) and isinstance(space, spaces.Dict):
-        return {k: _ordered(f[k], space[k], f"{name}.{k}", exact) for k in space.spaces if k in f}
+        return {
+            k: _ordered(f[k], space[k], f"{name}.{k}", exact, odd) for k in space.spaces if k in f
+        }
     if isinstance(f, tuple) and isinstance(space, spaces.Tuple):
         children = zip(f, space.spaces, strict=True)
-        return tuple(_ordered(v, s, f"{name}.{i}", exact) for i, (v, s) in enumerate(children))
+        return tuple(_ordered(v, s, f"{name}.{i}", exact, odd) for i, (v, s) in enumerate(children))
     if not isinstance(f, np.ndarray):
-        if exact and _is_array_space(space):  # (stored as arrays of the space's layout)
-            msg = (
-                f"the {name} are per-step values (the env's values changed type or shape "
-                "partway, and the recorder stored them one by one from then on), but Minari "
-                f"stores them as arrays of their space, {space}: read the episodes with "
-                "gym_recording.load instead"
-            )
-            raise ExportError(msg)
-        return list(f)
+        values = list(f)
+        if exact and values and _is_array_space(space):  # (stored as arrays of the space)
+            try:
+                stacked = np.asarray(values)
+            except (ValueError, TypeError):  # (of several shapes)
+                stacked = None
+            if (
+                stacked is not None
+                and stacked.dtype == space.dtype
+                and stacked.shape[1:] == space.shape
+            ):
+                return stacked
+            if odd is not None:
+                odd.append(name)
+        return values
     if exact and _is_array_space(space) and f.dtype != space.dtype:
         msg = (
             f"the {name} were recorded as {f.dtype}, but their space declares {space.dtype}, "
@@ -377,6 +386,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 "storage holds one layout)"
             )
 
+        odd_values: list[str] = []  # (the first episode of per-step values Minari may refuse)
+
         def buffers() -> Iterator[tuple[dict[str, Any], Any]]:
             for ep in episodes(rec, "minari"):
                 n = ep.length
@@ -400,11 +411,14 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     "options": kind_of(ep.options, python=True) if options is not None else None,
                     "infos": info_kinds,
                 }
+                odd: list[str] = []
                 try:
-                    observations = _ordered(ep.observations, obs_space, "observations", arrow)
-                    actions = _ordered(ep.actions, act_space, "actions", arrow)
+                    observations = _ordered(ep.observations, obs_space, "observations", arrow, odd)
+                    actions = _ordered(ep.actions, act_space, "actions", arrow, odd)
                 except ExportError as exc:
                     raise ExportError(f"episode {ep.index}: {exc}") from None
+                if odd and not odd_values:
+                    odd_values.append(f"episode {ep.index}'s {' and '.join(odd)}")
                 yield (
                     _episode_metadata(ep, kinds),
                     EpisodeBuffer(
@@ -430,6 +444,14 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     f"Minari could not store the recording as {dataset_id}: "
                     f"{exc or type(exc).__name__}"
                 )
+                if odd_values:  # (the likely cause)
+                    msg += (
+                        f"; {odd_values[0]} are per-step values, not arrays of their space's "
+                        "dtype and shape (an env that returns lists or values of another "
+                        "dtype, or whose values changed type or shape partway), which Minari's "
+                        "arrow storage stores as arrays of the space: read the episodes with "
+                        "gym_recording.load instead"
+                    )
                 raise ExportError(msg) from exc
             if isinstance(exc, OSError):  # (a full disk, a directory one may not write to)
                 raise _place_error(dataset_id, exc, path) from exc

@@ -474,7 +474,8 @@ def serve(
     """Serve the viewer for ``directory`` until interrupted (Ctrl+C).
 
     Prints the viewer's URL on its own line to stdout (flushed), opens it in the default
-    browser unless ``open_browser`` is false, and serves until ``KeyboardInterrupt``.
+    browser unless ``open_browser`` is false, and serves until ``KeyboardInterrupt`` (or what
+    derives from it: the command line's SIGTERM), then returns.
 
     Args:
         directory: The recording directory to serve (read-only).
@@ -488,10 +489,10 @@ def serve(
         OSError: The address cannot be bound.
     """
     server, url = make_server(directory, host=host, port=port)
-    print(url, flush=True)
-    if open_browser:
-        threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
-    try:
+    try:  # (from the URL on: a stop after it is printed is the way serving ends)
+        print(url, flush=True)
+        if open_browser:
+            threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
         server.serve_forever()
     except KeyboardInterrupt:
         pass

@@ -159,6 +159,11 @@ class Viewer:
         pixels = np.frombuffer(base64.b64decode(got["px"]), dtype=np.uint8)
         return pixels.reshape(got["h"], got["w"], 4)
 
+    def text(self, name: str) -> str:
+        """What the text track of the field ``name`` shows at the current step."""
+        selector = f"[data-testid=text-track][data-name={name}] code"
+        return str(self.page.eval_on_selector(selector, "e => e.textContent"))
+
     def components(self) -> dict[str, str]:
         """Each plotted component's value at the current step (data-value), by name."""
         values: dict[str, str] = self.page.eval_on_selector_all(
@@ -214,6 +219,15 @@ def open_viewer(browser: Any) -> Iterator[Callable[[Path], Viewer]]:
         server.server_close()
     for viewer in viewers:
         assert viewer.console_errors == [], viewer.console_errors
+
+
+def _one_episode_shown(open_viewer: Callable[[Path], Viewer], directory: Path) -> Viewer:
+    """The viewer of a recording of one episode, that episode shown, and no error."""
+    viewer = open_viewer(directory)
+    viewer.wait_count(1)
+    viewer.wait_detail(0)
+    assert not viewer.error_visible()
+    return viewer
 
 
 def compat_case(name: str) -> Path:
@@ -1119,15 +1133,10 @@ def test_per_step_values_laid_out_otherwise_in_each_part_join_as_text(
         for t, action in enumerate(actions):
             rec.add_step(action, np.full(2, t, np.float32), 1.0, terminated=t == 39)
     assert len(list((tmp_path / "r").glob("*.ep*.json"))) > 1  # (parts)
-    viewer = open_viewer(tmp_path / "r")
-    viewer.wait_count(1)
-    viewer.wait_detail(0)
-    assert not viewer.error_visible()
+    viewer = _one_episode_shown(open_viewer, tmp_path / "r")
     for t in (0, 1, 35):
         viewer.set_step(t)
-        shown = viewer.page.eval_on_selector(
-            "[data-testid=text-track][data-name=action] code", "e => e.textContent"
-        )
+        shown = viewer.text("action")
         assert shown == f"({', '.join(map(str, actions[t]))})", (t, shown)
 
 
@@ -1175,9 +1184,7 @@ def _assert_shown_as_loaded(viewer: Viewer, directory: Path) -> None:
         viewer.set_step(t)
         expected = [float(x) for x in episode.observations[t]]
         if viewer.page.locator("[data-testid=text-track][data-name=obs]").count():
-            shown = viewer.page.eval_on_selector(
-                "[data-testid=text-track][data-name=obs] code", "e => e.textContent"
-            )
+            shown = viewer.text("obs")
             assert [float(x) for x in json.loads(shown)] == expected, (t, shown)
         else:
             components = viewer.components()
@@ -1226,17 +1233,10 @@ def test_a_dict_field_of_array_parts_then_per_step_value_parts_is_shown(
     assert _observation_kinds(tmp_path / "r")[:2] == "AL"
     with load(tmp_path / "r") as got:
         (episode,) = list(got)
-    viewer = open_viewer(tmp_path / "r")
-    viewer.wait_count(1)
-    viewer.wait_detail(0)
-    assert not viewer.error_visible()
+    viewer = _one_episode_shown(open_viewer, tmp_path / "r")
     for t in (3, 30, 40):
         viewer.set_step(t)
-        shown = json.loads(
-            viewer.page.eval_on_selector(
-                "[data-testid=text-track][data-name=obs] code", "e => e.textContent"
-            )
-        )
+        shown = json.loads(viewer.text("obs"))
         expected = episode.observations[t]
         assert shown == {"pos": expected["pos"].tolist(), "n": int(expected["n"])}, (t, shown)
 
@@ -1296,9 +1296,7 @@ def test_negative_zero_is_shown_as_it_is(
         rec.add_step(0, [float("nan"), -0.0, [1, 2]], 1.0, terminated=True)
     text = open_viewer(tmp_path / "text")
     text.wait_detail(0)
-    shown = text.page.eval_on_selector(
-        "[data-testid=text-track][data-name=obs] code", "e => e.textContent"
-    )
+    shown = text.text("obs")
     assert shown == "[nan,-0,[1]]"
 
 

@@ -787,8 +787,9 @@ def test_exports_say_which_episode_holds_values_that_changed_type_midway(
         export(d, to="npz", out=tmp_path / "x.npz")
     with pytest.raises(ExportError) as minari:
         export(d, to="minari", out="tests/changed-v0")
-    assert "; episode 1's observations are per-step values, not arrays of their space's " in str(
-        minari.value
+    assert str(minari.value).startswith(
+        "episode 1: the observations are per-step values (float64[2] together) (an env that "
+        "returns them so, or whose values changed type or shape partway"
     )
     assert not (tmp_path / "datasets" / "tests" / "changed-v0").exists()
     assert not list(tmp_path.glob("x.*"))
@@ -1007,7 +1008,7 @@ def test_minari_names_observations_of_another_dtype_than_their_space(
     refused naming both dtypes and what to do (Minari's own error named neither)."""
     with TraceRecordingWrapper(_Float64Box(), tmp_path / "r") as w:
         run_episodes(w, 2)
-    with pytest.raises(ExportError, match="observations were recorded as float64, but their"):
+    with pytest.raises(ExportError, match=r"observations were recorded as float64\[2\], but their"):
         export(tmp_path / "r", to="minari", out="tests/f64-v0")
     assert not (tmp_path / "datasets" / "tests" / "f64-v0").exists()
 
@@ -1165,4 +1166,59 @@ def test_minari_datasets_path_that_takes_no_dataset_is_named_with_what_to_do(
         f"cannot write the Minari dataset ns/name-v0 ({tmp_path / 'f' / 'sub'}): Not a "
         "directory; Minari keeps its datasets where MINARI_DATASETS_PATH says (else "
         "~/.minari/datasets): set it to a directory you may write to"
+    )
+
+
+def test_minari_names_what_its_arrow_storage_would_refuse_by_episode_and_field(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Minari's arrow storage refuses values that are not of their space's dtype and shape.
+    It said nothing ("... as tests/x-v0: ", a bare assert), or every observation of the
+    episode (a Dict field stored as per-step values: 121,348 characters), or blamed an episode
+    it had not reached; and where a space was to be inferred (no action space recorded here),
+    a Dict field stored as per-step values crashed the inference with a TypeError. The export
+    now refuses each such episode itself, naming it."""
+    box = gymnasium.spaces.Box(-1, 1, (2,), np.float64)
+    with gym_recording.TraceRecording(tmp_path / "shape", observation_space=box) as w:
+        w.add_reset(np.zeros(3))  # (episode 0: arrays of shape (3,), the space's is (2,))
+        w.add_step(1, np.ones(3), 1.0, terminated=True)
+        w.add_reset([0, 1])  # (episode 1: lists of ints)
+        w.add_step(1, [1, 0], 1.0, terminated=True)
+    with pytest.raises(ExportError) as got:
+        export(tmp_path / "shape", to="minari", out="tests/shape-v0")
+    assert str(got.value).startswith(
+        "episode 0: the observations were recorded as float64[3], but their space declares "
+        "float64[2]"
+    )
+    space = gymnasium.spaces.Dict({"pos": box, "n": gymnasium.spaces.Discrete(100)})
+    with gym_recording.TraceRecording(tmp_path / "dict", observation_space=space) as w:
+        w.add_reset({"pos": np.zeros(2), "n": 0})
+        for t in range(100):  # (pos turns float32 at step 50: the field, per-step values)
+            pos = np.ones(2, np.float64 if t < 50 else np.float32)
+            w.add_step(1, {"pos": pos, "n": t}, 1.0, terminated=t == 99)
+    with pytest.raises(ExportError) as got:
+        export(tmp_path / "dict", to="minari", out="tests/dict-v0")
+    assert str(got.value).startswith(
+        "episode 0: the observations are per-step values, not one field per part of their "
+        "Dict space"
+    )
+    assert len(str(got.value)) < 400
+    assert not (tmp_path / "datasets" / "tests").exists() or not any(
+        (tmp_path / "datasets" / "tests").iterdir()
+    )
+
+
+def test_import_minari_names_a_datasets_path_it_cannot_read(
+    tmp_path: Path, minari_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MINARI_DATASETS_PATH under a file, on import: "cannot read", the variable to set (the
+    OSError came out raw; then a first version said "cannot write" for an import)."""
+    (tmp_path / "f").write_text("x")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "f" / "sub"))
+    with pytest.raises(RecordingError) as got:
+        import_minari("ns/name-v0", tmp_path / "out")
+    assert str(got.value) == (
+        f"cannot read the Minari dataset ns/name-v0 ({tmp_path / 'f' / 'sub'}): Not a "
+        "directory; Minari keeps its datasets where MINARI_DATASETS_PATH says (else "
+        "~/.minari/datasets): set it to the directory that holds it"
     )

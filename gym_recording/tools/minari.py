@@ -94,7 +94,7 @@ def _check_dataset_id(dataset_id: str) -> None:
         raise ExportError(msg) from None
 
 
-def _dataset_path(dataset_id: str) -> str:
+def _dataset_path(dataset_id: str, *, reading: bool = False) -> str:
     """Where Minari keeps ``dataset_id`` (its datasets' directory is made if missing).
 
     Raises:
@@ -105,17 +105,20 @@ def _dataset_path(dataset_id: str) -> str:
     try:
         return os.fspath(get_dataset_path(dataset_id))
     except OSError as exc:
-        raise _place_error(dataset_id, exc) from exc
+        raise _place_error(dataset_id, exc, reading=reading) from exc
 
 
-def _place_error(dataset_id: str, exc: OSError, path: str | None = None) -> RecordingError:
-    """The error of a Minari dataset that cannot be written where Minari keeps datasets."""
+def _place_error(
+    dataset_id: str, exc: OSError, path: str | None = None, *, reading: bool = False
+) -> RecordingError:
+    """The error of a Minari dataset that cannot be written (or read) where Minari keeps them."""
     where = f" at {path}" if path is not None else ""
     of = f" ({exc.filename})" if exc.filename not in (None, path) else ""
     msg = (
-        f"cannot write the Minari dataset {dataset_id}{where}{of}: {exc.strerror or exc}; "
-        "Minari keeps its datasets where MINARI_DATASETS_PATH says (else ~/.minari/datasets): "
-        "set it to a directory you may write to"
+        f"cannot {'read' if reading else 'write'} the Minari dataset {dataset_id}{where}{of}: "
+        f"{exc.strerror or exc}; Minari keeps its datasets where MINARI_DATASETS_PATH says "
+        "(else ~/.minari/datasets): set it to "
+        f"{'the directory that holds it' if reading else 'a directory you may write to'}"
     )
     return RecordingError(msg)
 
@@ -126,15 +129,20 @@ def _place_error(dataset_id: str, exc: OSError, path: str | None = None) -> Reco
 def _complete(space: Any, fields: list[Any], where: str) -> Any:
     """``space`` with each unknown part (``None``, :class:`UnknownSpace`) inferred.
 
-    ``fields`` are the values of that part in every episode.
+    ``fields`` are the values of that part in every episode; those of an episode that holds
+    a Dict or Tuple part as per-step values (its layout changed) are not counted.
     """
     from gymnasium import spaces
 
+    if not _any_leaf(space, _unknown):  # (nothing to infer)
+        return space
     if isinstance(space, spaces.Dict):
+        fields = [f for f in fields if isinstance(f, dict)]
         return spaces.Dict(
             {k: _complete(s, [f[k] for f in fields], f"{where}.{k}") for k, s in space.items()}
         )
     if isinstance(space, spaces.Tuple):
+        fields = [f for f in fields if isinstance(f, tuple)]
         return spaces.Tuple(
             [_complete(s, [f[i] for f in fields], f"{where}[{i}]") for i, s in enumerate(space)]
         )
@@ -180,46 +188,62 @@ def _infer(fields: list[Any], where: str) -> Any:
     raise ExportError(msg)
 
 
-def _ordered(f: Any, space: Any, name: str, exact: bool, odd: list[str] | None = None) -> Any:
+def _ordered(f: Any, space: Any, name: str, exact: bool) -> Any:
     """A field's dict keys in the order of its Dict space (Minari encodes by the space).
 
-    With ``exact``, an array of another dtype than its array space declares is refused:
-    Minari's arrow storage stores arrays as their space says and refuses others (an env
-    whose ``Box`` says float32 and which returns float64: Gymnasium's checker only warns).
-    Per-step values of an array space (lists, or values whose type or shape changed) go as
-    one array where they make one of the space's dtype and shape, else as they are, named
-    in ``odd`` (for the message if Minari refuses them).
+    With ``exact`` (Minari's arrow storage, which stores values as their space says and
+    refuses others), what it would refuse is refused here, naming the field: arrays of
+    another dtype or per-step shape than their array space declares (an env whose ``Box``
+    says float32 and which returns float64: Gymnasium's checker only warns), per-step values
+    of an array space (lists, or values whose type changed) that do not make one array of
+    that dtype and shape (those that do go as that array), and a Dict or Tuple field stored
+    as per-step values (its layout changed partway).
     """
     from gymnasium import spaces
 
     if isinstance(f, dict) and isinstance(space, spaces.Dict):
-        return {
-            k: _ordered(f[k], space[k], f"{name}.{k}", exact, odd) for k in space.spaces if k in f
-        }
+        return {k: _ordered(f[k], space[k], f"{name}.{k}", exact) for k in space.spaces if k in f}
     if isinstance(f, tuple) and isinstance(space, spaces.Tuple):
         children = zip(f, space.spaces, strict=True)
-        return tuple(_ordered(v, s, f"{name}.{i}", exact, odd) for i, (v, s) in enumerate(children))
+        return tuple(_ordered(v, s, f"{name}.{i}", exact) for i, (v, s) in enumerate(children))
+    changed = (
+        "(an env that returns them so, or whose values changed type or shape partway: the "
+        "recorder then stores them one by one)"
+    )
     if not isinstance(f, np.ndarray):
         values = list(f)
-        if exact and values and _is_array_space(space):  # (stored as arrays of the space)
-            try:
-                stacked = np.asarray(values)
-            except (ValueError, TypeError):  # (of several shapes)
-                stacked = None
-            if (
-                stacked is not None
-                and stacked.dtype == space.dtype
-                and stacked.shape[1:] == space.shape
-            ):
+        if not (exact and values):
+            return values
+        if isinstance(space, (spaces.Dict, spaces.Tuple)):
+            msg = (
+                f"the {name} are per-step values, not one field per part of their "
+                f"{type(space).__name__} space {changed}, and Minari's arrow storage stores "
+                "them part by part: read the episodes with gym_recording.load instead"
+            )
+            raise ExportError(msg)
+        if not _is_array_space(space):
+            return values
+        try:
+            stacked = np.asarray(values)
+        except (ValueError, TypeError):  # (of several shapes)
+            got = "of several shapes"
+        else:
+            if stacked.dtype == space.dtype and stacked.shape[1:] == space.shape:
                 return stacked
-            if odd is not None:
-                odd.append(name)
-        return values
-    if exact and _is_array_space(space) and f.dtype != space.dtype:
+            got = f"{stacked.dtype}{list(stacked.shape[1:])} together"
         msg = (
-            f"the {name} were recorded as {f.dtype}, but their space declares {space.dtype}, "
-            f"as Minari stores them: make the env return {space.dtype}, or export to npz or "
-            "parquet, which keep what was recorded"
+            f"the {name} are per-step values ({got}) {changed}, but Minari's arrow "
+            f"storage stores them as arrays of their space, {space}: make the env return "
+            f"{space.dtype} arrays of shape {space.shape}, or read the episodes with "
+            "gym_recording.load instead"
+        )
+        raise ExportError(msg)
+    if exact and _is_array_space(space) and (f.dtype != space.dtype or f.shape[1:] != space.shape):
+        msg = (
+            f"the {name} were recorded as {f.dtype}{list(f.shape[1:])}, but their space declares "
+            f"{space.dtype}{list(space.shape)}, as Minari stores them: make the env return "
+            f"{space.dtype} arrays of shape {space.shape}, or export to npz or parquet, which "
+            "keep what was recorded"
         )
         raise ExportError(msg)
     return f
@@ -386,8 +410,6 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 "storage holds one layout)"
             )
 
-        odd_values: list[str] = []  # (the first episode of per-step values Minari may refuse)
-
         def buffers() -> Iterator[tuple[dict[str, Any], Any]]:
             for ep in episodes(rec, "minari"):
                 n = ep.length
@@ -411,14 +433,11 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     "options": kind_of(ep.options, python=True) if options is not None else None,
                     "infos": info_kinds,
                 }
-                odd: list[str] = []
                 try:
-                    observations = _ordered(ep.observations, obs_space, "observations", arrow, odd)
-                    actions = _ordered(ep.actions, act_space, "actions", arrow, odd)
+                    observations = _ordered(ep.observations, obs_space, "observations", arrow)
+                    actions = _ordered(ep.actions, act_space, "actions", arrow)
                 except ExportError as exc:
                     raise ExportError(f"episode {ep.index}: {exc}") from None
-                if odd and not odd_values:
-                    odd_values.append(f"episode {ep.index}'s {' and '.join(odd)}")
                 yield (
                     _episode_metadata(ep, kinds),
                     EpisodeBuffer(
@@ -440,18 +459,9 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
             shutil.rmtree(path, ignore_errors=True)
             refused = (AssertionError, ValueError, TypeError, KeyError, IndexError, OverflowError)
             if isinstance(exc, refused) and not isinstance(exc, RecordingError):
-                msg = (
-                    f"Minari could not store the recording as {dataset_id}: "
-                    f"{exc or type(exc).__name__}"
-                )
-                if odd_values:  # (the likely cause)
-                    msg += (
-                        f"; {odd_values[0]} are per-step values, not arrays of their space's "
-                        "dtype and shape (an env that returns lists or values of another "
-                        "dtype, or whose values changed type or shape partway), which Minari's "
-                        "arrow storage stores as arrays of the space: read the episodes with "
-                        "gym_recording.load instead"
-                    )
+                why = str(exc) or type(exc).__name__  # (an assert's may hold the values)
+                why = why if len(why) <= 300 else f"{why[:300]}... ({type(exc).__name__})"
+                msg = f"Minari could not store the recording as {dataset_id}: {why}"
                 raise ExportError(msg) from exc
             if isinstance(exc, OSError):  # (a full disk, a directory one may not write to)
                 raise _place_error(dataset_id, exc, path) from exc
@@ -580,11 +590,14 @@ def import_minari(dataset_id: str, out: str | os.PathLike[str]) -> str:
     try:
         dataset = minari.load_dataset(dataset_id)
     except FileNotFoundError as exc:
+        where = _dataset_path(dataset_id, reading=True)
         msg = (
-            f"no local Minari dataset {dataset_id} (looked in {_dataset_path(dataset_id)}); "
-            f"download it first with `minari download {dataset_id}`"
+            f"no local Minari dataset {dataset_id} (looked in {where}); download it first "
+            f"with `minari download {dataset_id}`"
         )
         raise ExportError(msg) from exc
+    except OSError as exc:  # (its datasets' directory, made by Minari if missing)
+        raise _place_error(dataset_id, exc, reading=True) from exc
     spec = dataset.env_spec
     env_spec = None
     if spec is not None:

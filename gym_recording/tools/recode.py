@@ -120,7 +120,7 @@ def recode(
 
 def _remove(dst: Storage, names: list[str], made: str | None) -> None:
     """Remove a copy's files that a failure or an interrupt left (and ``made``, if empty)."""
-    with uninterrupted():  # (a second Ctrl-C waits: the copy goes whole)
+    with uninterrupted():  # (a second Ctrl-C waits until all of it is removed)
         for name in names:
             with contextlib.suppress(Exception):  # (not in place of what is raised)
                 dst.remove(name)

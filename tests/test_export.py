@@ -1222,3 +1222,54 @@ def test_import_minari_names_a_datasets_path_it_cannot_read(
         "directory; Minari keeps its datasets where MINARI_DATASETS_PATH says (else "
         "~/.minari/datasets): set it to the directory that holds it"
     )
+
+
+def test_minari_infers_spaces_beside_a_dict_field_stored_as_per_step_values(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Without recorded spaces, a Dict field that turns into per-step values in a later batch
+    crashed the inference (TypeError, a traceback in the CLI). Its space is now inferred from
+    the episodes that hold it as a dict, and the other episode is refused by its index."""
+
+    def obs(k: int, t: int) -> dict[str, Any]:  # (episode 2's m widens at its first step)
+        return {"a": t % 3, "m": np.full(2 if k < 2 or t < 1 else 3, t, np.float32)}
+
+    rec = gym_recording.TraceRecording(tmp_path / "r")  # (no spaces: the export infers them)
+    for k, n in enumerate((3, 2, 2)):
+        rec.add_reset(obs(k, 0), seed=k)
+        for t in range(1, n + 1):
+            rec.add_step(0, obs(k, t), 1.0, terminated=t == n)
+        rec.save_complete()  # (a batch each: episodes 0 and 1 keep their dict columns)
+    rec.close()
+    with pytest.raises(ExportError) as got:
+        export(tmp_path / "r", to="minari", out="tests/later-v0")
+    assert str(got.value).startswith(
+        "episode 2: the observations are per-step values, not one field per part of their "
+        "Dict space"
+    )
+
+
+def test_minari_leaves_out_infos_of_dicts_its_arrow_storage_cannot_store(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """An info dict of no key (as the env gave it, or once its keys are left out) made
+    Minari's arrow storage fail the whole export ("Arrays were not all the same length");
+    it is now left out and named, with what else of it is."""
+    infos = [{"n": {"u": (t, "y")}, "e": {}, "x": float(t)} for t in range(4)]
+    with gym_recording.TraceRecording(
+        tmp_path / "r",
+        observation_space=gymnasium.spaces.Discrete(3),
+        action_space=gymnasium.spaces.Discrete(3),
+        record_infos=True,
+    ) as w:
+        w.add_reset(0, seed=0, info=infos[0])
+        for t in range(1, 4):
+            w.add_step(0, t % 3, 1.0, terminated=t == 3, info=infos[t])
+    with pytest.warns(LossyExportWarning) as caught:
+        export(tmp_path / "r", to="minari", out="tests/infos-v0")
+    said = str(caught[0].message)
+    assert "info key n.u (lists or tuples that are not numbers, of one length)" in said
+    for key in ("n", "e"):
+        assert f"info key {key} (dicts of no key, which Minari's arrow storage cannot " in said
+    got = minari_path.load_dataset("tests/infos-v0")[0].infos
+    assert list(got) == ["x"] and got["x"].tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -284,8 +284,14 @@ def hdf5_attribute(value: Any) -> bool:
         return False
 
 
-def buffer_infos(infos: list[Any] | None, lost: Lost) -> tuple[dict[str, Any] | None, Any]:
-    """An episode's infos as Minari stores them, and their kinds (:func:`info_kinds`)."""
+def buffer_infos(
+    infos: list[Any] | None, lost: Lost, *, arrow: bool = False
+) -> tuple[dict[str, Any] | None, Any]:
+    """An episode's infos as Minari stores them, and their kinds (:func:`info_kinds`).
+
+    With ``arrow`` (Minari's arrow storage, which cannot store a dict of no key), a dict of
+    no key (one the info had, or one whose every key is left out) is left out, and said.
+    """
     if infos is None or not any(infos):
         return None, None
     if all(isinstance(i, dict) for i in infos):
@@ -302,8 +308,25 @@ def buffer_infos(infos: list[Any] | None, lost: Lost) -> tuple[dict[str, Any] | 
     except Unfit as exc:
         lost.add(f"infos of episodes whose infos Minari cannot stack ({exc})")
         return None, None
+    if arrow:
+        stacked = _without_empty(stacked, "", dropped)
     for key in dropped:
         lost.add(f"info key {key}")
     if not stacked:
         return None, None
     return stacked, info_kinds(infos, stacked, lost)
+
+
+def _without_empty(stacked: dict[str, Any], path: str, dropped: list[str]) -> dict[str, Any]:
+    """``stacked`` without its dicts of no key (each named in ``dropped``), recursively."""
+    out = {}
+    for k, v in stacked.items():
+        if isinstance(v, dict):
+            v = _without_empty(v, f"{path}{k}.", dropped)
+            if not v:
+                dropped.append(
+                    f"{path}{k} (dicts of no key, which Minari's arrow storage cannot store)"
+                )
+                continue
+        out[k] = v
+    return out

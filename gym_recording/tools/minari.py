@@ -148,12 +148,14 @@ def _complete(space: Any, fields: list[Any], where: str) -> Any:
         )
     if not _unknown(space):
         return space
-    head = fields[0] if fields else None
+    head = next((f for f in fields if isinstance(f, (dict, tuple))), None)
     if isinstance(head, dict):
+        fields = [f for f in fields if isinstance(f, dict)]
         return spaces.Dict(
             {k: _complete(None, [f[k] for f in fields], f"{where}.{k}") for k in head}
         )
     if isinstance(head, tuple):
+        fields = [f for f in fields if isinstance(f, tuple)]
         return spaces.Tuple(
             [_complete(None, [f[i] for f in fields], f"{where}[{i}]") for i in range(len(head))]
         )
@@ -181,9 +183,22 @@ def _infer(fields: list[Any], where: str) -> Any:
         texts = [v for f in fields for v in f]
         chars = "".join(sorted(set("".join(texts)))) or " "
         return spaces.Text(max(1, *map(len, texts)), min_length=0, charset=chars)
+    if not fields:
+        why = (
+            "no episode holds it as a part of its dict or tuple (their layout changed partway: "
+            "the recorder then stores the whole field step by step)"
+        )
+    elif any(isinstance(f, list) for f in fields):
+        why = (
+            "its values are per-step values that are not all strings (their type or shape "
+            "changed partway, or the env returned lists), which no one space fits"
+        )
+    else:
+        why = "its values are neither numeric arrays nor strings"
     msg = (
-        f"cannot infer a space for {where}: the recording did not record it, and its values "
-        "are neither numeric arrays nor strings"
+        f"cannot infer a space for {where}: the recording did not record it, and {why}; "
+        "record the env's spaces (observation_space=, action_space=) to export it, or read "
+        "the episodes with gym_recording.load"
     )
     raise ExportError(msg)
 
@@ -300,7 +315,7 @@ def _one_layout(rec: Recording, lost: Lost, skip_empty: bool) -> bool:
     seen, trial = set(), Lost()  # (what they lose, said only if they are kept)
     for ep in rec:
         if ep.length or not skip_empty:  # (a zero-step episode left out is not exported)
-            infos, _ = buffer_infos(ep.infos, trial)
+            infos, _ = buffer_infos(ep.infos, trial, arrow=True)
             seen.add(None if infos is None else layout_of(infos))
     if len(seen) > 1:
         return False
@@ -427,7 +442,9 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 truncations = np.zeros(n, dtype=bool)
                 if n:
                     terminations[-1], truncations[-1] = ep.terminated, ep.truncated
-                infos, info_kinds = buffer_infos(ep.infos, said) if keep_infos else (None, None)
+                infos, info_kinds = (
+                    buffer_infos(ep.infos, said, arrow=arrow) if keep_infos else (None, None)
+                )
                 options = options_of(ep.options, lost, arrow=arrow)
                 kinds = {
                     "options": kind_of(ep.options, python=True) if options is not None else None,

@@ -1273,3 +1273,24 @@ def test_minari_leaves_out_infos_of_dicts_its_arrow_storage_cannot_store(
         assert f"info key {key} (dicts of no key, which Minari's arrow storage cannot " in said
     got = minari_path.load_dataset("tests/infos-v0")[0].infos
     assert list(got) == ["x"] and got["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_minari_says_why_it_cannot_infer_a_space_for_per_step_values(
+    tmp_path: Path, minari_path: Any
+) -> None:
+    """Without recorded spaces, observations whose shape changed partway (per-step values) fit
+    no one space: the message says so, and what to do (it said they were "neither numeric
+    arrays nor strings", which they are)."""
+    with gym_recording.TraceRecording(tmp_path / "r") as w:
+        for shape in (2, 3):
+            w.add_reset(np.zeros(2, np.float32))
+            w.add_step(0, np.ones(shape, np.float32), 1.0, terminated=True)
+    with pytest.raises(ExportError) as got:
+        export(tmp_path / "r", to="minari", out="tests/infer-v0")
+    assert str(got.value) == (
+        "cannot infer a space for observations: the recording did not record it, and its "
+        "values are per-step values that are not all strings (their type or shape changed "
+        "partway, or the env returned lists), which no one space fits; record the env's "
+        "spaces (observation_space=, action_space=) to export it, or read the episodes with "
+        "gym_recording.load"
+    )

@@ -997,3 +997,20 @@ def test_missing_s3fs_names_the_extra() -> None:
     )
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "'s3fs'" in got.stdout and 'pip install "gym-recording[remote]"' in got.stdout
+
+
+def test_download_into_a_cache_where_no_directory_can_be_made(s3: S3Server, tmp_path: Path) -> None:
+    """A cache_dir under a file (or one may not write to): a RecordingError naming the cache
+    and what to do; it was a raw NotADirectoryError."""
+    from gym_recording.tools import transfer
+
+    url = f"s3://{s3.new_bucket()}/run"
+    record(url, seed=3, episodes=1)
+    (tmp_path / "f").write_text("x")
+    cache = str(tmp_path / "f" / "cache")
+    with pytest.raises(RecordingError) as got:
+        transfer.download_recording(url, cache_dir=cache)
+    assert str(got.value) == (
+        f"cannot make the download cache's directory in {cache}: Not a directory; pass a "
+        "cache_dir you may write to"
+    )

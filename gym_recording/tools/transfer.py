@@ -109,7 +109,10 @@ def _private(root: str) -> None:
     Raises:
         RecordingError: it is another user's (who could plant recordings there).
     """
-    os.makedirs(root, mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise _cache_error(root, exc) from exc
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != getattr(os, "getuid", lambda: st.st_uid)():
         msg = (
@@ -119,6 +122,16 @@ def _private(root: str) -> None:
         raise RecordingError(msg)
     if st.st_mode & 0o077:
         os.chmod(root, 0o700)
+
+
+def _cache_error(root: str, exc: OSError) -> RecordingError:
+    """The error of a download cache no directory can be made in."""
+    of = f" ({exc.filename})" if exc.filename not in (None, root) else ""
+    msg = (
+        f"cannot make the download cache's directory in {root}{of}: {exc.strerror or exc}; "
+        "pass a cache_dir you may write to"
+    )
+    return RecordingError(msg)
 
 
 def _endpoint(storage_options: dict[str, Any] | None) -> str | None:
@@ -188,7 +201,8 @@ def download_recording(
 
     Raises:
         ValueError: ``s3url`` is not an ``s3://bucket/prefix`` URL.
-        RecordingError: the default cache directory is another user's.
+        RecordingError: the default cache directory is another user's, or no directory
+            can be made in the cache.
     """
     m = _S3_URL.match(s3url)
     parts = m.group(2).split("/") if m else []
@@ -207,8 +221,11 @@ def download_recording(
     source = FsspecStorage(
         f"s3://{bucket}/{'/'.join(parts)}", create=False, storage_options=storage_options
     )
-    os.makedirs(os.path.dirname(directory), exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=os.path.dirname(directory))
+    try:
+        os.makedirs(os.path.dirname(directory), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=os.path.dirname(directory))
+    except OSError as exc:
+        raise _cache_error(root, exc) from exc
     try:
         target = LocalStorage(tmp)
         manifests = find_manifests(source.list_names())

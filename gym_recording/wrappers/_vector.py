@@ -465,10 +465,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
             # The common case: the step's arrays go to columns, one copy each; the sub-envs'
             # episodes are cut out of them when they are full (_flush).
-            if self.autoreset_mode == AutoresetMode.SAME_STEP:
-                done = np.logical_or(terminations, truncations)
-                for i in np.flatnonzero(done).tolist():  # (each checked before a row is kept)
-                    final = self._final_obs(infos, i)
+            if self.autoreset_mode == AutoresetMode.SAME_STEP:  # (all found before a row is kept)
+                for i, final in self._final_obs(infos, terminations, truncations).items():
                     final = final.copy() if isinstance(final, np.ndarray) else final
                     cols.final[(cols.t, i)] = final
             cols.put(obs, actions, rewards, terminations, truncations)
@@ -480,9 +478,9 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         for name, x in flags:
             if np.shape(x) != (n,):  # (checked before any sub-env's step is recorded)
                 raise ValueError(f"expected {name} of shape ({n},), got {np.shape(x)}")
+        ended = {}  # (SAME_STEP: each ended sub-env's final observation, all found first)
         if mode == AutoresetMode.SAME_STEP:
-            for i in np.flatnonzero(np.logical_or(terminations, truncations)).tolist():
-                self._final_obs(infos, i)
+            ended = self._final_obs(infos, terminations, truncations)
         errors: list[RecordingError] = []  # (every sub-env's step is handled first)
         self._kept(errors, self._flush)
         all_acts = unbatch(self.single_action_space, self.action_space, actions, n)
@@ -502,11 +500,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                         self._active[i] = self._rendering[i] = False
         subs: list[Any] = sub_infos(infos, n) if keep_infos else [None] * n
         finals, resets = subs, subs  # (SAME_STEP: the ended episodes' last infos, and resets')
-        if (
-            keep_infos
-            and mode == AutoresetMode.SAME_STEP
-            and np.logical_or(terminations, truncations).any()
-        ):
+        if keep_infos and ended:
             finals = sub_infos(infos.get("final_info"), n)
             resets = sub_infos({k: v for k, v in infos.items() if k not in _FINAL_KEYS}, n)
         for i in range(n):
@@ -519,7 +513,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             terminated, truncated = bool(terminations[i]), bool(truncations[i])
             done = terminated or truncated
             if done and mode == AutoresetMode.SAME_STEP:
-                final_obs = self._final_obs(infos, i)
+                final_obs = ended[i]
                 if self._active[i]:
                     last = (all_acts[i], final_obs, rewards[i], terminated, truncated, finals[i])
                     self._kept(errors, rec.add_step, *last)
@@ -570,17 +564,23 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         if errors:
             raise next((e for e in errors if not isinstance(e, WriteError)), errors[0])
 
-    def _final_obs(self, infos: Mapping[str, Any], i: int) -> Any:
+    def _final_obs(
+        self, infos: Mapping[str, Any], terminations: Any, truncations: Any
+    ) -> dict[int, Any]:
+        """Under ``SAME_STEP``, each sub-env that ended an episode: its final observation."""
         final = infos.get("final_obs")
         mask = infos.get("_final_obs")
-        if final is None or (mask is not None and not bool(mask[i])):
-            msg = (
-                f"sub-env {i} ended an episode under the SAME_STEP autoreset mode, but the "
-                "step's info has no final_obs for it; the episode's last observation would be "
-                "lost. Is metadata['autoreset_mode'] right for this vector env?"
-            )
-            raise RuntimeError(msg)
-        return final[i]
+        out = {}
+        for i in np.flatnonzero(np.logical_or(terminations, truncations)).tolist():
+            if final is None or (mask is not None and not bool(mask[i])):
+                msg = (
+                    f"sub-env {i} ended an episode under the SAME_STEP autoreset mode, but the "
+                    "step's info has no final_obs for it; the episode's last observation would "
+                    "be lost. Is metadata['autoreset_mode'] right for this vector env?"
+                )
+                raise RuntimeError(msg)
+            out[i] = final[i]
+        return out
 
     def _start(
         self,

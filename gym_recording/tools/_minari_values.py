@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -242,11 +243,11 @@ def options_of(options: Any, lost: Lost, *, arrow: bool) -> dict[str, Any] | Non
         lost.add("reset options that are not a JSON object")
         return None
     if not arrow:  # (Minari's HDF5 storage keeps no empty dict: it stores what is left)
-        empty: list[str] = []
-        plain = _without_empty_dicts(plain, "options", empty)
+        empty = [] if plain else ["options"]
+        plain = _without_empty_dicts(plain, "options", empty, lambda at, k: f"{at}[{k!r}]")
         if empty:
             lost.add(f"empty dicts in reset options, which HDF5 cannot hold ({', '.join(empty)})")
-        if plain is None:
+        if not plain:
             return None
     if not arrow and not hdf5_attribute(plain):
         lost.add("reset options HDF5 cannot hold (None, lists of dicts, ints past int64)")
@@ -254,24 +255,27 @@ def options_of(options: Any, lost: Lost, *, arrow: bool) -> dict[str, Any] | Non
     return plain
 
 
-def _without_empty_dicts(d: dict[str, Any], where: str, empty: list[str]) -> dict[str, Any] | None:
-    """``d`` without its empty dicts, as Minari's HDF5 storage keeps it; ``None`` if empty.
+def _without_empty_dicts(
+    d: dict[Any, Any], at: str, empty: list[str], child: Callable[[str, Any], str]
+) -> dict[Any, Any]:
+    """``d`` without its dicts of no key, recursively (a dict that held only such too).
 
-    Minari stores options as one HDF5 attribute per leaf (``options/a/b``), so an empty dict
-    has none and is gone on reading, and so is a dict of nothing else. The place of each
-    empty dict (``options['a']``) goes to ``empty``.
+    Neither of Minari's storages keeps one everywhere: HDF5 stores options as one attribute
+    per leaf (``options/a/b``), so an empty dict is gone on reading; arrow cannot store an
+    info column of no key. The place of each empty one (``child(at, key)``: ``options['a']``)
+    goes to ``empty``.
     """
-    if not d:
-        empty.append(where)
-        return None
-    out: dict[str, Any] = {}
+    out = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            v = _without_empty_dicts(v, f"{where}[{k!r}]", empty)
-            if v is None:
+            if not v:
+                empty.append(child(at, k))
+                continue
+            v = _without_empty_dicts(v, child(at, k), empty, child)
+            if not v:  # (of empty dicts only: they are named)
                 continue
         out[k] = v
-    return out or None
+    return out
 
 
 def hdf5_attribute(value: Any) -> bool:
@@ -308,25 +312,14 @@ def buffer_infos(
     except Unfit as exc:
         lost.add(f"infos of episodes whose infos Minari cannot stack ({exc})")
         return None, None
-    if arrow:
-        stacked = _without_empty(stacked, "", dropped)
+    if arrow:  # (its storage cannot store an info dict of no key)
+        empty: list[str] = []
+        stacked = _without_empty_dicts(stacked, "", empty, lambda at, k: f"{at}.{k}" if at else k)
+        dropped += [
+            f"{k} (dicts of no key, which Minari's arrow storage cannot store)" for k in empty
+        ]
     for key in dropped:
         lost.add(f"info key {key}")
     if not stacked:
         return None, None
     return stacked, info_kinds(infos, stacked, lost)
-
-
-def _without_empty(stacked: dict[str, Any], path: str, dropped: list[str]) -> dict[str, Any]:
-    """``stacked`` without its dicts of no key (each named in ``dropped``), recursively."""
-    out = {}
-    for k, v in stacked.items():
-        if isinstance(v, dict):
-            v = _without_empty(v, f"{path}{k}.", dropped)
-            if not v:
-                dropped.append(
-                    f"{path}{k} (dicts of no key, which Minari's arrow storage cannot store)"
-                )
-                continue
-        out[k] = v
-    return out

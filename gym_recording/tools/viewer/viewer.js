@@ -1803,10 +1803,7 @@
 
   function fmt(x) {
     if (x === undefined || x === null) return "";
-    if (Number.isNaN(x)) return "nan";
-    if (Object.is(x, -0)) return "-0";
-    if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
-    if (Number.isInteger(x) && Math.abs(x) < 1e9) return String(x);
+    if (!Number.isFinite(x) || Object.is(x, -0) || (Number.isInteger(x) && Math.abs(x) < 1e9)) return numberText(x);
     const a = Math.abs(x);
     if (a !== 0 && (a < 1e-3 || a >= 1e6)) return x.toExponential(3);
     return String(Number(x.toPrecision(5)));

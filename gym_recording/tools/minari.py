@@ -136,30 +136,20 @@ def _complete(space: Any, fields: list[Any], where: str) -> Any:
 
     if not _any_leaf(space, _unknown):  # (nothing to infer)
         return space
-    if isinstance(space, spaces.Dict):
+    if _unknown(space):  # (a Dict or Tuple as its values are laid out, else a leaf)
+        head = next((f for f in fields if isinstance(f, (dict, tuple))), None)
+        if head is None:
+            return _infer(fields, where)
+        space = dict.fromkeys(head) if isinstance(head, dict) else [None] * len(head)
+    if isinstance(space, (dict, spaces.Dict)):
         fields = [f for f in fields if isinstance(f, dict)]
         return spaces.Dict(
             {k: _complete(s, [f[k] for f in fields], f"{where}.{k}") for k, s in space.items()}
         )
-    if isinstance(space, spaces.Tuple):
-        fields = [f for f in fields if isinstance(f, tuple)]
-        return spaces.Tuple(
-            [_complete(s, [f[i] for f in fields], f"{where}[{i}]") for i, s in enumerate(space)]
-        )
-    if not _unknown(space):
-        return space
-    head = next((f for f in fields if isinstance(f, (dict, tuple))), None)
-    if isinstance(head, dict):
-        fields = [f for f in fields if isinstance(f, dict)]
-        return spaces.Dict(
-            {k: _complete(None, [f[k] for f in fields], f"{where}.{k}") for k in head}
-        )
-    if isinstance(head, tuple):
-        fields = [f for f in fields if isinstance(f, tuple)]
-        return spaces.Tuple(
-            [_complete(None, [f[i] for f in fields], f"{where}[{i}]") for i in range(len(head))]
-        )
-    return _infer(fields, where)
+    fields = [f for f in fields if isinstance(f, tuple)]
+    return spaces.Tuple(
+        [_complete(s, [f[i] for f in fields], f"{where}[{i}]") for i, s in enumerate(space)]
+    )
 
 
 def _infer(fields: list[Any], where: str) -> Any:

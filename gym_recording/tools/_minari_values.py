@@ -8,7 +8,6 @@ cannot hold is counted in a :class:`Lost`, for the export's one warning.
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -143,25 +142,25 @@ def stacked_infos(infos: list[Any], dropped: list[str], path: str = "") -> dict[
     return out
 
 
-def kind_of(value: Any, *, python: bool) -> Any:
+def kind_of(value: Any) -> Any:
     """What Minari loses of ``value``'s types (``None``: nothing), for :func:`retyped`.
 
-    A numpy value's dtype (and an array's shape), a tuple, and with ``python`` the type of a
-    Python number, bool or string (Minari's columns give numpy scalars back).
+    A numpy value's dtype (and an array's shape), a tuple, and the type of a Python number,
+    bool or string (Minari's columns give numpy scalars back).
     """
     if isinstance(value, np.ndarray):
         return {"dtype": value.dtype.str, "shape": list(value.shape)}
     if isinstance(value, np.generic):
         return {"dtype": value.dtype.str}
     if isinstance(value, dict):
-        kinds = {k: kind_of(v, python=python) for k, v in value.items()}
+        kinds = {k: kind_of(v) for k, v in value.items()}
         return {"dict": kinds} if any(k is not None for k in kinds.values()) else None
     if isinstance(value, (list, tuple)):
-        items = [kind_of(v, python=python) for v in value]
+        items = [kind_of(v) for v in value]
         if isinstance(value, tuple) or not items or any(k is not None for k in items):
             return {"tuple" if isinstance(value, tuple) else "list": items}
         return None
-    if python and isinstance(value, (bool, int, float, str)):
+    if isinstance(value, (bool, int, float, str)):
         return {"python": type(value).__name__}
     return None
 
@@ -223,9 +222,9 @@ def info_kinds(infos: list[dict[str, Any]], stacked: dict[str, Any], lost: Lost)
         if isinstance(values[0], dict):
             kinds[key] = info_kinds(values, stacked[key], lost)
         elif not (isinstance(values[0], np.ndarray) and values[0].ndim):
-            seen = {json.dumps(kind_of(v, python=True), sort_keys=True) for v in values}
-            if len(seen) == 1:
-                kinds[key] = kind_of(values[0], python=True)
+            seen = [kind_of(v) for v in values]
+            if all(k == seen[0] for k in seen):
+                kinds[key] = seen[0]
             else:
                 lost.add(f"the types of info {key!r}, which change between steps")
     return {"dict": kinds} if kinds else None
@@ -249,9 +248,9 @@ def options_of(options: Any, lost: Lost, *, arrow: bool) -> dict[str, Any] | Non
             lost.add(f"empty dicts in reset options, which HDF5 cannot hold ({', '.join(empty)})")
         if not plain:
             return None
-    if not arrow and not hdf5_attribute(plain):
-        lost.add("reset options HDF5 cannot hold (None, lists of dicts, ints past int64)")
-        return None
+        if not hdf5_attribute(plain):
+            lost.add("reset options HDF5 cannot hold (None, lists of dicts, ints past int64)")
+            return None
     return plain
 
 

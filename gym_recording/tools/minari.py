@@ -437,7 +437,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 )
                 options = options_of(ep.options, lost, arrow=arrow)
                 kinds = {
-                    "options": kind_of(ep.options, python=True) if options is not None else None,
+                    "options": kind_of(ep.options) if options is not None else None,
                     "infos": info_kinds,
                 }
                 try:

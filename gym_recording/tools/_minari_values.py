@@ -18,20 +18,7 @@ import numpy as np
 from gym_recording._errors import LossyExportWarning
 from gym_recording.format.limits import fits_int64
 
-__all__ = [
-    "Lost",
-    "Unfit",
-    "as_json",
-    "buffer_infos",
-    "hdf5_attribute",
-    "info_kinds",
-    "kind_of",
-    "layout_of",
-    "options_of",
-    "retyped",
-    "stacked_infos",
-    "step_values",
-]
+__all__ = ["Lost", "buffer_infos", "kind_of", "layout_of", "options_of", "retyped"]
 
 
 class Lost:

@@ -406,8 +406,9 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
         skip_empty = not arrow or _any_leaf(act_space, _is_array_space)
 
         # (Minari's arrow storage holds one layout of infos: every episode's, or none)
+        record_infos = any(m.record_infos for m in rec.writers)
         said, keep_infos = lost, True  # (where what the infos lose is said: once)
-        if arrow and any(m.record_infos for m in rec.writers):
+        if arrow and record_infos:
             keep_infos, said = _one_layout(rec, lost, skip_empty), Lost()
         if not keep_infos:
             lost.add(
@@ -460,8 +461,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                 )
 
         try:
-            infos = keep_infos and any(m.record_infos for m in rec.writers)
-            _write(minari, dataset_id, buffers(), kwargs, rec, spec, infos)
+            _write(minari, dataset_id, buffers(), kwargs, rec, spec, keep_infos and record_infos)
         except BaseException as exc:
             shutil.rmtree(path, ignore_errors=True)
             refused = (AssertionError, ValueError, TypeError, KeyError, IndexError, OverflowError)

@@ -265,18 +265,15 @@ def _widened(pa: Any, old: Any, new: Any, name: str, widened: list[str]) -> Any:
     if pa.types.is_integer(old) and pa.types.is_floating(new):
         widened.append(f"{name}: {old}, then {new}")
         return pa.float64()
-    if pa.types.is_struct(old) and pa.types.is_struct(new):
-        names = [old.field(i).name for i in range(old.num_fields)]
-        if names == [new.field(i).name for i in range(new.num_fields)]:
-            return pa.struct(
-                [
-                    pa.field(
-                        n,
-                        _widened(pa, old.field(i).type, new.field(i).type, f"{name}.{n}", widened),
-                    )
-                    for i, n in enumerate(names)
-                ]
-            )
+    if (
+        pa.types.is_struct(old)
+        and pa.types.is_struct(new)
+        and [f.name for f in old] == [f.name for f in new]
+    ):
+        return pa.struct(
+            pa.field(a.name, _widened(pa, a.type, b.type, f"{name}.{a.name}", widened))
+            for a, b in zip(old, new, strict=True)
+        )
     if (
         pa.types.is_fixed_size_list(old)
         and pa.types.is_fixed_size_list(new)

@@ -305,7 +305,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
     with open_recording(directory) as rec, atomic_output(out) as tmp:
         description = _description(rec)
         shapes: dict[str, Any] = {}
-        writer = None
+        writer: Any = None
         schema: Any = None
         pending: list[Any] = []
         pending_rows = pending_bytes = 0
@@ -320,7 +320,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
 
         def flush() -> None:
             nonlocal pending, pending_rows, pending_bytes
-            if pending and writer is not None:
+            if pending:  # (held only once the writer is made)
                 writer.write_table(pa.concat_tables(pending).cast(schema))
             pending, pending_rows, pending_bytes = [], 0, 0
 
@@ -328,8 +328,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str) -> str:
             """Write the rows so far again, to a new file, as the schema ``wider`` types them."""
             nonlocal writer, schema, path
             flush()
-            if writer is not None:
-                writer.close()
+            writer.close()  # (made: only an episode after the first with steps widens)
             fd, new_path = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=os.path.dirname(tmp))
             os.close(fd)
             old_path, path = path, new_path  # (removed below if this fails)

@@ -590,11 +590,8 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             seed = int64_seed(ep.seed)
             left_out.counts["seeds"] += seed == -1  # (npz's "no seed": that one is lost)
             seeds.append(-1 if seed is None else seed)
-        arrays: dict[str, np.ndarray] = {}
-        for name, chunks in parts.items():
-            arrays[name] = np.concatenate(chunks) if chunks else empty[name]
-        if "rewards" not in arrays:
-            arrays["rewards"] = np.zeros(0, dtype=np.float64)
+        arrays = {name: np.concatenate(c) if c else empty[name] for name, c in parts.items()}
+        arrays.setdefault("rewards", np.zeros(0, dtype=np.float64))  # (no episode)
         n = np.asarray(lengths, dtype=np.int64)
         arrays["episode_lengths"] = n
         arrays["episode_starts"] = np.cumsum(n) - n

@@ -85,11 +85,6 @@ def _stack(leaf: Any) -> Any:
     return stack_steps(leaf) if isinstance(leaf, list) else leaf
 
 
-def _is_image(leaf: Any) -> bool:
-    """Whether a leaf's steps are pictures: images or frame stacks (see Episode.frames)."""
-    return _picture_frames(leaf) is not None
-
-
 def _describe_field(f: Any, name: str) -> str:
     parts = []
     for leaf_name, leaf in leaves(f, name):
@@ -150,14 +145,14 @@ def _field_columns(f: Any, name: str, n: int, max_columns: int) -> dict[str, Any
     for leaf_name, leaf in leaves(f, name):
         if _numeric(leaf) and leaf.ndim == 1:
             out[leaf_name] = np.asarray(leaf)
-        elif _numeric(leaf) and not _is_image(leaf):
-            width = math.prod(leaf.shape[1:])
-            if width <= max_columns:
-                flat = np.asarray(leaf).reshape(n, width)
-                for i in range(width):
-                    out[f"{leaf_name}_{i}"] = flat[:, i]
-            else:
-                out[leaf_name] = _object_column(leaf, n)
+        elif (
+            _numeric(leaf)
+            and _picture_frames(leaf) is None
+            and math.prod(leaf.shape[1:]) <= max_columns
+        ):
+            flat = np.asarray(leaf).reshape(n, math.prod(leaf.shape[1:]))
+            for i in range(flat.shape[1]):
+                out[f"{leaf_name}_{i}"] = flat[:, i]
         else:
             out[leaf_name] = _object_column(leaf, n)
     return out
@@ -232,13 +227,10 @@ def recording_steps(
     """See :meth:`gym_recording.Recording.steps`."""
     pd = require("pandas", "notebook", "Recording.steps()")
     chosen = list(_select(rec, episodes))
-    parts: list[dict[str, Any]] = []
-    for i in progress(chosen, total=len(chosen), desc="steps"):
-        parts.append(
-            _episode_columns(
-                rec[i], next_obs=next_obs, max_columns=max_columns, episode_column=True
-            )
-        )
+    parts = [
+        _episode_columns(rec[i], next_obs=next_obs, max_columns=max_columns, episode_column=True)
+        for i in progress(chosen, total=len(chosen), desc="steps")
+    ]
     if not parts:
         return pd.DataFrame(
             {
@@ -486,12 +478,13 @@ def recording_plot_returns(rec: Recording, window: int = 10, ax: Any = None) -> 
     return ax
 
 
-def _plot_leaf(ax: Any, leaf: np.ndarray, label: str, max_dims: int, steps: bool) -> None:
+def _plot_leaf(ax: Any, leaf: np.ndarray, label: str, max_dims: int) -> None:
+    """Draw a leaf's components against the step (integers as steps: they jump)."""
     n = leaf.shape[0]
     flat = leaf.reshape(n, math.prod(leaf.shape[1:])) if leaf.ndim > 1 else leaf
     flat = flat.astype(np.float64)
     x = np.arange(n)
-    kw = {"drawstyle": "steps-post"} if steps else {}
+    kw = {"drawstyle": "steps-post"} if leaf.dtype.kind in "biu" else {}
     if flat.ndim == 1:
         ax.plot(x, flat, label=label, **kw)
     else:
@@ -508,21 +501,23 @@ def _plot_leaf(ax: Any, leaf: np.ndarray, label: str, max_dims: int, steps: bool
             )
 
 
-def _plottable(f: Any, name: str) -> list[tuple[str, np.ndarray]]:
-    out = []
+def _plottable(f: Any, name: str) -> tuple[list[tuple[str, np.ndarray]], list[str]]:
+    """The numeric leaves of a field to plot, and the names of its picture leaves (not plotted)."""
+    numbers, pictures = [], []
     for leaf_name, raw in leaves(f, name):
         leaf = _stack(raw)
-        if _numeric(leaf) and not _is_image(leaf) and leaf.ndim >= 1:
-            out.append((leaf_name, leaf))
-    return out
+        if _picture_frames(leaf) is not None:
+            pictures.append(leaf_name)
+        elif _numeric(leaf) and leaf.ndim >= 1:
+            numbers.append((leaf_name, leaf))
+    return numbers, pictures
 
 
 def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
     """See :meth:`gym_recording.Episode.plot`."""
     plt = _pyplot("Episode.plot()")
-    actions = _plottable(ep.actions, "action")
-    observations = _plottable(ep.observations, "obs")
-    images = [n for n, leaf in leaves(ep.observations, "obs") if _is_image(_stack(leaf))]
+    actions, _ = _plottable(ep.actions, "action")
+    observations, images = _plottable(ep.observations, "obs")
     panels = 1 + (1 if actions else 0) + len(observations)
     if not observations:
         panels += 1  # say why there is no observation plot
@@ -544,8 +539,7 @@ def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
         ax = axes[k]
         k += 1
         for name, leaf in actions:
-            discrete = leaf.dtype.kind in "biu"
-            _plot_leaf(ax, leaf, name, max_dims, steps=discrete)
+            _plot_leaf(ax, leaf, name, max_dims)
         ax.set_ylabel("action")
         if (
             sum(
@@ -558,7 +552,7 @@ def episode_plot(ep: Episode, *, max_dims: int = 8) -> Any:
     for name, leaf in observations:
         ax = axes[k]
         k += 1
-        _plot_leaf(ax, leaf, name, max_dims, steps=leaf.dtype.kind in "biu")
+        _plot_leaf(ax, leaf, name, max_dims)
         ax.set_ylabel(name if len(observations) > 1 else "observation")
         if leaf.ndim > 1 and math.prod(leaf.shape[1:]) > 1:
             ax.legend(loc="upper right", fontsize="x-small", ncol=4)

@@ -159,10 +159,9 @@ class Episode(EpisodeKeys):
         return float(np.sum(self.rewards, dtype=np.float64))
 
     def __repr__(self) -> str:
-        flags = "terminated" if self.terminated else "truncated" if self.truncated else "cut"
         return (
             f"<Episode {self.index} writer={self.writer} length={self.length} "
-            f"return={self.total_reward:g} {flags}>"
+            f"return={self.total_reward:g} {notebook._ending(self)}>"
         )
 
     # ---------------------------------------------------------------- notebook helpers

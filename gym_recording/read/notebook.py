@@ -313,6 +313,7 @@ def _grid(header: list[str], rows: list[list[Any]], caption: str = "") -> str:
 
 
 def _ending(ep: Episode) -> str:
+    """How an episode ended: ``terminated``, ``truncated`` or ``cut`` (by a reset or a close)."""
     return "terminated" if ep.terminated else "truncated" if ep.truncated else "cut"
 
 

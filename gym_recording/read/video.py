@@ -65,14 +65,13 @@ def write_video(
     number = not isinstance(fps, bool) and isinstance(fps, (int, float, np.integer, np.floating))
     # (the rate is a fraction of denominator at most 1001: a slower one would be written at
     # another rate, 1/1001 for 1/2000, or at none)
-    ok = number and 1 / 1001 <= fps < math.inf
-    rate = Fraction(float(fps)).limit_denominator(1001) if ok else None
-    if not rate:
+    if not (number and 1 / 1001 <= fps < math.inf):
         msg = (
             "expected fps to be a positive number of at least 1/1001 (one frame in 1001 s), "
             f"got {fps!r}"
         )
         raise ExportError(msg)
+    rate = Fraction(float(fps)).limit_denominator(1001)
     frames = _rgb(frames)
     h, w = frames.shape[1:3]
     if max(h, w) > MAX_SIDE:
@@ -82,28 +81,23 @@ def write_video(
         )
         raise ExportError(msg)
     try:
-        _encode(av, frames, path, rate, overwrite)
+        with (
+            atomic_output(path, overwrite=overwrite, suffix=".mp4") as tmp,
+            av.open(tmp, mode="w", format="mp4") as container,
+        ):
+            stream = container.add_stream("libx264", rate=rate)
+            stream.width, stream.height = w, h
+            even = h % 2 == 0 and w % 2 == 0
+            stream.pix_fmt = "yuv420p" if even else "yuv444p"
+            # (with B-frames, a rate past ~1,000 fps muxes frames a decoder drops: none)
+            stream.options = {"crf": "18", "preset": "veryfast", "bf": "0"}
+            for t, frame in enumerate(frames):
+                vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+                vf.pts = t
+                vf.time_base = 1 / rate
+                container.mux(stream.encode(vf))
+            container.mux(stream.encode(None))
     except av.FFmpegError as exc:  # (what FFmpeg refuses of these frames: nothing is left)
         msg = f"FFmpeg could not encode {w}x{h} frames at {float(rate):g} fps into {path!r}: {exc}"
         raise ExportError(msg) from exc
     return path
-
-
-def _encode(av: Any, frames: np.ndarray, path: str, rate: Fraction, overwrite: bool) -> None:
-    h, w = frames.shape[1:3]
-    with (
-        atomic_output(path, overwrite=overwrite, suffix=".mp4") as tmp,
-        av.open(tmp, mode="w", format="mp4") as container,
-    ):
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width, stream.height = w, h
-        even = h % 2 == 0 and w % 2 == 0
-        stream.pix_fmt = "yuv420p" if even else "yuv444p"
-        # (with B-frames, a rate past ~1,000 fps muxes frames a decoder drops: none)
-        stream.options = {"crf": "18", "preset": "veryfast", "bf": "0"}
-        for t, frame in enumerate(frames):
-            vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
-            vf.pts = t
-            vf.time_base = 1 / rate
-            container.mux(stream.encode(vf))
-        container.mux(stream.encode(None))

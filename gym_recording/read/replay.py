@@ -221,7 +221,6 @@ def replay_episode(
     render: bool = True,
     rtol: float = 1e-5,
     atol: float = 1e-6,
-    warn: bool = True,
 ) -> ReplayResult:
     """See :meth:`gym_recording.Episode.replay`."""
     if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
@@ -233,7 +232,8 @@ def replay_episode(
             raise ValueError(f"expected {name} to be a number of at least 0, got {tol}")
     kwargs = dict(env_kwargs or {})
     recorded = ep.env_spec if isinstance(ep.env_spec, dict) and env_id is None else {}
-    missing = [k for k in _summary_kwargs(recorded) or () if k not in kwargs]
+    summary = _summary_kwargs(recorded)
+    missing = [k for k in summary or () if k not in kwargs]
     if render:
         kwargs.setdefault("render_mode", "rgb_array")
     elif isinstance(recorded.get("kwargs"), dict) and recorded["kwargs"].get("render_mode"):
@@ -322,17 +322,16 @@ def replay_episode(
                 "were not recorded (not plain JSON, or too large): pass them in env_kwargs."
             )
         unmade = recorded.get("wrappers_not_recorded")  # (a summary's: record/head.py)
-        if _summary_kwargs(recorded) is not None and isinstance(unmade, list) and unmade:
+        if summary is not None and isinstance(unmade, list) and unmade:
             message += (
                 f" It was made without its wrappers {', '.join(map(str, unmade))}, which a "
                 "summarised spec does not record."
             )
-        if warn:
-            warnings.warn(message, ReplayMismatchWarning, stacklevel=3)
+        warnings.warn(message, ReplayMismatchWarning, stacklevel=3)
     stacked: np.ndarray | None = None
     if render:
         try:
-            stacked = np.stack(frames) if frames else np.zeros((0, 0, 0, 3), np.uint8)
+            stacked = np.stack(frames)  # (never empty: the reset's frame is first)
         except ValueError:  # frames of different sizes: pad to the largest
             h = max(f.shape[0] for f in frames)
             w = max(f.shape[1] for f in frames)

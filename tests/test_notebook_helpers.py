@@ -604,6 +604,13 @@ def test_replay_reproduces_and_renders(dots: Path) -> None:
     assert "None" in repr(ep.replay(render=False)).split("frames=")[1]
 
 
+def test_show_refuses_frames_of_no_pixels() -> None:
+    # An env may render 0x0 frames; replaying it must not crash the player (it divided by 0).
+    frames = np.zeros((2, 0, 0, 3), np.uint8)
+    with pytest.raises(NoFramesError, match=r"none of them 0, got \(2, 0, 0, 3\)"):
+        ReplayResult("TestDot-v0", frames, True, None, 1, "reproduced all 1 steps").show()
+
+
 def test_show_replays_vector_observations(dots: Path) -> None:
     ep = gym_recording.load(dots)[0]
     anim = ep.show(replay=True)

@@ -324,6 +324,7 @@ class Episode(EpisodeKeys):
         Raises:
             NoFramesError: No image observations and ``replay`` is false.
             ValueError: ``fps`` is not a positive number, or ``max_frames`` is below 1.
+            TypeError: ``max_frames`` is not an int.
 
         Example:
             >>> import numpy as np

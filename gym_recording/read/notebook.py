@@ -692,8 +692,8 @@ def animate(
     frames = np.asarray(frames)
     if frames.ndim == 3:
         frames = frames[..., np.newaxis]
-    if frames.ndim != 4 or len(frames) == 0:
-        msg = f"expected frames of shape [T, H, W, C] with T > 0, got {frames.shape}"
+    if frames.ndim != 4 or 0 in frames.shape:
+        msg = f"expected frames of shape [T, H, W, C], none of them 0, got {frames.shape}"
         raise NoFramesError(msg)
     total = len(frames)
     chosen = np.arange(total)

@@ -42,6 +42,7 @@ __all__ = [
     "recording_plot_returns",
     "recording_steps",
     "recording_summary",
+    "step_flags",
 ]
 
 #: Episodes listed by a recording's HTML repr.
@@ -158,6 +159,15 @@ def _field_columns(f: Any, name: str, n: int, max_columns: int) -> dict[str, Any
     return out
 
 
+def step_flags(ep: Episode) -> tuple[np.ndarray, np.ndarray]:
+    """``terminated`` and ``truncated`` per step: false, but on the last step the episode's."""
+    terminated = np.zeros(ep.length, dtype=bool)
+    truncated = np.zeros(ep.length, dtype=bool)
+    if ep.length:
+        terminated[-1], truncated[-1] = ep.terminated, ep.truncated
+    return terminated, truncated
+
+
 def _episode_columns(
     ep: Episode, *, next_obs: bool, max_columns: int, episode_column: bool
 ) -> dict[str, Any]:
@@ -169,11 +179,7 @@ def _episode_columns(
     cols.update(_field_columns(slice_field(ep.observations, 0, n), "obs", n, max_columns))
     cols.update(_field_columns(ep.actions, "action", n, max_columns))
     cols["reward"] = np.asarray(ep.rewards, dtype=np.float64)
-    terminated = np.zeros(n, dtype=bool)
-    truncated = np.zeros(n, dtype=bool)
-    if n:
-        terminated[-1], truncated[-1] = ep.terminated, ep.truncated
-    cols["terminated"], cols["truncated"] = terminated, truncated
+    cols["terminated"], cols["truncated"] = step_flags(ep)
     if next_obs:
         cols.update(
             _field_columns(slice_field(ep.observations, 1, None), "next_obs", n, max_columns)

@@ -46,6 +46,7 @@ from gym_recording._optional import require
 from gym_recording.format.fields import named_leaves, slice_field
 from gym_recording.format.names import TEMP_PREFIX
 from gym_recording.read.episode import Episode
+from gym_recording.read.notebook import step_flags
 from gym_recording.read.recording import Recording
 from gym_recording.read.video import DEFAULT_FPS, write_video
 from gym_recording.storage import is_url
@@ -234,10 +235,7 @@ _SCALARS = (bool, int, float, str, np.bool_, np.number)
 
 def _episode_table(pa: Any, ep: Episode, shapes: dict[str, Any]) -> Any:
     n = ep.length
-    terminated = np.zeros(n, dtype=bool)
-    truncated = np.zeros(n, dtype=bool)
-    if n:
-        terminated[-1], truncated[-1] = ep.terminated, ep.truncated
+    terminated, truncated = step_flags(ep)
     columns = {
         "episode": pa.array(np.full(n, ep.index, dtype=np.int64)),
         "step": pa.array(np.arange(n, dtype=np.int64)),

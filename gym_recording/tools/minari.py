@@ -58,6 +58,7 @@ from gym_recording.format.fields import field_step
 from gym_recording.format.names import find_manifests
 from gym_recording.format.spaces import UnknownSpace
 from gym_recording.read.episode import Episode
+from gym_recording.read.notebook import step_flags
 from gym_recording.read.recording import Recording
 from gym_recording.record.recording import TraceRecording
 from gym_recording.storage import is_url, open_storage
@@ -429,10 +430,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str) -> str:
                     )
                     lost.add(f"zero-step episodes (Minari's {needs})")
                     continue
-                terminations = np.zeros(n, dtype=bool)
-                truncations = np.zeros(n, dtype=bool)
-                if n:
-                    terminations[-1], truncations[-1] = ep.terminated, ep.truncated
+                terminations, truncations = step_flags(ep)
                 infos, info_kinds = (
                     buffer_infos(ep.infos, said, arrow=arrow) if keep_infos else (None, None)
                 )

@@ -73,6 +73,17 @@ def _ragged_column(arrays: list[np.ndarray]) -> Any:
     return ArrowVariableShapedTensorArray.from_numpy([np.ascontiguousarray(a) for a in arrays])
 
 
+def _leaves(
+    episodes: list[tuple[int, Episode]], field: str, prefix: str
+) -> dict[str, list[np.ndarray]]:
+    """Per leaf column of each episode's ``field`` (named from ``prefix``): its arrays."""
+    leaves: dict[str, list[np.ndarray]] = {}
+    for _, ep in episodes:
+        for col, values in named_leaves(getattr(ep, field), prefix):
+            leaves.setdefault(col, []).append(as_array(values))
+    return leaves
+
+
 def _episode_table(episodes: list[tuple[int, Episode]]) -> Any:
     pa = require("pyarrow", "ray", "gym_recording.ray.read_traces()")
     cols: dict[str, Any] = {
@@ -85,11 +96,7 @@ def _episode_table(episodes: list[tuple[int, Episode]]) -> Any:
         "seed": pa.array([int64_seed(ep.seed) for _, ep in episodes], pa.int64()),
     }
     for name in ("observations", "actions"):
-        per_leaf: dict[str, list[np.ndarray]] = {}
-        for _, ep in episodes:
-            for col, values in named_leaves(getattr(ep, name), name):
-                per_leaf.setdefault(col, []).append(as_array(values))
-        for col, arrays in per_leaf.items():
+        for col, arrays in _leaves(episodes, name, name).items():
             cols[col] = _ragged_column(arrays)
     cols["rewards"] = _ragged_column([np.asarray(ep.rewards, np.float64) for _, ep in episodes])
     return pa.table(cols)
@@ -113,13 +120,8 @@ def _step_table(episodes: list[tuple[int, Episode]]) -> Any:
             np.concatenate([np.arange(n, dtype=np.int64) for n in lengths] or [np.zeros(0, int)])
         ),
     }
-    obs_leaves: dict[str, list[np.ndarray]] = {}
-    act_leaves: dict[str, list[np.ndarray]] = {}
-    for _, ep in episodes:
-        for col, values in named_leaves(ep.observations, ""):
-            obs_leaves.setdefault(col, []).append(as_array(values))
-        for col, values in named_leaves(ep.actions, "action"):
-            act_leaves.setdefault(col, []).append(as_array(values))
+    obs_leaves = _leaves(episodes, "observations", "")
+    act_leaves = _leaves(episodes, "actions", "action")
     for suffix, arrays in obs_leaves.items():
         cols[f"obs{suffix}"] = _arrow_column(np.concatenate([a[:-1] for a in arrays]))
     for col, arrays in act_leaves.items():

@@ -30,7 +30,7 @@ from gym_recording.format.names import classify, holds_no_recording, no_recordin
 from gym_recording.read.recording import load
 from gym_recording.record import steps
 from gym_recording.storage import is_url
-from gym_recording.tools._source import episodes_text
+from gym_recording.tools._source import episodes, episodes_text
 from gym_recording.tools.verify import CLEAN_MIN_AGE, printable, verify_cli
 
 __all__ = ["main"]
@@ -91,14 +91,9 @@ def _port(text: str) -> int:
     return port
 
 
-def _in_memory(location: str) -> bool:
-    """Whether ``location`` is a ``memory://`` URL (fsspec's, gone when the process ends)."""
-    return is_url(location) and "memory" in location.split("://")[0].lower().split("::")
-
-
 def _gone_at_exit(location: str, name: str, command: str) -> bool:
     """Whether ``location`` (``name``) is ``memory://``: gone when ``command`` exits; says so."""
-    if not _in_memory(location):
+    if not (is_url(location) and "memory" in location.split("://")[0].lower().split("::")):
         return False
     _err(
         f"{name} {location} is in fsspec's memory filesystem, which lives only in this "
@@ -359,7 +354,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         arrays, rendered, frame_shapes = 0, 0, set[tuple[int, ...]]()
         damaged = None  # (the episodes before a damaged file are summed up all the same)
         try:
-            for ep in progress(rec, total=len(rec), desc="reading"):
+            for ep in episodes(rec, "reading"):
                 lengths.append(ep.length)
                 returns.append(ep.total_reward)
                 term += ep.terminated
@@ -713,9 +708,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     said = _Said()  # (the library's log warnings, as the command line says things)
     logger = logging.getLogger("gym_recording")
     logger.addHandler(said)
+    restore_sigterm = _on_sigterm()  # (SIGTERM stops any command as a Ctrl-C does)
     try:
-        return _run(args)
+        return _run_command(args)
+    except KeyboardInterrupt as exc:  # (what a command was writing is removed on the way)
+        terminated = isinstance(exc, _Terminated)
+        _err(f"interrupted ({'SIGTERM' if terminated else 'Ctrl-C'})")
+        return 143 if terminated else 130
     finally:
+        restore_sigterm()
         logger.removeHandler(said)
 
 
@@ -727,18 +728,6 @@ class _Said(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         (_err if record.levelno >= logging.ERROR else _warn)(record.getMessage())
-
-
-def _run(args: argparse.Namespace) -> int:
-    restore_sigterm = _on_sigterm()  # (SIGTERM stops any command as a Ctrl-C does)
-    try:
-        return _run_command(args)
-    except KeyboardInterrupt as exc:  # (what a command was writing is removed on the way)
-        terminated = isinstance(exc, _Terminated)
-        _err(f"interrupted ({'SIGTERM' if terminated else 'Ctrl-C'})")
-        return 143 if terminated else 130
-    finally:
-        restore_sigterm()
 
 
 def _run_command(args: argparse.Namespace) -> int:

@@ -52,10 +52,6 @@ _S3_URL = re.compile(r"^s3://([A-Za-z0-9][A-Za-z0-9.\-_]*)/([^\x00-\x1f\\]+?)/*$
 CACHE_DIR = os.path.join(tempfile.gettempdir(), f"gym-recording-s3-{getattr(os, 'getuid', str)()}")
 
 
-def _random_token(length: int = 3) -> str:
-    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
-
-
 def upload_recording(
     directory: str | os.PathLike[str],
     env_name: str,
@@ -79,7 +75,8 @@ def upload_recording(
         The URL, e.g. ``"s3://bucket/recording/CartPole-v1/2024-01-31_12-00-00_x7Q"``.
     """
     source = LocalStorage(directory, create=False)
-    s3dir = f"recording/{env_name}/{time.strftime('%Y-%m-%d_%H-%M-%S')}_{_random_token(3)}"
+    token = "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(3))
+    s3dir = f"recording/{env_name}/{time.strftime('%Y-%m-%d_%H-%M-%S')}_{token}"
     url = f"s3://{bucket}/{s3dir}"
     target = FsspecStorage(url, create=True, storage_options=storage_options)
     # The manifests as they are now, read first: every batch they list is written already,

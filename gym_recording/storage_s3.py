@@ -17,12 +17,15 @@ __all__ = ["CACHE_DIR", "download_recording", "upload_recording"]
 CACHE_DIR = transfer.CACHE_DIR
 
 
-def download_recording(s3url: str, *, storage_options: dict[str, Any] | None = None) -> str:
+def download_recording(
+    s3url: str, *, storage_options: dict[str, Any] | None = None, cache_dir: str | None = None
+) -> str:
     """Download the recording at ``s3url`` into :data:`CACHE_DIR`; return the directory.
 
     Args:
         s3url: The recording's ``s3://bucket/prefix`` URL.
         storage_options: Passed to s3fs (an ``endpoint_url``, credentials, ...).
+        cache_dir: Where downloads are kept instead of :data:`CACHE_DIR`.
 
     Returns:
         The local directory that holds the recording's files.
@@ -30,4 +33,5 @@ def download_recording(s3url: str, *, storage_options: dict[str, Any] | None = N
     See :func:`gym_recording.tools.transfer.download_recording` (what is fetched again, and
     the errors).
     """
-    return transfer.download_recording(s3url, storage_options=storage_options, cache_dir=CACHE_DIR)
+    cache_dir = cache_dir or CACHE_DIR
+    return transfer.download_recording(s3url, storage_options=storage_options, cache_dir=cache_dir)

@@ -1001,16 +1001,22 @@ def test_missing_s3fs_names_the_extra() -> None:
 
 def test_download_into_a_cache_where_no_directory_can_be_made(s3: S3Server, tmp_path: Path) -> None:
     """A cache_dir under a file (or one may not write to): a RecordingError naming the cache
-    and what to do; it was a raw NotADirectoryError."""
+    and what to do; it was a raw NotADirectoryError. The compatibility module takes the
+    cache_dir the message names too (it had none)."""
+    from gym_recording import storage_s3
     from gym_recording.tools import transfer
 
     url = f"s3://{s3.new_bucket()}/run"
     record(url, seed=3, episodes=1)
     (tmp_path / "f").write_text("x")
     cache = str(tmp_path / "f" / "cache")
-    with pytest.raises(RecordingError) as got:
-        transfer.download_recording(url, cache_dir=cache)
-    assert str(got.value) == (
-        f"cannot make the download cache's directory in {cache}: Not a directory; pass a "
-        "cache_dir you may write to"
-    )
+    for download in (transfer.download_recording, storage_s3.download_recording):
+        with pytest.raises(RecordingError) as got:
+            download(url, cache_dir=cache)
+        assert str(got.value) == (
+            f"cannot make the download cache's directory in {cache}: Not a directory; pass a "
+            "cache_dir you may write to"
+        )
+    directory = storage_s3.download_recording(url, cache_dir=str(tmp_path / "cache"))
+    assert directory.startswith(str(tmp_path / "cache"))
+    assert len(gym_recording.load(directory)) == 1

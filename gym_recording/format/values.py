@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gym_recording.format.arrays import BatchBlob, BlobLayout, blob_dtype, brief
+from gym_recording.format.arrays import DTYPE, BatchBlob, BlobLayout, blob_dtype, brief
 from gym_recording.format.limits import JSONARRAY_RATIO, MAX_INT_DIGITS, MAX_NDIM, MAX_NESTING
 from gym_recording.format.wire import DTYPES, ArrayRef
 
@@ -223,7 +223,7 @@ def value_cost(value: Any, _depth: int = 0) -> int:
     if isinstance(value, np.ndarray):
         if blob_dtype(value.dtype) is not None:
             return 512 + value.nbytes
-        items = value.reshape(-1).tolist() if value.dtype.kind != "O" else list(value.flat)
+        items = value.reshape(-1).tolist()  # (an object array's elements as they are)
         return 256 + value.size * 8 + sum(value_cost(x, _depth + 1) for x in items)
     if isinstance(value, (list, tuple)):
         return 128 + sum(value_cost(x, _depth + 1) for x in value)
@@ -358,7 +358,7 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
     if isinstance(value, np.ndarray):
         if blob_dtype(value.dtype) is not None:
             return layout.add(value)
-        items = value.reshape(-1).tolist() if value.dtype.kind != "O" else list(value.reshape(-1))
+        items = value.reshape(-1).tolist()  # (an object array's elements as they are)
         return {
             "__type": "jsonarray",
             "dtype": value.dtype.str,
@@ -468,16 +468,16 @@ def decode_value(v: Any, blob: BatchBlob, where: str, _depth: int = 0) -> Any:
 
 def _decode_scalar(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -> Any:
     dt = v.get("dtype")
-    if type(dt) is not str or dt not in _SCALAR_DTYPES:
+    if type(dt) is not str or dt not in DTYPE:
         raise blob.fail(where, f"expected a scalar dtype from the allow-list, got {brief(dt)}")
     inner = decode_value(v.get("value"), blob, where, depth + 1)
-    kinds = _SCALAR_KINDS[np.dtype(dt).kind]
+    kinds = _EXACT_KINDS[DTYPE[dt].kind]
     if type(inner) not in kinds:  # (§9: true is no int, 1 no bool, 2.0 no int64)
         names = " or ".join(k.__name__ for k in kinds)
         raise blob.fail(where, f"expected a {names} for a {dt} scalar, got {brief(inner)}")
     try:
         with np.errstate(all="ignore"):  # (a value the dtype cannot hold is refused below)
-            out = np.dtype(dt).type(inner)
+            out = DTYPE[dt].type(inner)
             nan = inner != inner and out.dtype.kind in "fc"  # (NaN is NaN in float dtypes)
             exact = out.item() == inner or nan
     except (TypeError, ValueError, OverflowError) as exc:
@@ -488,14 +488,16 @@ def _decode_scalar(v: dict[str, Any], blob: BatchBlob, where: str, depth: int) -
     return out
 
 
-_SCALAR_DTYPES = frozenset(DTYPES)
-#: The JSON values a scalar of each dtype kind takes (as a jsonarray's elements, §9).
-_SCALAR_KINDS: dict[str, tuple[type, ...]] = {
+#: The JSON values a scalar's value or a jsonarray's element of each dtype kind may be: it
+#: must read back as the JSON gives it (§9).
+_EXACT_KINDS: dict[str, tuple[type, ...]] = {
     "b": (bool,),
     "i": (int,),
     "u": (int,),
     "f": (int, float),
     "c": (int, float, complex),
+    "U": (str,),
+    "S": (bytes,),
 }
 
 
@@ -572,11 +574,6 @@ def _decode_jsonarray(v: dict[str, Any], blob: BatchBlob, where: str, depth: int
         return arr.reshape(shape)
     except (TypeError, ValueError, OverflowError) as exc:
         raise blob.fail(where, f"bad jsonarray of {brief(dt)}: {str(exc)[:120]}") from None
-
-
-#: The jsonarray kinds whose elements must read back as the JSON gives them (§9).
-_EXACT_KINDS: dict[str, tuple[type, ...]] = {"b": (bool,), "i": (int,), "u": (int,), "U": (str,)}
-_EXACT_KINDS.update(f=(int, float), c=(int, float, complex), S=(bytes,))
 
 
 def _check_exact(arr: np.ndarray, values: list[Any], dtype: np.dtype[Any]) -> None:

@@ -101,15 +101,15 @@ _FLOAT_DTYPES = ("float16", "float32", "float64")
 _BOX_DTYPES = frozenset(("bool", *_INT_DTYPES, *_FLOAT_DTYPES))
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
-_KNOWN = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Text", "Tuple", "Dict")
-_GYMNASIUM_CLASSES: tuple[tuple[type, str], ...] = (
-    (gspaces.Box, "Box"),
-    (gspaces.Discrete, "Discrete"),
-    (gspaces.MultiDiscrete, "MultiDiscrete"),
-    (gspaces.MultiBinary, "MultiBinary"),
-    (gspaces.Text, "Text"),
-    (gspaces.Tuple, "Tuple"),
-    (gspaces.Dict, "Dict"),
+#: The space classes of §7, each written under its class name.
+_GYMNASIUM_CLASSES = (
+    gspaces.Box,
+    gspaces.Discrete,
+    gspaces.MultiDiscrete,
+    gspaces.MultiBinary,
+    gspaces.Text,
+    gspaces.Tuple,
+    gspaces.Dict,
 )
 
 _short_repr = reprlib.Repr()
@@ -148,11 +148,8 @@ def _to_json(space: object, depth: int) -> dict[str, Any]:
     if isinstance(space, UnknownSpace):  # (read from a recording: written as it was read)
         return {"type": "Unknown", "repr": space.description}
     kind = _space_kind(space)
-    if kind is None:
-        return _unknown(space)
-    if kind in ("Tuple", "Dict") and depth >= MAX_SPACE_DEPTH:
-        # Its children would sit deeper than a reader accepts.
-        return _unknown(space)
+    if kind is None or (kind in ("Tuple", "Dict") and depth >= MAX_SPACE_DEPTH):
+        return _unknown(space)  # (a Tuple's or Dict's children would sit deeper than readers read)
     try:
         return _WRITERS[kind](space, depth)
     except Exception:  # a broken or exotic space must not break recording
@@ -161,12 +158,12 @@ def _to_json(space: object, depth: int) -> dict[str, Any]:
 
 def _space_kind(space: object) -> str | None:
     """Return the §7 type name of a Gymnasium or legacy Gym space, or ``None``."""
-    for cls, name in _GYMNASIUM_CLASSES:
+    for cls in _GYMNASIUM_CLASSES:
         if isinstance(space, cls):
-            return name
+            return cls.__name__
     for klass in type(space).__mro__:
         module = getattr(klass, "__module__", "") or ""
-        if klass.__name__ in _KNOWN and (module == "gym" or module.startswith("gym.")):
+        if klass.__name__ in _WRITERS and (module == "gym" or module.startswith("gym.")):
             return klass.__name__
     return None
 

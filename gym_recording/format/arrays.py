@@ -231,16 +231,14 @@ class BlobLayout:
         for ref, raw in self._sources:
             if isinstance(raw, Precompressed):
                 frame = raw.frame()
-                ref.codec, ref.rawsize, ref.size = compressor.codec, raw.nbytes, len(frame)
-                ref.npyoff = self._append(np.frombuffer(frame, np.uint8))
-                continue
-            frame = compressor.compress(raw) if raw.nbytes > 64 else b""
-            if frame and len(frame) + 32 < raw.nbytes:  # (the two keys it adds take ~32 bytes)
-                ref.codec, ref.rawsize, ref.size = compressor.codec, raw.nbytes, len(frame)
-                ref.npyoff = self._append(np.frombuffer(frame, np.uint8))
             else:
-                ref.codec, ref.rawsize, ref.size = UNSET, UNSET, raw.nbytes
-                ref.npyoff = self._append(raw)
+                frame = compressor.compress(raw) if raw.nbytes > 64 else b""
+                if not frame or len(frame) + 32 >= raw.nbytes:  # (its two keys take ~32 bytes)
+                    ref.codec, ref.rawsize, ref.size = UNSET, UNSET, raw.nbytes
+                    ref.npyoff = self._append(raw)
+                    continue
+            ref.codec, ref.rawsize, ref.size = compressor.codec, raw.nbytes, len(frame)
+            ref.npyoff = self._append(np.frombuffer(frame, np.uint8))
 
     def _bytes_of(self, ref: ArrayRef) -> np.ndarray:
         """The bytes ``ref`` stands for, in the blob as laid out (before :meth:`compress`)."""
@@ -310,13 +308,8 @@ class BatchBlob:
                 f"expected npyfile to be the batch's blob {self.name}, got {brief(ref.npyfile)}",
             )
         dt = DTYPE[ref.dtype]
-        nonzero = dt.itemsize
-        empty = False
-        for d in ref.shape:
-            if d:
-                nonzero *= d
-            else:
-                empty = True
+        nonzero = dt.itemsize * math.prod(d for d in ref.shape if d)
+        empty = 0 in ref.shape
         if nonzero > INTP_MAX:
             raise self.fail(where, f"shape {brief(ref.shape)} of {ref.dtype} is over 2**63 bytes")
         nbytes = 0 if empty else nonzero

@@ -101,13 +101,13 @@ def _seconds(created: str | None) -> float:
         return math.inf
 
 
-def _check_depth(obj: Any, path: str, limit: int = MAX_JSON_DEPTH) -> None:
-    """Refuse parsed JSON whose lists and objects nest deeper than ``limit`` (no recursion)."""
+def _check_depth(obj: Any, path: str) -> None:
+    """Refuse parsed JSON whose lists and objects nest deeper than MAX_JSON_DEPTH (no recursion)."""
     stack: list[tuple[Any, int]] = [(obj, 1)]
     while stack:
         v, d = stack.pop()
-        if d > limit:
-            msg = f"JSON nests deeper than {limit} levels"
+        if d > MAX_JSON_DEPTH:
+            msg = f"JSON nests deeper than {MAX_JSON_DEPTH} levels"
             raise TraceFormatError(msg, path)
         for c in v.values() if type(v) is dict else v:
             if type(c) is list or type(c) is dict:

@@ -27,9 +27,8 @@ from gym_recording.format.fields import (
     join_fields,
 )
 from gym_recording.format.limits import MAX_INFO_CELLS, MAX_NDIM
-from gym_recording.format.values import decode_value, encode_value, plain_dict
+from gym_recording.format.values import SCALAR_NAME, decode_value, encode_value, plain_dict
 from gym_recording.format.wire import (
-    DTYPES,
     EPISODE_KEYS,
     ArrayRef,
     Batch,
@@ -182,8 +181,6 @@ def lay_out_batch(
 #: How each kind of info column is stored: its numpy dtype (None: the values' own).
 _KINDS: dict[type, tuple[str, Any]] = {float: ("float", np.float64), bool: ("bool", np.bool_)}
 _KINDS[int] = ("int", np.int64)
-#: Numpy scalar types of the blob dtypes.
-_SCALARS = frozenset(np.dtype(n).type for n in DTYPES)
 
 
 def _common_keys(steps: list[Any]) -> list[Any]:
@@ -245,7 +242,7 @@ def _info_columns(
         try:
             if known is not None:
                 kind, col = known[0], np.array(values, known[1])
-            elif t in _SCALARS:
+            elif t in SCALAR_NAME:  # (a numpy scalar of a blob dtype)
                 kind, col = "scalar", np.array(values, values[0].dtype)
             elif (
                 t is np.ndarray

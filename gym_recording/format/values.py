@@ -22,6 +22,7 @@ from gym_recording.format.limits import JSONARRAY_RATIO, MAX_INT_DIGITS, MAX_NDI
 from gym_recording.format.wire import DTYPES, ArrayRef
 
 __all__ = [
+    "SCALAR_NAME",
     "decode_value",
     "encode_value",
     "check_int",
@@ -245,7 +246,7 @@ _SCALAR_COST.update({float: 64, int: 64, bool: 64, type(None): 64})
 _NONFINITE_COST = 512
 _I64 = 1 << 63
 #: The §6.1 name of each numpy scalar type of a blob dtype.
-_SCALAR_NAME: dict[type, str] = {np.dtype(n).type: n for n in DTYPES}
+SCALAR_NAME: dict[type, str] = {np.dtype(n).type: n for n in DTYPES}
 #: The :func:`value_cost` of the ASCII keys seen (an env's info keys repeat every step).
 _KEY_COST: dict[str, int] = {}
 
@@ -324,7 +325,7 @@ def encode_value(value: Any, layout: BlobLayout, _depth: int = 0) -> Any:
         return value
     if t is float:
         return _encode_float(value)
-    name = _SCALAR_NAME.get(t)
+    name = SCALAR_NAME.get(t)
     if name is not None:  # a numpy scalar of a blob dtype
         return {"__type": "scalar", "dtype": name, "value": encode_value(value.item(), layout)}
     if _depth > MAX_NESTING:

@@ -400,12 +400,9 @@ class _Budget:
             raise TraceFormatError(msg)
 
 
-def _describe(value: object) -> str:
-    return f"{type(value).__name__} {_short_repr.repr(value)}"
-
-
 def _fail(where: str, expected: str, value: object) -> TraceFormatError:
-    return TraceFormatError(f"{where}: expected {expected}, got {_describe(value)}")
+    got = f"{type(value).__name__} {_short_repr.repr(value)}"
+    return TraceFormatError(f"{where}: expected {expected}, got {got}")
 
 
 def _from_json(d: object, where: str, depth: int, budget: _Budget) -> gspaces.Space[Any]:

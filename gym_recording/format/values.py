@@ -133,8 +133,7 @@ def snapshot(value: Any, _depth: int = 0) -> Any:
         _check_dtype(value.dtype, "scalar")
         return value
     if isinstance(value, int):  # (an int subclass: bool went above)
-        check_int(value)
-        return value
+        return check_int(value)
     if isinstance(value, (bytes, complex, float)):
         return value
     if isinstance(value, np.ndarray):
@@ -408,13 +407,11 @@ def _nest(flat: list[Any], shape: tuple[int, ...]) -> Any:
 def decode_value(v: Any, blob: BatchBlob, where: str, _depth: int = 0) -> Any:
     """One value (§6) decoded from parsed JSON; arrays are views of ``blob``."""
     if type(v) in _PLAIN:
-        return v
+        return v  # (else a list or a dict: parsed JSON has no other kinds)
     if _depth > MAX_NESTING:
         raise blob.fail(where, f"values nest deeper than {MAX_NESTING} levels")
     if type(v) is list:
         return [decode_value(x, blob, where, _depth + 1) for x in v]
-    if type(v) is not dict:  # pragma: no cover - JSON has no other kinds
-        raise blob.fail(where, f"unexpected JSON value {brief(v)}")
     if "__type" not in v:
         return {k: decode_value(x, blob, where, _depth + 1) for k, x in v.items()}
     t = v["__type"]

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gym_recording.format.batch import Span, encode_batch
+from gym_recording.format.batch import Span, finish_batch, lay_out_batch
 from gym_recording.format.wire import Batch
 
 EPISODES, STEPS, RUNS = 2000, 37, 9
@@ -49,7 +49,7 @@ def _batch() -> bytes:
         )
         for i in range(EPISODES)
     ]
-    return encode_batch(obs, act, rew, spans, "b.bin")[0]
+    return finish_batch(*lay_out_batch(obs, act, rew, spans, "b.bin"), None)[0]
 
 
 def _time(f: Callable[[], Any]) -> float:

@@ -1,9 +1,9 @@
 """Batches (FORMAT.md §4): the one encoder and the one decoder of episode objects.
 
-:func:`encode_batch` turns a batch of buffered episodes (rows of the buffer's fields) into the
-batch JSON and its blob; :func:`decode_batch` turns a batch file back into a
-:class:`DecodedBatch`, every rule of §4-§6 and §9 checked once, for the whole batch at once;
-:func:`join_parts` joins the parts of an episode split across batches.
+:func:`lay_out_batch` then :func:`finish_batch` turn a batch of buffered episodes (rows of the
+buffer's fields) into the batch JSON and its blob; :func:`decode_batch` turns a batch file back
+into a :class:`DecodedBatch`, every rule of §4-§6 and §9 checked once, for the whole batch at
+once; :func:`join_parts` joins the parts of an episode split across batches.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ __all__ = [
     "InfoRows",
     "Span",
     "decode_batch",
-    "encode_batch",
     "finish_batch",
     "frame_problem",
     "join_parts",
@@ -333,20 +332,6 @@ def finish_batch(
     if compressor is not None:
         layout.compress(compressor)
     return encode(batch), *layout.pieces()
-
-
-def encode_batch(
-    observations: Any,
-    actions: Any,
-    rewards: np.ndarray,
-    spans: Sequence[Span],
-    blob_name: str,
-    compressor: Compressor | None = None,
-    frames: np.ndarray | None = None,
-) -> tuple[bytes, list[Any], int]:
-    """Encode a batch: :func:`lay_out_batch`, then :func:`finish_batch`."""
-    batch, layout = lay_out_batch(observations, actions, rewards, spans, blob_name, frames)
-    return finish_batch(batch, layout, compressor)
 
 
 @dataclass(frozen=True)

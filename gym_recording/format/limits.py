@@ -15,6 +15,7 @@ __all__ = [
     "MAX_DECODED_BYTES",
     "MAX_EPISODE_OBJECTS",
     "MAX_INFO_CELLS",
+    "MAX_INT_DIGITS",
     "MAX_JSON_COST",
     "MAX_JSON_DEPTH",
     "MAX_MANIFEST_BYTES",

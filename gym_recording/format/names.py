@@ -30,6 +30,7 @@ __all__ = [
     "batch_names",
     "classify",
     "find_manifests",
+    "holds_no_recording",
     "is_plain_name",
     "is_temp_name",
     "is_trace_name",
@@ -40,8 +41,8 @@ __all__ = [
     "misnamed_manifests",
     "no_recording",
     "segment_id",
-    "writer_prefix",
     "write_rank",
+    "writer_prefix",
 ]
 
 #: Every trace file's name starts with this.

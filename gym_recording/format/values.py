@@ -23,9 +23,9 @@ from gym_recording.format.wire import DTYPES, ArrayRef
 
 __all__ = [
     "SCALAR_NAME",
+    "check_int",
     "decode_value",
     "encode_value",
-    "check_int",
     "flat_dict_cost",
     "is_text",
     "json_int",

@@ -38,12 +38,12 @@ from gym_recording.format.limits import (
 
 __all__ = [
     "DTYPES",
+    "EPISODE_KEYS",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "ArrayRef",
     "Batch",
     "BatchEntry",
-    "EPISODE_KEYS",
     "DictField",
     "EpisodeKeys",
     "EpisodeObject",
@@ -53,6 +53,7 @@ __all__ = [
     "LegacyManifestDoc",
     "ManifestDoc",
     "TupleField",
+    "convert",
     "decode",
     "encode",
     "json_cost",

@@ -46,13 +46,15 @@ __all__ = [
     "FrameStore",
     "ListLeaf",
     "OpenSpan",
-    "RowLeaf",
     "Rewards",
+    "RowLeaf",
     "check_seed",
     "frame_store",
+    "now",
     "refusal",
     "reward_value",
     "rgb_frame",
+    "start_keys",
 ]
 
 logger = logging.getLogger(__name__)

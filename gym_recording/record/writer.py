@@ -26,7 +26,7 @@ from gym_recording.format.wire import BatchEntry, ManifestDoc
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.storage.base import BytesLike, PendingWrite, Storage
 
-__all__ = ["BatchWriter", "checked_batch_bytes"]
+__all__ = ["MAX_BATCH_EPISODES", "MAX_BATCH_STEPS", "BatchWriter", "checked_batch_bytes"]
 
 #: Steps per batch are clamped to this range (as in the original writer).
 MIN_BATCH_STEPS = 1

@@ -43,7 +43,14 @@ from gym_recording.format.wire import version_breach
 from gym_recording.read.recording import load, read_ahead, read_batch
 from gym_recording.storage import LocalStorage, Storage, open_storage
 
-__all__ = ["CLEAN_MIN_AGE", "VerifyReport", "remove_temp_files", "verify", "verify_cli"]
+__all__ = [
+    "CLEAN_MIN_AGE",
+    "VerifyReport",
+    "printable",
+    "remove_temp_files",
+    "verify",
+    "verify_cli",
+]
 
 #: ``--clean`` removes a temporary file only if it was not modified for this many seconds. A
 #: live writer touches its temporary file while writing and renames it right after its fsync,

@@ -23,7 +23,7 @@ from gym_recording.record.writer import checked_batch_bytes
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._subenvs import gym_vector_error
 
-__all__ = ["TraceRecordingWrapper"]
+__all__ = ["TraceRecordingWrapper", "closed_error", "options_as_given"]
 
 logger = logging.getLogger(__name__)
 

@@ -408,22 +408,6 @@ class LocalStorage:
             return ThreadedWrite(self, files)
         return _CWrite(self, files)
 
-    def _error(
-        self, files: Sequence[FileToWrite], done: int, exc: OSError, tmps: Sequence[str] = ()
-    ) -> RecordingError:
-        """The error of a group write that failed after publishing ``done`` files.
-
-        It names the file the failing call was about (``exc.filename``: its name, or its
-        temporary name, one of ``tmps``), else the first file not published.
-        """
-        names = [name for name, _, _ in files]
-        at = min(done, len(files) - 1)
-        if exc.filename in names:
-            at = names.index(exc.filename)
-        elif exc.filename in tmps:
-            at = list(tmps).index(exc.filename)
-        return _write_error(self._path(names[at]), self.directory, exc)
-
     def _new_temp(self, dir_fd: int) -> tuple[int, str]:
         """A new temporary file in the directory: its descriptor and name."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -553,18 +537,29 @@ class _CWrite:
             done = self._done
             try:
                 self._task.wait(done)
-                break
             except ValueError:  # (waited for once: a Ctrl-C landed as that wait returned)
-                break
-            except FileExistsError as exc:
-                if exc.filename not in self._tmps:  # a real failure
-                    self._task = None
-                    published.extend(done)
-                    raise self._storage._error(self._files, len(done), exc, self._tmps) from exc
-                self._start()  # a temporary name was taken (nothing was renamed): again
+                pass
             except OSError as exc:
+                if isinstance(exc, FileExistsError) and exc.filename in self._tmps:
+                    self._start()  # a temporary name was taken (nothing was renamed): again
+                    continue
                 self._task = None
                 published.extend(done)
-                raise self._storage._error(self._files, len(done), exc, self._tmps) from exc
-        self._task = None
-        published.extend(done)
+                raise self._error(exc) from exc
+            self._task = None
+            published.extend(done)
+            return
+
+    def _error(self, exc: OSError) -> RecordingError:
+        """The error of the write, which failed after publishing the files in ``_done``.
+
+        It names the file the failing call was about (``exc.filename``: its name, or its
+        temporary name), else the first file not published.
+        """
+        names = [name for name, _, _ in self._files]
+        at = min(len(self._done), len(names) - 1)
+        if exc.filename in names:
+            at = names.index(exc.filename)
+        elif exc.filename in self._tmps:
+            at = self._tmps.index(exc.filename)
+        return _write_error(self._storage._path(names[at]), self._storage.directory, exc)

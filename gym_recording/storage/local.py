@@ -226,19 +226,6 @@ def _not_a_directory(path: str) -> str | None:
     return None if os.path.isdir(at) else at
 
 
-def _open_nofollow(path: str) -> BinaryIO:
-    """Open ``path`` for reading without following a symbolic link, and without blocking."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        if os.path.islink(path):
-            msg = "refusing to follow a symbolic link in a recording"
-            raise TraceFormatError(msg, path) from exc
-        raise
-    return os.fdopen(fd, "rb")
-
-
 class LocalStorage:
     """Files in a local directory, created if missing.
 
@@ -434,14 +421,18 @@ class LocalStorage:
             raise WriteError(msg) from exc
 
     def _open(self, name: str, what: str) -> tuple[str, BinaryIO, os.stat_result]:
+        """Open file ``name`` without following a symbolic link or blocking; a regular file."""
         path = self._path(name)
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            f = _open_nofollow(path)
-        except FileNotFoundError as exc:
-            msg = f"{what} is listed by the recording but does not exist"
-            raise TraceFormatError(msg, path) from exc
+            f = os.fdopen(os.open(path, flags | getattr(os, "O_NONBLOCK", 0)), "rb")
         except OSError as exc:
-            msg = f"cannot open {what}: {exc.strerror or exc}"
+            if os.path.islink(path):
+                msg = "refusing to follow a symbolic link in a recording"
+            elif isinstance(exc, FileNotFoundError):
+                msg = f"{what} is listed by the recording but does not exist"
+            else:
+                msg = f"cannot open {what}: {exc.strerror or exc}"
             raise TraceFormatError(msg, path) from exc
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):

@@ -116,8 +116,8 @@ class ViewerServer(http.server.ThreadingHTTPServer):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def open_trace(self, name: str) -> int | None:
-        """A descriptor of the trace file ``name`` directly in the root, or ``None``.
+    def open_trace(self, name: str) -> tuple[int, os.stat_result] | None:
+        """The trace file ``name`` directly in the root: a descriptor and its stat, or ``None``.
 
         Opened once, without following a symbolic link or blocking, then checked: a regular
         file with one link.
@@ -133,7 +133,7 @@ class ViewerServer(http.server.ThreadingHTTPServer):
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             os.close(fd)
             return None
-        return fd
+        return fd, info
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Ignore clients that hang up mid-response (the page cancels requests); report the rest."""
@@ -349,16 +349,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for entry in entries:
             if not is_trace_name(entry.name):
                 continue
-            fd = self.server.open_trace(entry.name)
-            if fd is None:
+            trace = self.server.open_trace(entry.name)
+            if trace is None:
                 reason = _refusal(self.server.root_fd, entry.name)
                 if reason is not None:
                     refused.append({"name": entry.name, "reason": reason})
                 continue
-            try:
-                info = os.fstat(fd)
-            finally:
-                os.close(fd)
+            fd, info = trace
+            os.close(fd)
             files.append({"name": entry.name, "size": info.st_size, "mtime": info.st_mtime})
         files.sort(key=lambda f: str(f["name"]))
         refused.sort(key=lambda f: f["name"])
@@ -369,17 +367,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         # A "/" in the raw path (before unquoting) is never part of a plain name.
         name = ""
         if "/" not in raw_name:
-            try:
+            with contextlib.suppress(UnicodeDecodeError):
                 name = unquote(raw_name, errors="strict")
-            except UnicodeDecodeError:
-                name = ""
-        fd = self.server.open_trace(name) if name else None
-        if fd is None:
+        trace = self.server.open_trace(name) if name else None
+        if trace is None:
             self._send_error(404, "not found", send_body=send_body)
             return
+        fd, info = trace
         with os.fdopen(fd, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            self._send_file_body(handle, name, size, send_body=send_body)
+            self._send_file_body(handle, name, info.st_size, send_body=send_body)
 
     def _send_file_body(self, handle: BinaryIO, name: str, size: int, *, send_body: bool) -> None:
         content_type = "application/json" if name.endswith(".json") else "application/octet-stream"

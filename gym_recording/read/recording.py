@@ -69,8 +69,7 @@ def read_manifests(storage: Storage, directory: str) -> list[Manifest]:
             data = storage.read_bytes(name, MAX_MANIFEST_BYTES)
             manifests.append(decode_manifest(data, name, os.path.join(directory, name)))
     except BaseException:  # (a manifest changes: none fetched is left for a later read)
-        if storage.parallel_reads > 1:
-            storage.prefetch(())
+        storage.prefetch(())
         raise
     manifests.sort(key=lambda m: m.sort_key)
     return manifests

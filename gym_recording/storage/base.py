@@ -137,8 +137,7 @@ class ThreadedWrite:
             finally:
                 self._ended.set()
 
-        self._thread = threading.Thread(target=run, name="gym-recording-writer", daemon=True)
-        self._thread.start()
+        threading.Thread(target=run, name="gym-recording-writer", daemon=True).start()
 
     def wait(self, published: list[str]) -> None:
         """Wait for the write; then as :meth:`Storage.write_files`."""

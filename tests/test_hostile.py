@@ -183,6 +183,18 @@ def test_fifo_manifest_does_not_hang(tmp_path):
     assert_refused(tmp_path)
 
 
+def test_refusing_a_file_that_is_a_directory_leaves_no_descriptor_open() -> None:
+    """A batch or blob that is a directory is refused, and its descriptor closed (one leaked
+    per refused read, as fdopen refused the directory after it was opened)."""
+    fds = Path("/proc/self/fd")
+    for case in ("batch-is-directory", "blob-is-directory"):
+        before = len(list(fds.iterdir()))
+        for _ in range(20):
+            with pytest.raises(TraceFormatError):
+                list(gym_recording.load(HOSTILE / case))
+        assert len(list(fds.iterdir())) <= before, case
+
+
 def test_huge_manifest_is_refused_unread(tmp_path):
     """A manifest larger than the limit is refused before it is read (a sparse file here)."""
     _base(tmp_path)

@@ -425,7 +425,7 @@ class LocalStorage:
         path = self._path(name)
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            f = os.fdopen(os.open(path, flags | getattr(os, "O_NONBLOCK", 0)), "rb")
+            fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
             if os.path.islink(path):
                 msg = "refusing to follow a symbolic link in a recording"
@@ -434,12 +434,12 @@ class LocalStorage:
             else:
                 msg = f"cannot open {what}: {exc.strerror or exc}"
             raise TraceFormatError(msg, path) from exc
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            f.close()
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # (a directory, a FIFO: before fdopen, which refuses
+            os.close(fd)  # a directory and would leave the descriptor open)
             msg = "expected a regular file"
             raise TraceFormatError(msg, path)
-        return path, f, st
+        return path, os.fdopen(fd, "rb"), st
 
     def read_bytes(self, name: str, max_size: int) -> bytes:
         """Read file ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""

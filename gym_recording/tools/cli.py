@@ -687,6 +687,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """A warning as the command line says things: one line, no source location."""
+    _warn(str(message))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -720,8 +732,7 @@ class _Said(logging.Handler):
 
 def _run_command(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
-        # (a warning as the command line says things: one line, no source location)
-        warnings.showwarning = lambda message, *_: _warn(str(message))
+        warnings.showwarning = _show_warning
         # (a directory that holds no recording: said once, as the error it is here)
         warnings.simplefilter("error", NoRecordingWarning)
         try:

@@ -12,6 +12,7 @@ recording unreadable.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -417,6 +418,29 @@ def test_a_sigterm_while_a_batch_is_handed_to_its_writer_loses_none(tmp_path, mo
     with gym_recording.load(tmp_path / "r") as rec:
         seeds = [ep.seed for ep in rec]
     assert seeds[:ended] == list(range(ended)) and ended >= 4
+
+
+def test_a_ctrl_c_as_the_command_line_sets_up_leaves_the_calling_process_as_it_was() -> None:
+    """cli.main() called from Python: a Ctrl-C as it sets SIGTERM's handler (simulated at the
+    call) leaves no log handler of its own behind, which would word every later library
+    warning of the caller as the command line does ("gym-recording: warning: ...")."""
+    from gym_recording.tools import cli
+
+    def interrupt_at_set_up(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == "_on_sigterm":
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return None
+
+    logger = logging.getLogger("gym_recording")
+    before = list(logger.handlers), signal.getsignal(signal.SIGTERM)
+    sys.settrace(interrupt_at_set_up)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cli.main(["info", "/nonexistent"])
+    finally:
+        sys.settrace(None)
+    assert (list(logger.handlers), signal.getsignal(signal.SIGTERM)) == before
 
 
 @pytest.mark.usefixtures("_sigterm_exits")

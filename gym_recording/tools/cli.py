@@ -707,9 +707,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     said = _Said()  # (the library's log warnings, as the command line says things)
     logger = logging.getLogger("gym_recording")
-    logger.addHandler(said)
     restore_sigterm = _on_sigterm()  # (SIGTERM stops any command as a Ctrl-C does)
-    try:
+    try:  # (nothing between: an interrupt leaves neither the handler nor the signal's)
+        logger.addHandler(said)
         return _run_command(args)
     except KeyboardInterrupt as exc:  # (what a command was writing is removed on the way)
         terminated = isinstance(exc, _Terminated)

@@ -195,6 +195,49 @@ def test_refusing_a_file_that_is_a_directory_leaves_no_descriptor_open() -> None
         assert len(list(fds.iterdir())) <= before, case
 
 
+def test_a_read_interrupted_as_a_file_is_checked_leaves_no_descriptor_open(
+    tmp_path: Path,
+) -> None:
+    """A Ctrl-C (simulated) at each call the storage makes on a file it opened, before it
+    hands it out (its fstat, its check, its file object), as ``load`` reads a recording: the
+    descriptor opened is closed."""
+    _base(tmp_path)
+    fds = Path("/proc/self/fd")
+    calls = ("os.fstat(", "S_ISREG(", "os.fdopen(")
+    for k in range(1, 4):
+        seen = 0
+
+        def tracer(frame: Any, event: str, arg: Any, k: int = k) -> Any:
+            code = frame.f_code
+            if event != "call" or code.co_name != "_open" or "storage" not in code.co_filename:
+                return None
+            lines = Path(code.co_filename).read_text().splitlines()
+
+            def line(frame: Any, event: str, arg: Any) -> Any:
+                nonlocal seen
+                if event == "line" and any(c in lines[frame.f_lineno - 1] for c in calls):
+                    seen += 1
+                    if seen == k:
+                        sys.settrace(None)
+                        frame.f_trace = None
+                        raise KeyboardInterrupt
+                return line
+
+            return line
+
+        before = len(list(fds.iterdir()))
+        sys.settrace(tracer)
+        try:
+            with gym_recording.load(tmp_path) as rec:
+                list(rec)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        assert seen == k
+        assert len(list(fds.iterdir())) <= before, f"interrupted at the call {k} of {calls}"
+
+
 def test_huge_manifest_is_refused_unread(tmp_path):
     """A manifest larger than the limit is refused before it is read (a sparse file here)."""
     _base(tmp_path)

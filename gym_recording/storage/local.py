@@ -434,12 +434,15 @@ class LocalStorage:
             else:
                 msg = f"cannot open {what}: {exc.strerror or exc}"
             raise TraceFormatError(msg, path) from exc
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # (a directory, a FIFO: before fdopen, which refuses
-            os.close(fd)  # a directory and would leave the descriptor open)
-            msg = "expected a regular file"
-            raise TraceFormatError(msg, path)
-        return path, os.fdopen(fd, "rb"), st
+        try:  # (the descriptor is closed on any way out but the file object's)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # (a directory, a FIFO: before fdopen refuses
+                msg = "expected a regular file"  # a directory, leaving it open)
+                raise TraceFormatError(msg, path)
+            return path, os.fdopen(fd, "rb"), st
+        except BaseException:
+            os.close(fd)
+            raise
 
     def read_bytes(self, name: str, max_size: int) -> bytes:
         """Read file ``name`` whole, refusing it if it is larger than ``max_size`` bytes."""

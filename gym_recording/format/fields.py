@@ -260,22 +260,32 @@ def decode_fields(
         got: list[Any]
         if key[0] == "array":
             got = blob.arrays_of(members, here, steps=True)  # type: ignore[arg-type]
-        elif key[0] in ("dict", "tuple"):  # member by member: each key, or each position
-            nested: list[Any] = members  # (DictField or TupleField)
-            subs = key[1] if key[0] == "dict" else range(key[1])
-            cols = [
-                decode_fields(
-                    [f.fields[m] for f in nested],
+        elif key[0] == "dict":
+            dicts: list[DictField] = members  # type: ignore[assignment]
+            cols = {
+                k: decode_fields(
+                    [d.fields[k] for d in dicts],
                     blob,
-                    _places(where, idx, f".{m}" if key[0] == "dict" else f"[{m}]"),
+                    _places(where, idx, f".{k}"),
                     kept,
                     _depth + 1,
                 )
-                for m in subs
+                for k in key[1]
+            }
+            got = [{k: cols[k][j] for k in key[1]} for j in range(len(idx))]
+        elif key[0] == "tuple":
+            tuples: list[TupleField] = members  # type: ignore[assignment]
+            cols_t = [
+                decode_fields(
+                    [t.fields[m] for t in tuples],
+                    blob,
+                    _places(where, idx, f"[{m}]"),
+                    kept,
+                    _depth + 1,
+                )
+                for m in range(key[1])
             ]
-            got = [tuple(c[j] for c in cols) for j in range(len(idx))]
-            if key[0] == "dict":
-                got = [dict(zip(subs, g, strict=True)) for g in got]
+            got = [tuple(c[j] for c in cols_t) for j in range(len(idx))]
         else:  # lists of per-step values
             lists: list[list[Any]] = members  # type: ignore[assignment]
             got = [

@@ -147,7 +147,7 @@ def _complete(space: Any, fields: list[Any], where: str) -> Any:
         return spaces.Dict(
             {k: _complete(s, [f[k] for f in fields], f"{where}.{k}") for k, s in space.items()}
         )
-    fields = [f for f in fields if isinstance(f, tuple)]
+    fields = [f for f in fields if isinstance(f, tuple)]  # (else a Tuple, or its positions)
     return spaces.Tuple(
         [_complete(s, [f[i] for f in fields], f"{where}[{i}]") for i, s in enumerate(space)]
     )

@@ -999,6 +999,26 @@ def test_missing_s3fs_names_the_extra() -> None:
     assert "'s3fs'" in got.stdout and 'pip install "gym-recording[remote]"' in got.stdout
 
 
+def test_compress_between_two_urls_without_fsspec_names_the_extra() -> None:
+    """compress/decompress from one URL to another, without the remote extra: one line
+    naming it, exit 1 (it was a ModuleNotFoundError traceback: the two URLs were compared
+    before either was opened)."""
+    code = (
+        "import sys; sys.modules['fsspec'] = None\n"
+        "from gym_recording.tools.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    for command in ("compress", "decompress"):
+        got = subprocess.run(
+            [sys.executable, "-c", code, command, "s3://bucket/run1", "s3://bucket/run2"],
+            capture_output=True,
+            text=True,
+        )
+        assert got.returncode == 1, got.stderr
+        assert "Traceback" not in got.stderr
+        assert 'pip install "gym-recording[remote]"' in got.stderr, got.stderr
+
+
 def test_download_into_a_cache_where_no_directory_can_be_made(s3: S3Server, tmp_path: Path) -> None:
     """A cache_dir under a file (or one may not write to): a RecordingError naming the cache
     and what to do; it was a raw NotADirectoryError. The compatibility module takes the

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from gym_recording._errors import RecordingError
+from gym_recording._optional import require
 from gym_recording._progress import progress
 from gym_recording.format.arrays import BatchBlob
 from gym_recording.format.batch import recode_batch
@@ -165,8 +166,7 @@ def _check_apart(src_dir: str, out_dir: str) -> None:
 
 def _remote_key(url: str) -> str:
     """``url`` by its filesystem's first protocol name and its path, for comparisons."""
-    import fsspec  # (a remote URL was opened: the remote extra is installed)
-
+    fsspec = require("fsspec", "remote", f"reading or writing {url!r}")  # (before opening)
     protocol, _, path = url.rsplit("::", 1)[-1].partition("://")  # (the chain's target)
     try:
         names = fsspec.get_filesystem_class(protocol).protocol

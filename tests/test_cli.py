@@ -372,6 +372,19 @@ def test_info_of_a_missing_directory(cli: Run, tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
+def test_record_an_env_whose_package_is_missing_says_what_to_install(
+    cli: Run, tmp_path: Path
+) -> None:
+    """`record pkg:Env-v0` where pkg is not installed (ale_py:ALE/Pong-v5 without ale-py):
+    the error says what to install, as a replay does (it said only that the import failed)."""
+    proc = cli("record", "no_such_env_pkg:Foo-v0", "--dir", str(tmp_path / "x"), expect=2)
+    assert_error(proc, "cannot make environment 'no_such_env_pkg:Foo-v0'")
+    assert "install the package that provides it (`pip install no-such-env-pkg`, say)" in (
+        proc.stderr
+    )
+    assert ".;" not in proc.stderr and not (tmp_path / "x").exists()
+
+
 def test_record_unknown_env(cli: Run, tmp_path: Path) -> None:
     proc = cli("record", "NoSuchEnv-v0", "--dir", str(tmp_path / "x"), expect=2)
     assert_error(proc, "cannot make environment 'NoSuchEnv-v0'")

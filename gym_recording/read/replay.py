@@ -25,7 +25,7 @@ from gym_recording._errors import NoFramesError, RecordingError, ReplayMismatchW
 from gym_recording.format.fields import field_step, map_leaves
 from gym_recording.read.notebook import _STYLE, Animation, _kv_table, animate
 
-__all__ = ["ReplayResult", "make_env", "replay_episode"]
+__all__ = ["ReplayResult", "install_hint", "make_env", "replay_episode"]
 
 #: The package of gym-recording's wrappers (``gym_recording:TraceRecordingWrapper``), whose
 #: entry points a replayed spec leaves out.
@@ -33,6 +33,22 @@ _OURS = "gym_recording"
 
 # (Episode is not imported: it imports this module.)
 Episode = Any
+
+
+def install_hint(exc: BaseException) -> str:
+    """What to install, where making an env failed (``exc``) as its package is missing; or "".
+
+    Gymnasium raises an import error of its own, whose cause names the module.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ModuleNotFoundError) and seen.name:
+            top = seen.name.split(".")[0]
+            if importlib.util.find_spec(top) is None:  # (the env's package is missing)
+                package = top.replace("_", "-")
+                return f"; install the package that provides it (`pip install {package}`, say)"
+        seen = seen.__cause__
+    return ""
 
 
 def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: list[str]) -> Any:
@@ -79,10 +95,7 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: l
         name = getattr(target, "id", target)
         why = str(exc).rstrip(".")
         msg = f"cannot make environment {name!r} to replay episode {ep.index}: {why}"
-        top = exc.name.split(".")[0] if isinstance(exc, ModuleNotFoundError) and exc.name else ""
-        if top and importlib.util.find_spec(top) is None:  # (the env's package is missing)
-            package = top.replace("_", "-")
-            msg += f"; install the package that provides it (`pip install {package}`, say)"
+        msg += install_hint(exc)
         if missing:
             msg += (
                 f"; its arguments {', '.join(missing)} were not recorded (not plain JSON, or "

@@ -28,6 +28,7 @@ from gym_recording._version import __version__
 from gym_recording.format.codec import check_level
 from gym_recording.format.names import classify, holds_no_recording, no_recording
 from gym_recording.read.recording import load
+from gym_recording.read.replay import install_hint
 from gym_recording.record import steps
 from gym_recording.storage import is_url
 from gym_recording.tools._source import episodes, episodes_text
@@ -197,13 +198,13 @@ def _cmd_record(args: argparse.Namespace) -> int:
     try:
         base = gym.make(args.env_id, **kwargs)
     except Exception as exc:  # unknown id, missing extra (box2d, atari...), bad kwargs
-        hint = ""
+        hint = install_hint(exc)
         if ":" not in args.env_id and isinstance(exc, gym.error.UnregisteredEnv):
             hint = (
                 "; an env that its package registers when imported is named with the "
                 "package, e.g. ale_py:ALE/Pong-v5 or minigrid:MiniGrid-Empty-5x5-v0"
             )
-        _err(f"cannot make environment {args.env_id!r}: {exc}{hint}")
+        _err(f"cannot make environment {args.env_id!r}: {str(exc).rstrip('.')}{hint}")
         return EXIT_USAGE
     if args.record_render:
         try:

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,7 @@ from _moto_s3 import S3Server, moto_s3, moto_s3_process
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import gym_recording
-from gym_recording import DependencyNotInstalled, RecordingError, TraceFormatError
+from gym_recording import DependencyNotInstalled, ReadError, RecordingError, TraceFormatError
 from gym_recording.storage import LocalStorage, open_storage
 from gym_recording.tools.verify import verify
 from gym_recording.wrappers import TraceRecordingVectorWrapper
@@ -997,6 +998,22 @@ def test_missing_s3fs_names_the_extra() -> None:
     )
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "'s3fs'" in got.stdout and 'pip install "gym-recording[remote]"' in got.stdout
+
+
+def test_a_location_that_cannot_be_reached_as_its_filesystem_is_made() -> None:
+    """An fsspec filesystem that connects as it is made (ftp://): a ReadError naming the URL
+    for a reader, as the README says for a storage that cannot be reached, and a
+    RecordingError for a writer (both were a bare ConnectionRefusedError)."""
+    with socket.socket() as sock:  # (a port nothing listens on)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"ftp://127.0.0.1:{port}/run1"
+    with pytest.raises(ReadError, match=re.escape(f"{url}: cannot reach the recording location")):
+        gym_recording.load(url)
+    with pytest.raises(
+        RecordingError, match=re.escape(f"cannot reach the recording location {url!r}")
+    ):
+        gym_recording.TraceRecording(url)
 
 
 def test_compress_between_two_urls_without_fsspec_names_the_extra() -> None:

@@ -79,6 +79,11 @@ class FsspecStorage:
         except ValueError as exc:  # an unknown protocol
             msg = f"cannot open {url!r}: {exc}"
             raise RecordingError(msg) from exc
+        except OSError as exc:  # a filesystem that connects as it is made (ftp://, sftp://)
+            if not create:
+                raise _read_error("cannot reach the recording location", url, exc) from exc
+            msg = f"cannot reach the recording location {url!r}: {exc}; {_CHECK}"
+            raise RecordingError(msg) from exc
         self.root = root.rstrip("/")
         #: Files worth fetching at once (:meth:`prefetch`): 32 on an asynchronous filesystem.
         asyn = require("fsspec.asyn", "remote", f"reading {url!r}")

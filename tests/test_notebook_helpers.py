@@ -80,7 +80,15 @@ class DotEnv(gymnasium.Env[np.ndarray, int]):
         return frame
 
 
+class NoRenderDotEnv(DotEnv):
+    """DotEnv whose render() fails as Gymnasium's own envs do without pygame."""
+
+    def render(self) -> np.ndarray:
+        raise gymnasium.error.DependencyNotInstalled("pygame is not installed")
+
+
 gymnasium.register("TestDot-v0", entry_point=DotEnv, max_episode_steps=12)
+gymnasium.register("TestNoRenderDot-v0", entry_point=NoRenderDotEnv, max_episode_steps=12)
 gymnasium.register(
     "TestDotDrift-v0", entry_point=DotEnv, max_episode_steps=12, kwargs={"drift": 0.5}
 )
@@ -602,6 +610,19 @@ def test_replay_reproduces_and_renders(dots: Path) -> None:
     assert text.startswith("ReplayResult(env_id='TestDot-v0', reproduced=True, ")
     assert f"frames=<array ({ep.length + 1}, 16, 16, 3) uint8>" in text
     assert "None" in repr(ep.replay(render=False)).split("frames=")[1]
+
+
+def test_show_replaying_an_env_that_cannot_render_says_what_else_works(tmp_path: Path) -> None:
+    """ep.show(replay=True) where the env cannot render: the error says why, and the way to
+    replay without frames it names works (it said to pass render=False, which show() does not
+    take)."""
+    ep = gym_recording.load(record(gymnasium.make("TestNoRenderDot-v0"), tmp_path / "t", 1))[0]
+    with pytest.raises(RecordingError) as got:
+        ep.show(replay=True)
+    text = str(got.value)
+    assert "cannot render 'TestNoRenderDot-v0'" in text and "pygame is not installed" in text
+    assert "pass render=False" not in text and "ep.replay(render=False)" in text
+    assert ep.replay(render=False).reproduced
 
 
 def test_show_refuses_frames_of_no_pixels() -> None:

@@ -278,7 +278,7 @@ def replay_episode(
         except Exception as exc:  # pygame missing, no rgb_array support
             msg = (
                 f"cannot render {env_id!r} as rgb_array to replay episode {ep.index}: {exc}; "
-                "pass render=False to only check that the replay reproduces the recording"
+                "ep.replay(render=False) replays it without frames, to check that it reproduces"
             )
             raise RecordingError(msg) from exc
 

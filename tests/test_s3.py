@@ -756,9 +756,9 @@ def test_s3_as_a_directory_its_folders_files_and_aliases(s3: S3Server, tmp_path:
         timeout=120,
     )
     assert (
-        f"{url}/.gymrec-tmp-left: leftover temporary file of an interrupted write (readers "
-        "ignore it; --clean removes local files only: remove it with the storage's own "
-        "tools)" in proc.stdout.splitlines()
+        f"{url}/.gymrec-tmp-left: temporary file of a running or an interrupted write "
+        "(readers ignore it; --clean removes local files only: remove it with the storage's "
+        "own tools)" in proc.stdout.splitlines()
     ), proc.stdout
     for out in (f"s3a://{bucket}/runs/run1/sub", f"simplecache::s3://{bucket}/runs/run1/s2"):
         with pytest.raises(RecordingError, match="is inside it"):

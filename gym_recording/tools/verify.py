@@ -66,7 +66,8 @@ class VerifyReport:
         directory: The recording directory.
         problems: Per file (a path inside the directory, or the directory), what is wrong with
             it, one message per problem. Empty for a sound recording.
-        temp_files: Leftover temporary files (names) of interrupted writes; readers ignore them.
+        temp_files: Temporary files (names) of interrupted writes, or of a writer writing
+            now; readers ignore them.
         temp_ages: Seconds since each temporary file was last modified (same order);
             ``None`` on remote storage, which ``--clean`` does not change.
         notes: Per file, observations that are not problems (e.g. batch files no manifest
@@ -132,18 +133,24 @@ class VerifyReport:
         """The report as human-readable lines: one per problem or note, each naming its file."""
         out = [f"{path}: {p}" for path, probs in self.problems.items() for p in probs]
         for name, age in zip(self.temp_files, self.temp_ages, strict=True):
-            what = f"{os.path.join(self.directory, name)}: leftover temporary file of an "
+            path = os.path.join(self.directory, name)
             if age is None:
                 out.append(
-                    f"{what}interrupted write (readers ignore it; --clean removes local files "
-                    "only: remove it with the storage's own tools)"
+                    f"{path}: temporary file of a running or an interrupted write (readers "
+                    "ignore it; --clean removes local files only: remove it with the "
+                    "storage's own tools)"
                 )
-                continue
-            when = "" if age >= CLEAN_MIN_AGE else f" once {CLEAN_MIN_AGE:.0f} s old"
-            out.append(
-                f"{what}interrupted write, last modified {age:.0f} s ago (readers ignore it; "
-                f"--clean removes it{when})"
-            )
+            elif age < CLEAN_MIN_AGE:  # (a writer may be writing it now)
+                out.append(
+                    f"{path}: temporary file, last modified {age:.0f} s ago: a running "
+                    "writer's, or left by an interrupted write (readers ignore it; --clean "
+                    f"removes it once {CLEAN_MIN_AGE:.0f} s old)"
+                )
+            else:
+                out.append(
+                    f"{path}: leftover temporary file of an interrupted write, last modified "
+                    f"{age:.0f} s ago (readers ignore it; --clean removes it)"
+                )
         out.extend(f"{path}: note: {n}" for path, notes in self.notes.items() for n in notes)
         return out
 
@@ -160,7 +167,7 @@ class VerifyReport:
             verdict = "OK"
         else:
             verdict = f"{self.problem_count} problem(s) in {len(self.problems)} file(s)"
-        temps = f"; {len(self.temp_files)} leftover temporary file(s)" if self.temp_files else ""
+        temps = f"; {len(self.temp_files)} temporary file(s)" if self.temp_files else ""
         return f"{self.directory}: {verdict} ({checked}{temps})"
 
 
@@ -276,6 +283,8 @@ def verify(
         path = os.path.join(directory, name)
         try:
             st = None if local is None else os.lstat(os.path.join(local, name))
+        except FileNotFoundError:  # (renamed meanwhile, by the writer that was writing it)
+            continue
         except OSError:
             st = None
         if st is not None and not stat.S_ISREG(st.st_mode):
@@ -288,7 +297,7 @@ def verify(
         report.temp_files.append(name)
         if local is None:
             report.temp_ages.append(None)
-        else:  # (0: it went meanwhile)
+        else:  # (0: it could not be checked)
             report.temp_ages.append(0.0 if st is None else max(0.0, now - st.st_mtime))
     listed: set[str] = set()
     manifests, misnamed = find_manifests(names), misnamed_manifests(names)

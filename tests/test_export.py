@@ -1169,6 +1169,29 @@ def test_minari_datasets_path_that_takes_no_dataset_is_named_with_what_to_do(
     )
 
 
+def test_a_relative_minari_datasets_path_is_refused_with_the_absolute_one_to_set(
+    tmp_path: Path, minari_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative MINARI_DATASETS_PATH: Minari's storage wrote under it twice and failed
+    ("rel/minari/ns/name-v0/data/rel/minari/...: No such file or directory"), leaving a
+    namespace behind. The export refuses it first, naming the absolute path to set."""
+    d = record_space(tmp_path / "r", "discrete")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", "rel/minari")
+    with pytest.raises(RecordingError) as got:
+        export(d, to="minari", out="ns/name-v0")
+    assert str(got.value) == (
+        "cannot write the Minari dataset ns/name-v0: MINARI_DATASETS_PATH is a relative path "
+        "('rel/minari'), which Minari's storage writes to wrongly; set it to an absolute path, "
+        f"such as {tmp_path / 'rel' / 'minari'}"
+    )
+    assert not (tmp_path / "rel").exists()
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "rel" / "minari"))
+    export(d, to="minari", out="ns/name-v0")
+    back = import_minari("ns/name-v0", tmp_path / "back")
+    assert len(gym_recording.load(back)) == len(gym_recording.load(d))
+
+
 def test_minari_names_what_its_arrow_storage_would_refuse_by_episode_and_field(
     tmp_path: Path, minari_path: Any
 ) -> None:

@@ -103,6 +103,14 @@ def _dataset_path(dataset_id: str, *, reading: bool = False) -> str:
     """
     from minari.storage import get_dataset_path
 
+    root = os.environ.get("MINARI_DATASETS_PATH")
+    if not reading and root and not os.path.isabs(root):  # (Minari writes under it twice)
+        msg = (
+            f"cannot write the Minari dataset {dataset_id}: MINARI_DATASETS_PATH is a "
+            f"relative path ({root!r}), which Minari's storage writes to wrongly; set it to an "
+            f"absolute path, such as {os.path.abspath(root)}"
+        )
+        raise RecordingError(msg)
     try:
         return os.fspath(get_dataset_path(dataset_id))
     except OSError as exc:

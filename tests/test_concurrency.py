@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 import sys
 import threading
 import time
@@ -340,3 +341,43 @@ def test_a_vector_wrapper_closed_while_another_thread_steps_it(tmp_path: Path) -
                 assert ep.observations[:, 0].tolist() == list(range(ep.length + 1))
         # (each sub-env resets after 5 steps: one step in 6 starts an episode)
         assert sorted(per_env.values()) == [stepped[0] - stepped[0] // 6] * 2, (trial, per_env)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_one_recording_read_from_many_threads(tmp_path: Path, compression: str | None) -> None:
+    """Threads of a data loader reading one Recording at random (rec[i]) and in order: every
+    episode as a single thread reads it, and the recording still reads whole afterwards (its
+    cache of decoded batches raised KeyError under threads, and stayed broken)."""
+    rng = np.random.default_rng(0)
+    with TraceRecording(tmp_path, batch_bytes=2000, compression=compression) as w:
+        for _ in range(40):
+            w.add_reset(rng.standard_normal(8))
+            for t in range(30):
+                w.add_step(0, rng.standard_normal(8), 1.0, terminated=t == 29)
+    with gym_recording.load(tmp_path) as rec:
+        expected = [ep.observations.tobytes() for ep in rec]
+    for attempt in range(5):
+        rec = gym_recording.load(tmp_path)
+        failures: list[str] = []
+
+        def read(seed: int, rec: Any = rec, failures: list[str] = failures) -> None:
+            pick = np.random.default_rng(seed)
+            try:
+                for _ in range(200):
+                    i = int(pick.integers(len(rec)))
+                    if rec[i].observations.tobytes() != expected[i]:
+                        failures.append(f"episode {i} differs")
+                if [ep.observations.tobytes() for ep in rec] != expected:
+                    failures.append("an iteration differs")
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=read, args=(attempt * 10 + k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        assert [ep.observations.tobytes() for ep in rec] == expected
+    again = pickle.loads(pickle.dumps(rec))  # (to a spawned worker: its lock is its own)
+    assert [ep.observations.tobytes() for ep in again] == expected

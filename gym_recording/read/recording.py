@@ -11,6 +11,7 @@ import bisect
 import copy
 import itertools
 import os
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -226,6 +227,7 @@ class Recording(Sequence[Episode]):
         # a Dict observation) the user may have changed.
         self._cache: OrderedDict[tuple[str, int], tuple[DecodedBatch, set[int]]] = OrderedDict()
         self._ahead: set[tuple[str, int]] = set()  # batches a remote storage fetched ahead
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()  # (of both: see _guard)
         self._codecs: set[str] = set()  # of the compressed arrays of the batches read
         self.closed = False
         self._writers: list[_Writer] = []
@@ -242,8 +244,9 @@ class Recording(Sequence[Episode]):
     def _scan(self) -> None:
         self._writers = [_Writer.of(m) for m in read_manifests(self._storage, self.directory)]
         self._cum = list(itertools.accumulate((w.cum[-1] for w in self._writers), initial=0))
-        self._cache.clear()
-        self._ahead = set()
+        with self._guard():
+            self._cache.clear()
+            self._ahead = set()
 
     def refresh(self) -> None:
         """Re-read the manifests, to see batches written since the recording was opened."""
@@ -367,22 +370,40 @@ class Recording(Sequence[Episode]):
         would fetch many batches to read one, and leave what was fetched ahead as it is.
         """
         key = (m.name, b)
-        hit = self._cache.get(key)
-        if hit is not None and all(_frozen(hit[0], j) for j in hit[1].intersection(objs)):
-            self._cache.move_to_end(key)
-            hit[1].update(objs)
-            return hit[0]
-        if key in self._ahead:
+        with self._guard():
+            hit = self._cache.get(key)
+            if hit is not None and all(_frozen(hit[0], j) for j in hit[1].intersection(objs)):
+                self._cache.move_to_end(key)
+                hit[1].update(objs)
+                return hit[0]
+            fetched = key in self._ahead
             self._ahead.discard(key)
-        elif ahead and self._storage.parallel_reads > 1:
+        if not fetched and ahead and self._storage.parallel_reads > 1:
             self._read_ahead(m, b)
-        batch = read_batch(self._storage, self.directory, m, b)
-        self._codecs |= batch.codecs
-        self._cache[key] = (batch, set(objs))
-        self._cache.move_to_end(key)  # (in place of one decoded before)
-        while len(self._cache) > _BATCH_CACHE:
-            self._cache.popitem(last=False)
+        batch = read_batch(self._storage, self.directory, m, b)  # (threads decode side by side)
+        with self._guard():
+            self._codecs |= batch.codecs
+            self._cache[key] = (batch, set(objs))
+            self._cache.move_to_end(key)  # (in place of one decoded before)
+            while len(self._cache) > _BATCH_CACHE:
+                self._cache.popitem(last=False)
         return batch
+
+    def _guard(self) -> threading.Lock:
+        """The lock of the cached batches, for reads from several threads.
+
+        This process's: one made again in a forked child (a thread of the parent may have
+        held it) or where the recording was unpickled.
+        """
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        return self._lock
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]  # (a lock cannot be pickled; the unpickled recording makes its own)
+        state["_lock_pid"] = 0
+        return state
 
     def _read_ahead(self, m: Manifest, b: int) -> None:
         """Have a remote storage fetch batch ``b`` of manifest ``m``, and the next ones.
@@ -401,9 +422,10 @@ class Recording(Sequence[Episode]):
                         yield x, c
 
         fetched = keys[: read_ahead(self._storage, order())]
-        if len(self._ahead) > 100_000:  # (left by iterations given up: what they fetched is let go)
-            self._ahead.clear()
-        self._ahead.update(fetched[1:])  # (the first is read now)
+        with self._guard():
+            if len(self._ahead) > 100_000:  # (left by iterations given up: let go)
+                self._ahead.clear()
+            self._ahead.update(fetched[1:])  # (the first is read now)
 
     def _episode(self, idx: int, m: Manifest, b: int, j: int, *, ahead: bool = False) -> Episode:
         """Episode ``idx``: object ``j`` of batch ``b`` of manifest ``m``, joined with its parts."""
@@ -428,7 +450,8 @@ class Recording(Sequence[Episode]):
 
     def close(self) -> None:
         """Drop the cached batches. Arrays already handed out stay valid."""
-        self._cache.clear()
+        with self._guard():
+            self._cache.clear()
         self._storage.prefetch(())  # (files fetched ahead, not read)
         self.closed = True
 

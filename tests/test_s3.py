@@ -1000,6 +1000,33 @@ def test_missing_s3fs_names_the_extra() -> None:
     assert "'s3fs'" in got.stdout and 'pip install "gym-recording[remote]"' in got.stdout
 
 
+def test_a_recording_loaded_before_a_fork_reads_in_the_child(s3: S3Server) -> None:
+    """A data loader's forked workers read the s3:// Recording their parent loaded (s3fs
+    refuses to run in a forked child: every read not cached yet raised a ReadError that
+    blamed the network and the credentials)."""
+    url = f"s3://{s3.new_bucket()}/run"
+    record(url, seed=3, episodes=4, storage_options=s3.storage_options)
+    with gym_recording.load(url, storage_options=s3.storage_options) as rec:
+        assert len(rec.writers[0].batches) > 2
+        want = [ep.observations.tolist() for ep in rec]
+        rec.refresh()  # (nothing cached: the child reads every batch)
+        rec[0]  # (the parent's filesystem in use as it forks)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: what it reads, or its error
+            try:
+                got: Any = [rec[i].observations.tolist() for i in range(len(rec))]
+            except BaseException as exc:
+                got = f"{type(exc).__name__}: {exc}"
+            os.write(w, json.dumps(got).encode())
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        os.waitpid(pid, 0)
+    assert json.loads(data) == want
+
+
 def test_a_location_that_cannot_be_reached_as_its_filesystem_is_made() -> None:
     """An fsspec filesystem that connects as it is made (ftp://): a ReadError naming the URL
     for a reader, as the README says for a storage that cannot be reached, and a

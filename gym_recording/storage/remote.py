@@ -12,6 +12,7 @@ is imported only when a URL is opened.
 from __future__ import annotations
 
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -70,7 +71,8 @@ class FsspecStorage:
         self._fetched: OrderedDict[tuple[str, int | None], bytes] = OrderedDict()  # (prefetch)
         self._fetched_bytes = 0
         try:
-            self.fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+            self._fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+            self._pid = os.getpid()
         except ImportError as exc:  # the protocol's package (s3fs, gcsfs ...) is missing
             if getattr(exc, "name", None) == "s3fs" or "s3fs" in str(exc):
                 raise DependencyNotInstalled.for_extra("s3fs", "remote", repr(url)) from exc
@@ -110,6 +112,18 @@ class FsspecStorage:
                 what = "it is a file: give the prefix of its recording" if a_file else ""
                 msg = f"expected a recording at {url!r}, but {what or 'nothing is stored there'}"
                 raise TraceFormatError(msg, url)
+
+    @property
+    def fs(self) -> Any:
+        """The filesystem: this process's (made again, as it was made, in a forked child).
+
+        An asynchronous filesystem (s3fs) refuses to run in a child forked from the process
+        that made it, as a data loader's workers are.
+        """
+        if self._pid != os.getpid():
+            fs = self._fs
+            self._fs, self._pid = type(fs)(*fs.storage_args, **fs.storage_options), os.getpid()
+        return self._fs
 
     @property
     def location(self) -> str:

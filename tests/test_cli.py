@@ -696,6 +696,33 @@ def test_printed_commands_work_for_a_directory_starting_with_a_dash(
     cli("info", "./-run1")
 
 
+def test_commands_that_print_paths_print_any_path_on_a_stdout_of_any_encoding(
+    tmp_path: Path,
+) -> None:
+    """record, export, compress, decompress on an ASCII stdout and a path it cannot encode:
+    the path is printed escaped (each crashed with a UnicodeEncodeError, after writing)."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONWARNINGS": "ignore"}
+
+    def run(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gym_recording", *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            env=env,
+            cwd=tmp_path,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        return proc.stdout
+
+    assert "to caf\\xe9" in run("record", "--episodes", "1", "--dir", "caf\u00e9")
+    assert "to caf\\xe9.npz" in run("export", "--to", "npz", "caf\u00e9", "caf\u00e9.npz")
+    assert "Copied caf\\xe9 to caf\\xe9-z" in run("compress", "caf\u00e9", "caf\u00e9-z")
+    assert "caf\\xe9-d" in run("decompress", "caf\u00e9-z", "caf\u00e9-d")
+
+
 def test_a_directory_of_two_envs_says_so(cli: Run, tmp_path: Path) -> None:
     """`info` names every env a directory holds; Minari, which holds one env a dataset,
     refuses it saying which writers differ."""

@@ -975,3 +975,32 @@ def test_the_grace_after_sigterm_begins_once_the_recordings_are_closed(tmp_path:
     signal came, and cut a close that took longer than the grace: the episodes were lost."""
     with gym_recording.load(_traces_of(SLOW_CLOSE, tmp_path)) as r:
         assert [ep.length for ep in r] == [100]
+
+
+def test_a_relative_directory_stays_where_it_was_when_the_process_changes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training code (or a library) that changes the working directory partway: the
+    recording keeps writing where it was made, and a Recording reads where it was opened
+    (the writer wrote the later batches, and a manifest of every episode, into the new
+    directory's "traces", or lost them; the reader said its files did not exist)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b" / "traces").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a")
+    rec = TraceRecording("traces", batch_bytes=300)
+    assert rec.directory == str(tmp_path / "a" / "traces")
+    for e in range(6):
+        if e == 3:
+            monkeypatch.chdir(tmp_path / "b")
+        rec.add_reset(np.full(4, e, np.float32))
+        for t in range(5):
+            rec.add_step(0, np.full(4, e, np.float32), 1.0, terminated=t == 4)
+    rec.close()
+    assert os.listdir(tmp_path / "b" / "traces") == []
+    monkeypatch.chdir(tmp_path / "a")
+    loaded = gym_recording.load("traces")
+    monkeypatch.chdir(tmp_path / "b")
+    assert loaded.directory == str(tmp_path / "a" / "traces")
+    assert [int(ep.observations[0, 0]) for ep in loaded] == list(range(6))
+    loaded.refresh()
+    assert len(loaded) == 6 and gym_recording.verify(loaded.directory).ok

@@ -218,10 +218,11 @@ class Recording(Sequence[Episode]):
                 f"got {mmap!r:.60}"
             )
             raise TypeError(msg)
-        self.directory = os.fspath(directory)
         self._storage: Storage = open_storage(
-            self.directory, create=False, storage_options=storage_options, mmap=mmap
+            directory, create=False, storage_options=storage_options, mmap=mmap
         )
+        #: Where it reads: a URL, or an absolute path (a relative one is made absolute).
+        self.directory = self._storage.location
         # Decoded batches, each with the objects whose episodes were handed out: an episode
         # handed out again is decoded again if it holds a container (an info or option dict,
         # a Dict observation) the user may have changed.

@@ -144,8 +144,9 @@ class TraceRecording(RowsMixin):
         self.record_infos = bool(record_infos)
         if directory is None:
             directory = tempfile.mkdtemp(prefix="gym-recording-")
-        self.directory = os.fspath(directory)
-        self._storage = open_storage(self.directory, create=True, storage_options=storage_options)
+        self._storage = open_storage(directory, create=True, storage_options=storage_options)
+        #: Where it writes: a URL, or an absolute path (a relative one is made absolute).
+        self.directory = self._storage.location
         self._writer = BatchWriter(self._storage, self.writer_id, head, batch_bytes, compressor)
         #: ``"zstd"`` or ``None``: how arrays are stored.
         self.compression = compression

@@ -249,7 +249,8 @@ class LocalStorage:
     def __init__(
         self, directory: str | os.PathLike[str], *, create: bool = True, mmap: bool = True
     ) -> None:
-        self.directory = os.fspath(directory)
+        # (absolute: a process that changes its directory keeps writing and reading here)
+        self.directory = os.path.abspath(os.fspath(directory))
         self.mmap = mmap
         if create:
             try:

@@ -49,6 +49,11 @@ def _warn(msg: str) -> None:
     print(printable(f"gym-recording: warning: {msg}"), file=sys.stderr)
 
 
+def _out(text: str = "") -> None:
+    """Print ``text`` on stdout, whatever its encoding can hold (paths may hold anything)."""
+    print(printable(text))
+
+
 def _command() -> str:
     """How to run ``gym-recording`` again, as typed into a shell.
 
@@ -261,7 +266,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             "in Python"
         )
         return EXIT_PROBLEM
-    directory, writer = env.directory, env.recording.writer_id
+    # (as given, for the printed commands, which run from here; else where it was made)
+    directory = args.dir if args.dir is not None else env.directory
+    writer = env.recording.writer_id
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
         with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
@@ -273,7 +280,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     except (TraceFormatError, ReadError) as exc:  # (this run's files are written)
         why = "holds a damaged file" if isinstance(exc, TraceFormatError) else "cannot be read now"
         _warn(f"this run is written, but the directory {why}: {exc}")
-        print(
+        _out(
             f"Recorded {episodes_text(env.recording.episode_count)} of {args.env_id} to {directory}"
         )
         return interrupted or EXIT_PROBLEM
@@ -281,10 +288,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
     cmd = _command()
     snippet = f"import gym_recording; rec = gym_recording.load({directory!r}); print(rec[0])"
     if interrupted:
-        print(f"Interrupted: the episodes recorded so far are kept in {directory}")
-    print(f"Recorded {episodes_text(len(returns))} ({steps} steps) of {args.env_id} to {directory}")
+        _out(f"Interrupted: the episodes recorded so far are kept in {directory}")
+    _out(f"Recorded {episodes_text(len(returns))} ({steps} steps) of {args.env_id} to {directory}")
     if others:
-        print(f"It also holds {episodes_text(others)} of other runs, recorded earlier.")
+        _out(f"It also holds {episodes_text(others)} of other runs, recorded earlier.")
     if envs:
         _warn(
             f"{directory} also holds episodes of {', '.join(sorted(map(str, envs)))}: exports "
@@ -292,20 +299,20 @@ def _cmd_record(args: argparse.Namespace) -> int:
         )
     if not returns:
         return interrupted or EXIT_OK
-    print(f"Mean return {np.mean(returns):.2f} (min {min(returns):g}, max {max(returns):g}).")
-    print()
-    print("Look at them:")
-    print(f"  {cmd} info {q}")
-    print(f"  {cmd} verify {q}")
+    _out(f"Mean return {np.mean(returns):.2f} (min {min(returns):g}, max {max(returns):g}).")
+    _out()
+    _out("Look at them:")
+    _out(f"  {cmd} info {q}")
+    _out(f"  {cmd} verify {q}")
     if not is_url(directory):  # (the viewer serves local directories)
-        print(f"  {cmd} view {q}          # in the browser")
-    print(f"  {_python()} -c {_shell_word(snippet)}")
+        _out(f"  {cmd} view {q}          # in the browser")
+    _out(f"  {_python()} -c {_shell_word(snippet)}")
     if args.record_render:
         beside = directory.rstrip("/")
         if not is_url(beside) and os.path.basename(os.path.normpath(beside)) in ("", ".", ".."):
             beside = os.path.abspath(beside)  # (a sibling of ".", named)
         videos = _path_word(beside + "-videos")
-        print(f"  {cmd} export {q} --to mp4 {videos}   # one video per episode")
+        _out(f"  {cmd} export {q} --to mp4 {videos}   # one video per episode")
     return interrupted or EXIT_OK
 
 
@@ -487,7 +494,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         _err("expected OUT to name what to write, got an empty string")
         return EXIT_USAGE
     where = export(args.directory, to=args.to, out=args.out)
-    print(f"Exported {args.directory} as {args.to} to {where}")
+    _out(f"Exported {args.directory} as {args.to} to {where}")
     return EXIT_OK
 
 
@@ -510,8 +517,8 @@ def _cmd_recode(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     how = "with its arrays compressed" if args.codec else "with every array raw"
-    print(f"Copied {args.directory} to {out} {how}")
-    print(f"  {_command()} verify {_path_word(out)}")
+    _out(f"Copied {args.directory} to {out} {how}")
+    _out(f"  {_command()} verify {_path_word(out)}")
     return EXIT_OK
 
 
@@ -524,8 +531,8 @@ def _cmd_import_minari(args: argparse.Namespace) -> int:
     if _gone_at_exit(args.out, "OUT_DIR", "import-minari"):
         return EXIT_USAGE
     directory = import_minari(args.dataset_id, args.out)
-    print(f"Imported Minari dataset {args.dataset_id} to {directory}")
-    print(f"  {_command()} info {_path_word(directory)}")
+    _out(f"Imported Minari dataset {args.dataset_id} to {directory}")
+    _out(f"  {_command()} info {_path_word(directory)}")
     return EXIT_OK
 
 

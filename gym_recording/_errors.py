@@ -84,9 +84,10 @@ class WriteError(RecordingError):
 
 
 class ReadError(RecordingError):
-    """A recording's storage could not be read: the network, the endpoint, the credentials.
+    """A recording's storage could not be read now: the network, the credentials, the system.
 
-    Not a damaged file (that is a :class:`TraceFormatError`): the same read may succeed
+    The endpoint or its credentials, a file's permissions, too many open files. Not a
+    damaged file (that is a :class:`TraceFormatError`): the same read may succeed
     later, and the message names the location and what failed.
 
     Example:

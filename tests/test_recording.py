@@ -1004,3 +1004,30 @@ def test_a_relative_directory_stays_where_it_was_when_the_process_changes_direct
     assert [int(ep.observations[0, 0]) for ep in loaded] == list(range(6))
     loaded.refresh()
     assert len(loaded) == 6 and gym_recording.verify(loaded.directory).ok
+
+
+def test_holding_more_mapped_batches_than_files_may_be_open_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """Each mapped batch whose arrays are held keeps its file open: past the limit of open
+    files, the read raises a ReadError saying so and what to do, not a TraceFormatError (a
+    damaged file, which it is not); mmap=False holds none."""
+    with TraceRecording(tmp_path, batch_bytes=100) as w:
+        for _ in range(80):
+            w.add_reset(np.zeros(4))
+            w.add_step(0, np.ones(4), 1.0, terminated=True)
+    code = f"""
+import resource, gym_recording
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    held = list(gym_recording.load({str(tmp_path)!r}))
+except gym_recording.ReadError as exc:
+    print("ReadError", exc)
+print(len(list(gym_recording.load({str(tmp_path)!r}, mmap=False))))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0].startswith("ReadError "), out
+    assert "Too many open files" in out[0] and "load(..., mmap=False)" in out[0]
+    assert out[1] == "80"

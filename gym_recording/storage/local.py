@@ -10,6 +10,7 @@ regular file, and either read it whole or map it read-only.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import secrets
@@ -21,7 +22,13 @@ from typing import Any, BinaryIO
 from atomicwrites import AtomicWriter
 
 from gym_recording._accel import speedups
-from gym_recording._errors import OutputExistsError, RecordingError, TraceFormatError, WriteError
+from gym_recording._errors import (
+    OutputExistsError,
+    ReadError,
+    RecordingError,
+    TraceFormatError,
+    WriteError,
+)
 from gym_recording.format.names import TEMP_PREFIX, is_plain_name
 from gym_recording.storage.base import BytesLike, FileToWrite, PendingWrite, ThreadedWrite
 
@@ -224,6 +231,34 @@ def _not_a_directory(path: str) -> str | None:
             return None
         at = parent
     return None if os.path.isdir(at) else at
+
+
+#: Why this process cannot read a file now, its contents aside: a ReadError, not a damaged file.
+_UNREADABLE = {
+    errno.EACCES: "",
+    errno.EPERM: "",
+    errno.ENAMETOOLONG: " (a path past the system's limit: read it from a nearer directory)",
+    errno.EMFILE: (
+        " (each batch whose arrays are held keeps its file open while it is mapped: raise "
+        "the limit, `ulimit -n`, or load(..., mmap=False), which reads the files instead)"
+    ),
+    errno.ENFILE: "",
+    errno.ENOMEM: "",
+    errno.EIO: "",
+}
+
+
+def _unreadable(what: str, path: str, exc: OSError) -> RecordingError:
+    """The error of an ``OSError`` reading ``path``.
+
+    A :class:`ReadError` where the file may be whole (permissions, too many open files, a
+    path too long, the disk), else a :class:`TraceFormatError`.
+    """
+    msg = f"{what}: {exc.strerror or exc}"
+    hint = _UNREADABLE.get(exc.errno or 0)
+    if hint is None:
+        return TraceFormatError(msg, path)
+    return ReadError(f"{path}: {msg}{hint}")
 
 
 class LocalStorage:
@@ -433,7 +468,7 @@ class LocalStorage:
             elif isinstance(exc, FileNotFoundError):
                 msg = f"{what} is listed by the recording but does not exist"
             else:
-                msg = f"cannot open {what}: {exc.strerror or exc}"
+                raise _unreadable(f"cannot open {what}", path, exc) from exc
             raise TraceFormatError(msg, path) from exc
         try:  # (the descriptor is closed on any way out but the file object's)
             st = os.fstat(fd)
@@ -459,8 +494,7 @@ class LocalStorage:
                 if len(data) > st.st_size:
                     data += f.read(max_size + 1 - len(data))
             except OSError as exc:
-                msg = f"cannot read file: {exc.strerror or exc}"
-                raise TraceFormatError(msg, path) from exc
+                raise _unreadable("cannot read file", path, exc) from exc
         if len(data) > max_size:
             msg = f"file is more than the limit of {max_size} bytes"
             raise TraceFormatError(msg, path)
@@ -481,8 +515,7 @@ class LocalStorage:
                     return memoryview(f.read())
                 return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
             except OSError as exc:
-                msg = f"cannot read file: {exc.strerror or exc}"
-                raise TraceFormatError(msg, path) from exc
+                raise _unreadable("cannot read file", path, exc) from exc
 
     #: Files worth reading at once: one (a local disk's reads are not fetched ahead).
     parallel_reads = 1
@@ -495,8 +528,7 @@ class LocalStorage:
         try:
             return os.listdir(self.directory)
         except OSError as exc:
-            msg = f"cannot list the recording directory: {exc.strerror or exc}"
-            raise TraceFormatError(msg, self.directory) from exc
+            raise _unreadable("cannot list the recording directory", self.directory, exc) from exc
 
     def remove(self, name: str) -> None:
         """Delete file ``name``."""

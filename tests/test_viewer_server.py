@@ -105,11 +105,40 @@ def test_make_server_binds_loopback_and_returns_its_url(recording: Path) -> None
 
 
 def test_make_server_refuses_a_missing_directory(tmp_path: Path) -> None:
-    """A directory that does not exist is an error naming it."""
+    """A directory that does not exist is an error naming it; a remote URL is refused."""
     with pytest.raises(TraceFormatError, match="nope"):
         make_server(str(tmp_path / "nope"))
     with pytest.raises(TraceFormatError, match="serves a local directory, not a URL"):
-        make_server(f"file://{tmp_path}")
+        make_server("s3://bucket/run1")
+
+
+def test_make_server_tells_a_path_from_a_url_as_every_reader_does(recording: Path) -> None:
+    """A local directory whose path holds "://" (which record writes, and whose printed view
+    command was refused as a URL), and a file:// URL, are served."""
+    odd = recording.parent / "runs" / "http:" / "x"
+    odd.parent.mkdir(parents=True)
+    shutil.copytree(recording, odd, symlinks=True)
+    for where in (f"{recording.parent}/runs/http://x", f"file://{recording}"):
+        server, url = make_server(where)
+        server.server_close()
+        assert url.startswith("http://127.0.0.1:")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_view_that_cannot_print_its_url_says_why_not_the_port(recording: Path) -> None:
+    """``view`` whose stdout is full: the error is the write's, exit 1 (it was "cannot serve
+    on port 0: No space left on device; choose another --port", exit 2)."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gym_recording", "view", str(recording), "--no-browser"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert "No space left on device" in proc.stderr and "port" not in proc.stderr
 
 
 def test_a_taken_port_is_an_oserror_and_a_usage_error_on_the_command_line(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import os
 import shlex
@@ -474,7 +475,9 @@ def _cmd_view(args: argparse.Namespace) -> int:
         _warn(f"{args.directory} {no_recording(names)}")
     try:
         serve(args.directory, port=args.port, open_browser=not args.no_browser)
-    except OSError as exc:  # the port is taken, or not ours to bind
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise  # (not the port: stdout full or closed, say, said as other commands say it)
         _err(
             f"cannot serve on port {args.port}: {exc.strerror or exc}; choose another "
             "--port, or leave it out for any free port"

@@ -38,6 +38,7 @@ from urllib.parse import unquote
 
 from gym_recording._errors import TraceFormatError
 from gym_recording.format.names import is_trace_name
+from gym_recording.storage import local_path
 
 __all__ = ["make_server", "serve"]
 
@@ -441,13 +442,14 @@ def make_server(
         True
         >>> server.server_close()
     """
-    if "://" in str(directory):
+    path = local_path(os.fspath(directory))  # (as every reader tells a URL from a path)
+    if path is None:
         msg = (
             f"{directory}: `gym-recording view` serves a local directory, not a URL; copy the "
             "recording here first (gym_recording.storage_s3.download_recording for s3://)"
         )
-        raise TraceFormatError(msg, directory)
-    root = Path(directory).resolve()
+        raise TraceFormatError(msg, os.fspath(directory))
+    root = Path(path).resolve()
     if not root.is_dir():
         what = "is not a directory" if root.exists() else "does not exist"
         msg = f"expected a recording directory, but {str(directory)!r} {what}"

@@ -58,7 +58,7 @@ class TraceFormatError(RecordingError, ValueError):
         >>> try:
         ...     gym_recording.load(d)
         ... except gym_recording.TraceFormatError as exc:
-        ...     os.path.basename(exc.path)
+        ...     os.path.basename(exc.path or "")
         'openaigym.trace.0.1.a.manifest.json'
     """
 

@@ -65,10 +65,12 @@ class UnknownSpace(gspaces.Space[Any]):
         description: The ``repr`` of the original space, as recorded.
 
     Example:
+        >>> from gymnasium.spaces import Dict
         >>> from gym_recording.format.spaces import space_from_json
         >>> space = space_from_json({"type": "Dict", "spaces": {
         ...     "n": {"type": "Discrete", "n": 2, "start": 0},
         ...     "mission": {"type": "Unknown", "repr": "MissionSpace(...)"}}})
+        >>> assert isinstance(space, Dict)
         >>> space["n"], space["mission"]
         (Discrete(2), UnknownSpace('MissionSpace(...)'))
     """

@@ -13,6 +13,8 @@ import numpy as np
 
 from gym_recording.format.wire import EPISODE_KEYS, EpisodeKeys
 from gym_recording.read import notebook, replay, video
+from gym_recording.read.notebook import Animation
+from gym_recording.read.replay import ReplayResult
 
 __all__ = ["Episode"]
 
@@ -300,7 +302,7 @@ class Episode(EpisodeKeys):
         key: str | None = None,
         replay: bool = False,
         env_id: str | None = None,
-    ) -> Any:
+    ) -> Animation:
         """An inline animation of the episode's frames, with a step slider and play buttons.
 
         Needs the ``notebook`` extra (matplotlib). The frames are :meth:`frames` (rendered
@@ -337,7 +339,8 @@ class Episode(EpisodeKeys):
         except notebook.NoFramesError:
             if not replay:
                 raise
-            frames = self.replay(env_id).frames
+            rendered = self.replay(env_id).frames  # (a rendered replay: never None)
+            frames = rendered if rendered is not None else np.zeros((0, 0, 0, 3), np.uint8)
         rate = fps if fps is not None else self.render_fps or video.DEFAULT_FPS
         return notebook.animate(frames, fps=rate, max_frames=max_frames)
 
@@ -349,7 +352,7 @@ class Episode(EpisodeKeys):
         render: bool = True,
         rtol: float = 1e-5,
         atol: float = 1e-6,
-    ) -> Any:
+    ) -> ReplayResult:
         """Replay the recorded actions through the environment, render it, and compare.
 
         Makes the environment as it was recorded (from :attr:`env_spec`: its id and the

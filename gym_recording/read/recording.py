@@ -16,7 +16,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from gym_recording.format.spaces import space_from_json
 from gym_recording.read import notebook
 from gym_recording.read.episode import Episode
 from gym_recording.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # (typing.Self from Python 3.11)
 
 __all__ = ["Recording", "load", "read_ahead", "read_batch", "read_manifests"]
 
@@ -316,12 +319,12 @@ class Recording(Sequence[Episode]):
         return self._cum[-1]
 
     @overload
-    def __getitem__(self, i: int) -> Episode: ...
+    def __getitem__(self, i: int | np.integer[Any]) -> Episode: ...
 
     @overload
     def __getitem__(self, i: slice) -> list[Episode]: ...
 
-    def __getitem__(self, i: int | slice) -> Episode | list[Episode]:
+    def __getitem__(self, i: int | np.integer[Any] | slice) -> Episode | list[Episode]:
         self._check_open()
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
@@ -456,7 +459,7 @@ class Recording(Sequence[Episode]):
         self._storage.prefetch(())  # (files fetched ahead, not read)
         self.closed = True
 
-    def __enter__(self) -> Recording:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,7 +19,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
@@ -39,6 +39,9 @@ from gym_recording.record.writer import (
     checked_batch_bytes,
 )
 from gym_recording.storage import LocalStorage, open_storage
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # (typing.Self from Python 3.11)
 
 __all__ = ["TraceRecording"]
 
@@ -771,7 +774,7 @@ class TraceRecording(RowsMixin):
 
     __copy__ = __deepcopy__ = __reduce_ex__ = __getstate__ = lifetime.refuse_copy
 
-    def __enter__(self) -> TraceRecording:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

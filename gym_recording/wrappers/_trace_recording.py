@@ -9,7 +9,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, NoReturn, SupportsFloat, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, SupportsFloat, TypeVar
 
 import gymnasium
 import numpy as np
@@ -22,6 +22,9 @@ from gym_recording.record.recording import TraceRecording
 from gym_recording.record.writer import checked_batch_bytes
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._subenvs import gym_vector_error
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # (typing.Self from Python 3.11)
 
 __all__ = ["TraceRecordingWrapper", "closed_error", "options_as_given"]
 
@@ -176,7 +179,7 @@ class TraceRecordingWrapper(
         ``episode_trigger``, ``metadata``, ``batch_bytes``.
     """
 
-    def __new__(cls, env: Any, *args: Any, **kwargs: Any) -> TraceRecordingWrapper[Any, Any]:
+    def __new__(cls, env: Any, *args: Any, **kwargs: Any) -> Self:
         if (legacy := gym_vector_error(env)) is not None:
             raise legacy
         if isinstance(env, gymnasium.vector.VectorEnv):
@@ -189,7 +192,7 @@ class TraceRecordingWrapper(
         # legacy gym wrappers did; gymnasium envs get none (a class with __getattr__ makes
         # every attribute lookup of the hot path slower).
         if cls is TraceRecordingWrapper and not isinstance(env, gymnasium.Env):
-            cls = _LegacyTraceRecordingWrapper
+            return super().__new__(_LegacyTraceRecordingWrapper)  # type: ignore[return-value]
         return super().__new__(cls)
 
     def __init__(  # (self typed: mypy cannot infer ObsType from env: Any, a legacy env say)
@@ -454,7 +457,7 @@ class TraceRecordingWrapper(
 
     __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
 
-    def __enter__(self) -> TraceRecordingWrapper[ObsType, ActType]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> Literal[False]:

@@ -29,7 +29,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -53,6 +53,9 @@ from gym_recording.wrappers._subenvs import (
     unbatch,
 )
 from gym_recording.wrappers._trace_recording import closed_error, options_as_given
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # (typing.Self from Python 3.11)
 
 __all__ = ["TraceRecordingVectorWrapper"]
 
@@ -783,7 +786,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         except Exception:  # (nothing to tell it to: the recordings say what failed)
             pass
 
-    def __enter__(self) -> TraceRecordingVectorWrapper:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -896,6 +896,32 @@ def _env_module(path: Path, env_id: str, reset: str, render: str) -> None:
     )
 
 
+def test_record_of_an_env_that_changes_directory_reads_back_its_own_run(
+    cli: Run, tmp_path: Path
+) -> None:
+    """An env whose reset changes the working directory, recorded into a relative --dir:
+    the run is written where --dir was, and record reads it back from there (it read the
+    relative path from the env's directory, called its own run damaged, and exited 1)."""
+    (tmp_path / "away").mkdir()
+    (tmp_path / "chdir_env.py").write_text(
+        "import os, gymnasium\n"
+        "class E(gymnasium.Env):\n"
+        "    observation_space = gymnasium.spaces.Discrete(3)\n"
+        "    action_space = gymnasium.spaces.Discrete(2)\n"
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        super().reset(seed=seed)\n"
+        f"        os.chdir({str(tmp_path / 'away')!r})\n"
+        "        return 0, {}\n"
+        "    def step(self, action):\n"
+        "        return 1, 1.0, True, False, {}\n"
+        "gymnasium.register('ChdirEnv-v0', entry_point=E)\n"
+    )
+    proc = cli("record", "chdir_env:ChdirEnv-v0", "--episodes", "2", "--dir", "rel")
+    assert "Recorded 2 episodes (2 steps) of chdir_env:ChdirEnv-v0 to rel" in proc.stdout
+    assert proc.stderr == "" and not (tmp_path / "away" / "rel").exists()
+    assert len(gym_recording.load(tmp_path / "rel")) == 2
+
+
 def test_record_render_of_an_env_that_cannot_render_says_why_and_writes_nothing(
     cli: Run, tmp_path: Path
 ) -> None:

@@ -1004,6 +1004,18 @@ def test_a_relative_directory_stays_where_it_was_when_the_process_changes_direct
     assert [int(ep.observations[0, 0]) for ep in loaded] == list(range(6))
     loaded.refresh()
     assert len(loaded) == 6 and gym_recording.verify(loaded.directory).ok
+    # Made absolute as the OS reads it: "link/.." is the link's parent, not ".".
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "b" / "link").symlink_to(tmp_path / "real" / "deep")
+    with TraceRecording("link/../rec") as rec:
+        rec.add_reset(np.zeros(2))
+    assert (tmp_path / "real" / "rec").is_dir() and not (tmp_path / "b" / "rec").exists()
+    assert len(gym_recording.load("link/../rec")) == 1
+    # An empty string names no directory (not the working one).
+    with pytest.raises(RecordingError, match="cannot create the recording directory ''"):
+        TraceRecording("")
+    with pytest.raises(TraceFormatError, match="'' does not exist"):
+        gym_recording.load("")
 
 
 def test_holding_more_mapped_batches_than_files_may_be_open_says_what_to_do(

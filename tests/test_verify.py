@@ -367,3 +367,34 @@ def test_a_segment_not_named_by_its_writer_id_is_a_problem(tmp_path, monkeypatch
     _edit_manifest(second, segment=3)
     (problem,) = verify(tmp_path).problems[str(second)]
     assert "the writer id in its name to end with .s3" in problem
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or (os.geteuid() == 0 and shutil.which("setpriv") is None),
+    reason="a file root may not read needs Linux's setpriv to drop the capabilities",
+)
+def test_a_file_this_user_may_not_read_is_reported_and_the_rest_checked(tmp_path: Path) -> None:
+    """A batch's blob this user may not read (another user's, written under umask 077):
+    verify reports it, naming the file and why, and checks the rest; a ReadError, not a
+    damaged file (verify raised it, unchecked, when unreadable files became ReadErrors)."""
+    make_recording(tmp_path)
+    blob = sorted(p for p in tmp_path.iterdir() if p.name.endswith(".bin"))[0]
+    blob.chmod(0)
+    drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    code = (
+        "import sys; from gym_recording.tools.verify import verify\n"
+        "r = verify(sys.argv[1])\n"
+        "print(r.ok, r.batches, len(r.problems)); print(*r.lines(), sep='\\n')\n"
+    )
+    out = subprocess.run(
+        [*drop, sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    ok, batches, files = out[0].split()
+    assert ok == "False" and int(batches) > 0 and files == "2", out  # (its batch; reading all)
+    said = [
+        line for line in out[1:] if f"{blob}: cannot open array file: Permission denied" in line
+    ]
+    assert len(said) == 2 and "Traceback" not in "\n".join(out), out

@@ -284,8 +284,11 @@ class LocalStorage:
     def __init__(
         self, directory: str | os.PathLike[str], *, create: bool = True, mmap: bool = True
     ) -> None:
-        # (absolute: a process that changes its directory keeps writing and reading here)
-        self.directory = os.path.abspath(os.fspath(directory))
+        # (absolute, so that a process that changes its directory keeps writing and reading
+        # here; joined, not normalised: "link/.." is where the link leads, as the OS has it)
+        given = os.fspath(directory)
+        relative = given and not os.path.isabs(given)  # (an empty one: refused below)
+        self.directory = os.path.join(os.getcwd(), given) if relative else given
         self.mmap = mmap
         if create:
             try:

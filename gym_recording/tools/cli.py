@@ -272,7 +272,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     writer = env.recording.writer_id
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
-        with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
+        with load(env.directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
             mine = [ep for ep in rec if ep.writer == writer]
             returns = [ep.total_reward for ep in mine]
             steps = sum(ep.length for ep in mine)  # (as recorded: an interrupted step may be)
@@ -373,7 +373,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 if ep.render_frames is not None:
                     rendered += 1
                     frame_shapes.add(ep.render_frames.shape[1:])
-        except TraceFormatError as exc:
+        except (TraceFormatError, ReadError) as exc:
             damaged = exc
         sizes: list[int | None] = []  # (of the files FORMAT.md §1 names: no backup, no temp)
         if is_url(rec.directory):  # (as listed by the object store; "-" if it cannot be)

@@ -189,6 +189,9 @@ def _check_manifest(
     except TraceFormatError as exc:
         report.add_error(exc, path)
         return
+    except ReadError as exc:
+        report.add(path, str(exc))
+        return
     report.manifests += 1
     # What FORMAT.md forbids but the reader reads all the same: problems of the file too.
     for breach in (version_breach(m.version), segment_breach(m)):
@@ -211,6 +214,9 @@ def _check_manifest(
             batch = read_batch(storage, directory, m, i)
         except TraceFormatError as exc:
             report.add_error(exc, os.path.join(directory, entry.fn))
+            continue
+        except ReadError as exc:  # (a file this process cannot read now: said, the rest read)
+            report.add(os.path.join(directory, entry.fn), str(exc))
             continue
         report.batches += 1
         report.episode_objects += len(batch)

@@ -697,6 +697,25 @@ def start_keys(started_at: float, seed: int | None = None) -> dict[str, Any]:
     return keys
 
 
+def seconds(t: Any, what: str) -> float:
+    """``t``, unix seconds (an episode's start or end), as a float; refused unless finite.
+
+    Raises:
+        TypeError: ``t`` is not a number. ValueError: it is not finite.
+    """
+    try:  # (numbers as float() takes them: Fraction, Decimal, a 0-d array; not text)
+        value = float(t) if not isinstance(t, (str, bytes, bool)) else None
+    except (TypeError, ValueError):
+        value = None
+    except OverflowError:  # (an int past float64)
+        value = math.inf
+    if value is None:
+        raise TypeError(f"expected {what} to be unix seconds or None, got {type(t).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"expected {what} to be a finite number of unix seconds, got {t}")
+    return value
+
+
 def check_seed(seed: Any) -> None:
     """Refuse a seed that is neither an int nor a numpy integer, or an int JSON cannot hold.
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import os
 import secrets
 import struct
@@ -256,9 +255,9 @@ class TraceRecording(RowsMixin):
         if seed is not None:
             buffer.check_seed(seed)
         if started_at is not None:
-            started_at = _seconds(started_at, "started_at")
+            started_at = buffer.seconds(started_at, "started_at")
         if ended_at is not None:
-            ended_at = _seconds(ended_at, "ended_at")
+            ended_at = buffer.seconds(ended_at, "ended_at")
         if self._open is not None:
             self._end_episode(ended_at)
         if len(self._pending) >= MAX_BATCH_EPISODES:
@@ -501,7 +500,7 @@ class TraceRecording(RowsMixin):
         (before anything changes).
         """
         if ended_at is not None:
-            ended_at = _seconds(ended_at, "ended_at")
+            ended_at = buffer.seconds(ended_at, "ended_at")
         self._end_episode(ended_at)
         self._writer.raise_kept()
 
@@ -783,22 +782,3 @@ class TraceRecording(RowsMixin):
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<TraceRecording {self.directory!r} writer={self.writer_id} {state}>"
-
-
-def _seconds(t: Any, what: str) -> float:
-    """``t``, unix seconds, as a float; refused unless it is a finite number.
-
-    Raises:
-        TypeError: ``t`` is not a number. ValueError: it is not finite.
-    """
-    try:  # (numbers as float() takes them: Fraction, Decimal, a 0-d array; not text)
-        seconds = float(t) if not isinstance(t, (str, bytes, bool)) else None
-    except (TypeError, ValueError):
-        seconds = None
-    except OverflowError:  # (an int past float64)
-        seconds = math.inf
-    if seconds is None:
-        raise TypeError(f"expected {what} to be unix seconds or None, got {type(t).__name__}")
-    if not math.isfinite(seconds):
-        raise ValueError(f"expected {what} to be a finite number of unix seconds, got {t}")
-    return seconds

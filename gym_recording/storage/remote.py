@@ -208,10 +208,11 @@ class FsspecStorage:
         except Exception:  # (each read fetches its own file again, and says what is wrong)
             return
         incoming = sum(len(d) for d in got if isinstance(d, bytes))
-        for read in [r for r in self._fetched if r not in reads]:  # (the oldest first)
+        # (the keys copied at once, as another thread's read may take one meanwhile)
+        for read in [r for r in list(self._fetched) if r not in reads]:  # (the oldest first)
             if self._fetched_bytes + incoming <= self.MAX_FETCHED_BYTES:
                 break
-            self._fetched_bytes -= len(self._fetched.pop(read))
+            self._fetched_bytes -= len(self._fetched.pop(read, b""))
         for read, data in zip(todo, got, strict=True):  # (kept, even past the bound: asked for)
             if isinstance(data, bytes):
                 self._fetched[read] = data

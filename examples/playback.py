@@ -39,7 +39,10 @@ def main(directory: str) -> None:
         print(rec)
         print(f"env {rec.env_id}, observation space {rec.observation_space}")
         returns = np.array([ep.total_reward for ep in rec])
-        print(f"{len(rec)} episodes, mean return {returns.mean():.1f}, best {returns.max():.0f}")
+        if not len(returns):
+            print("0 episodes")
+            return
+        print(f"{len(rec)} episodes, mean return {returns.mean():.4g}, best {returns.max():.4g}")
         best = rec[int(returns.argmax())]  # random access loads one batch only
         print(f"best episode: {best}")
         print(f"  observations {describe(best.observations)}, seed {best.seed}")

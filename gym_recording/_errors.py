@@ -223,5 +223,5 @@ class LossyExportWarning(UserWarning):
         ...     warnings.simplefilter("always")
         ...     _ = export(d, to="npz", out=os.path.join(d, "x.npz"))
         >>> print(caught[0].message)
-        npz leaves out the reset options of 1 episode (`export --to minari` keeps them)
+        npz leaves out the reset options of 1 episode (`export --to minari` keeps what Minari can)
     """

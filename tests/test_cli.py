@@ -967,14 +967,16 @@ def test_a_level_out_of_range_names_the_flag(cli: Run, recorded: Path, tmp_path:
     for flag in ("--compression-level", "--level"):
         out = tmp_path / f"out{flag}"
         proc = cli("compress", str(recorded), str(out), flag, "30", expect=2)
-        assert_error(proc, f"expected {flag} to be zstd's level, from 1 to 22, got 30")
+        assert_error(proc, f"expected {flag} to be zstd's level, an int from 1 to 22, got 30")
         assert "compression_level" not in proc.stderr and not out.exists()
         cli("compress", str(recorded), str(out), flag, "9")
         assert gym_recording.verify(out).ok
     where = tmp_path / "rec"
     args = ("--compression", "zstd", "--compression-level", "0", "--dir", str(where))
     proc = cli("record", *args, expect=2)
-    assert_error(proc, "expected --compression-level to be zstd's level, from 1 to 22, got 0")
+    assert_error(
+        proc, "expected --compression-level to be zstd's level, an int from 1 to 22, got 0"
+    )
     assert "compression_level" not in proc.stderr and not where.exists()
 
 

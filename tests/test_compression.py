@@ -477,7 +477,10 @@ def test_exports_read_compressed_recordings(tmp_path):
         ({"compression": "zstd", "compression_level": 0}, "from 1 to 22"),
         ({"compression": "zstd", "compression_level": 23}, "from 1 to 22"),
         ({"compression": "zstd", "compression_level": True}, "from 1 to 22"),
-        ({"compression": "zstd", "compression_level": 3.0}, "from 1 to 22"),
+        (
+            {"compression": "zstd", "compression_level": 3.0},
+            r"an int from 1 to 22, got 3.0 \(a float\)",
+        ),
         ({"compression_level": 3}, "needs compression='zstd'"),
         ({"batch_bytes": 0}, "batch_bytes to be a positive int, got 0"),
         ({"batch_bytes": 1e6}, "batch_bytes to be a positive int, got 1000000.0"),

@@ -54,6 +54,22 @@ def test_playback_of_dict_and_tuple_observations(tmp_path: Path) -> None:
         assert "scan_recorded_traces saw 1 episodes" in played.stdout
 
 
+def test_playback_of_an_empty_recording_and_of_fractional_returns(tmp_path: Path) -> None:
+    from gym_recording import TraceRecording
+
+    (tmp_path / "empty").mkdir()  # (opens as an empty recording)
+    played = _run(str(EXAMPLES / "playback.py"), str(tmp_path / "empty"), cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    assert "0 episodes" in played.stdout
+    with TraceRecording(tmp_path / "small") as rec:  # (MiniGrid's returns are below 1)
+        for reward in (0.25, 0.487):
+            rec.add_reset(0)
+            rec.add_step(0, 1, reward, terminated=True)
+    played = _run(str(EXAMPLES / "playback.py"), str(tmp_path / "small"), cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    assert "2 episodes, mean return 0.3685, best 0.487" in played.stdout
+
+
 def test_playback_without_a_directory_says_what_it_needs(tmp_path: Path) -> None:
     got = _run(str(EXAMPLES / "playback.py"), cwd=tmp_path)
     assert got.returncode == 2

@@ -174,7 +174,7 @@ def test_parquet_and_npz_carry_seeds_and_name_what_they_leave_out(tmp_path: Path
     (said,) = [str(c.message) for c in caught]
     assert said == (
         "parquet leaves out the infos of 1 episode and the reset options of 1 episode "
-        "(`export --to minari` keeps them)"
+        "(`export --to minari` keeps what Minari can)"
     )
     with pytest.warns(LossyExportWarning, match="npz leaves out the infos of 1 episode and"):
         data = np.load(export(tmp_path / "r", to="npz", out=tmp_path / "x.npz"))
@@ -201,7 +201,7 @@ def test_exports_take_odd_infos_seeds_and_options(tmp_path: Path) -> None:
         (said,) = [str(c.message) for c in caught]
         assert said == (
             f"{to} leaves out the infos of 1 episode and the seeds of 1 episode "
-            "(`export --to minari` keeps them)"
+            "(`export --to minari` keeps what Minari can)"
         )
     assert np.load(tmp_path / "x.npz")["seeds"].tolist() == [-1]
 
@@ -218,8 +218,8 @@ def test_exports_name_array_options_they_leave_out(tmp_path: Path, options: Any)
             export(tmp_path / "r", to=to, out=tmp_path / f"x.{to}")
         (said,) = [str(c.message) for c in caught]
         assert (
-            said
-            == f"{to} leaves out the reset options of 1 episode (`export --to minari` keeps them)"
+            said == f"{to} leaves out the reset options of 1 episode "
+            "(`export --to minari` keeps what Minari can)"
         )
 
 

@@ -247,7 +247,10 @@ def check_level(level: Any, what: str = "compression_level") -> int:
         or isinstance(level, bool)
         or not 1 <= level <= MAX_LEVEL
     ):
-        msg = f"expected {what} to be zstd's level, from 1 to {MAX_LEVEL}, got {level!r}"
+        kind = "" if isinstance(level, (int, np.integer)) else f" (a {type(level).__name__})"
+        msg = (
+            f"expected {what} to be zstd's level, an int from 1 to {MAX_LEVEL}, got {level!r}{kind}"
+        )
         raise ValueError(msg)
     return int(level)
 

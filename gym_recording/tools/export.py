@@ -501,7 +501,7 @@ class _LeftOut:
         if rest:
             said.append(
                 " and ".join(f"the {k} of {episodes_text(n)}" for k, n in rest)
-                + " (`export --to minari` keeps them)"
+                + " (`export --to minari` keeps what Minari can)"
             )
         if said:
             msg = f"{self.what} leaves out {'; and '.join(said)}"

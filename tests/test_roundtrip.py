@@ -7,6 +7,7 @@ real Gymnasium envs are recorded too; the values the env handed to the caller ar
 
 from __future__ import annotations
 
+import collections
 import gc
 import mmap
 import multiprocessing
@@ -286,6 +287,10 @@ class _ChangingEnv(gymnasium.Env[Any, Any]):
             return 2**70 + self._k if self._k == self.change_at + 1 else self._k
         if self.kind == "dict_keys":
             return {"a": np.float32(k), "b": self._k} if late else {"a": np.float32(k)}
+        if self.kind == "defaultdict":  # its [key] answers for a key it lacks
+            if late:
+                return collections.defaultdict(int, {"a": np.float32(k), "c": self._k})
+            return {"a": np.float32(k), "b": self._k}
         raise AssertionError(self.kind)
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
@@ -323,7 +328,7 @@ def _assert_step_exact(got: Any, want: Any, where: str) -> None:
         assert_value_exact(got, want, where)
 
 
-@pytest.mark.parametrize("kind", ["shape", "dtype", "type", "bigint", "dict_keys"])
+@pytest.mark.parametrize("kind", ["shape", "dtype", "type", "bigint", "dict_keys", "defaultdict"])
 @pytest.mark.parametrize(
     ("batch_bytes", "change_at"),
     [(5_000_000, 3), (60, 3), (60, 6)],

@@ -151,6 +151,15 @@ def test_box_uniform_bounds_are_one_scalar() -> None:
     assert_same_box(roundtrip(inf), inf)
 
 
+@pytest.mark.parametrize("low", [[-0.0, 0.0], [0.0, -0.0], [-0.0, -0.0]])
+def test_box_bounds_keep_the_sign_of_zero(low: list[float]) -> None:
+    """Bounds equal in value but not in bytes (-0.0 == 0.0) are not written as one scalar."""
+    box = spaces.Box(np.array(low, np.float32), np.ones(2, np.float32), dtype=np.float32)
+    got = roundtrip(box)
+    assert_same_box(got, box)
+    assert got.low.tobytes() == box.low.tobytes()
+
+
 def test_box_zero_size_roundtrip() -> None:
     """A Box with a zero-length axis writes empty lists and reads back."""
     box = spaces.Box(low=0.0, high=1.0, shape=(2, 0, 3), dtype=np.float32)

@@ -165,3 +165,58 @@ def test_dict_observations_of_one_layout_in_another_key_order_are_batched(
     ]
     (batch,) = iter_transitions(eps, 4, shuffle=False)
     np.testing.assert_array_equal(batch["obs"][1], np.zeros(2))
+
+
+@pytest.mark.parametrize(
+    ("observations", "actions", "got"),
+    [
+        (np.array([[0.0], [1.0], [2.0], [99.0]]), np.array([0, 1]), "4 rows of observations"),
+        (np.arange(2.0)[:, None], np.array([0, 1]), "2 rows of observations"),
+        (
+            {"x": np.arange(3.0), "y": np.arange(2.0)},
+            np.array([0, 1]),
+            "rows of different lengths of observations",
+        ),
+        (np.arange(3.0), np.array([0, 1, 1]), "3 rows of actions"),
+    ],
+)
+def test_hand_made_episodes_of_other_row_counts_are_refused(
+    observations: object, actions: np.ndarray, got: str
+) -> None:
+    # (one observation too many made the transitions run into the next episode's)
+    good = gym_recording.Episode(np.arange(10.0, 13.0), np.array([0, 1]), np.ones(2))
+    bad = gym_recording.Episode(observations, actions, np.ones(2))
+    with pytest.raises(gym_recording.ExportError, match=f"position 1 .*{got}"):
+        list(iter_transitions([good, bad, good], 10, shuffle=False))
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "refused"),
+    [
+        ((np.uint64, np.int64), True),  # (float64 rounds 2**63 + 1)
+        ((np.int64, np.float32), True),
+        ((np.int64, np.float64), True),
+        ((np.float32, np.float64), False),
+        ((np.int32, np.int64), False),
+        ((np.uint8, np.int16), False),
+    ],
+)
+def test_episodes_of_dtypes_no_one_dtype_holds_are_refused(
+    dtypes: tuple[type, type], refused: bool
+) -> None:
+    first, second = (
+        gym_recording.Episode(np.array([[v], [v]], dtype), np.array([0]), np.ones(1))
+        for v, dtype in zip((9, 1), dtypes, strict=True)
+    )
+    if dtypes[0] is np.uint64:
+        first = gym_recording.Episode(
+            np.array([[2**63 + 1], [2**64 - 1]], np.uint64), np.array([0]), np.ones(1)
+        )
+    if refused:
+        with pytest.raises(gym_recording.ExportError, match="no one dtype holds exactly"):
+            list(iter_transitions([first, second], 4, shuffle=False))
+        return
+    (batch,) = iter_transitions([first, second], 4, shuffle=False)
+    want = np.concatenate([first.observations[:1], second.observations[:1]])
+    assert batch["obs"].dtype == np.result_type(*dtypes)
+    assert batch["obs"].tolist() == want.tolist()

@@ -209,9 +209,11 @@ def _write_box(space: Any, depth: int) -> dict[str, Any]:
             raise ValueError(f"Box {key} does not match the Box's shape and dtype")
         if array.dtype.kind == "f" and bool(np.isnan(array).any()):  # (legacy gym allows it)
             raise ValueError("a Box of NaN bounds, which Gymnasium refuses (§7: Unknown)")
-        # Uniform bounds (an image's 0..255) are one scalar: the manifest stays small.
+        # Uniform bounds (an image's 0..255) are one scalar: the manifest stays small. (Equal
+        # bytes, not values: -0.0 == 0.0, and the bounds come back as they were.)
         flat = array.reshape(-1)
-        uniform = flat.size > 1 and bool((flat == flat[0]).all())
+        raw = flat.view(f"V{flat.itemsize}") if flat.size else flat
+        uniform = flat.size > 1 and bool((raw == raw[0]).all())
         out[key] = _encode_array(flat[0]) if uniform else _encode_array(array)
     return out
 

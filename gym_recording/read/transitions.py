@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from gym_recording._errors import ExportError
-from gym_recording.format.fields import as_array, map_leaves
+from gym_recording.format.fields import as_array, field_length, map_leaves
 from gym_recording.read.episode import Episode
 
 __all__ = ["iter_transitions"]
@@ -20,7 +20,8 @@ def _concat(fields: list[Any], what: str) -> Any:
     """Join the per-episode fields (arrays, or dicts/tuples of them) along the step axis.
 
     Raises:
-        ExportError: their steps are not of one shape (one is per-step values, say).
+        ExportError: their steps are not of one shape (one is per-step values, say), or of
+            dtypes no one dtype holds exactly (int64 and uint64, say).
     """
     head = fields[0]
     kinds = {_layout(f) for f in fields}
@@ -43,7 +44,55 @@ def _concat(fields: list[Any], what: str) -> Any:
             "per-step values; pick episodes of one layout"
         )
         raise ExportError(msg)
+    dtypes = {a.dtype for a in arrays}
+    if len(dtypes) > 1 and not _widens(dtypes):
+        names = ", ".join(sorted(map(str, dtypes)))
+        msg = (
+            f"the episodes' {what} cannot be batched into transitions: they are of dtypes "
+            f"{names}, which no one dtype holds exactly; pick episodes of one dtype"
+        )
+        raise ExportError(msg)
     return np.concatenate(arrays)
+
+
+def _widens(dtypes: set[np.dtype[Any]]) -> bool:
+    """Whether the dtype NumPy joins ``dtypes`` into holds each of their values exactly.
+
+    Float32 into float64 does, and anything into object (per-step values); int64 and uint64
+    into float64 do not.
+    """
+    joined = np.result_type(*dtypes)
+    return joined.kind == "O" or all(
+        np.can_cast(d, joined, "safe") and (d.kind == joined.kind or d.kind + joined.kind in _EXACT)
+        for d in dtypes
+    )
+
+
+#: Kinds of dtype (from, to) whose safe casts keep every value: bool and unsigned ints into
+#: wider ints, floats into complex.
+_EXACT = ("bi", "bu", "ui", "fc")
+
+
+def _rows_checked(k: int, ep: Episode) -> bool:
+    """True, or refuse the episode at position ``k``: one of other row counts.
+
+    Each episode needs ``length + 1`` observations and ``length`` actions; a hand-made one of
+    other counts would run its transitions into the next episode's.
+    """
+    for what, want, rule in (
+        ("observations", ep.length + 1, "one more than its steps: the first is the reset's"),
+        ("actions", ep.length, "one a step"),
+    ):
+        got = field_length(getattr(ep, what))
+        if got != want:
+            rows = "rows of different lengths" if got is None else f"{got} rows"
+            msg = (
+                f"the episode at position {k} (its index {ep.index}) cannot be cut into "
+                f"transitions: it has {ep.length} rewards and {rows} of {what}, expected "
+                f"{want} ({rule})"
+            )
+            raise ExportError(msg)
+    return True
 
 
 def _layout(field: Any) -> str:
@@ -89,7 +138,9 @@ def iter_transitions(
 
     Raises:
         TypeError, ValueError: ``batch_size`` is not a positive int, or ``rec`` is a path.
-        ExportError: the episodes' observations (or actions) are not of one per-step shape.
+        ExportError: the episodes' observations (or actions) are not of one per-step shape,
+            or an episode does not hold one observation more than its rewards and one
+            action per reward.
 
     Example:
         >>> import numpy as np
@@ -114,7 +165,7 @@ def iter_transitions(
         )
         raise TypeError(msg)
     # Zero-step episodes have no transition (and their empty actions may lack a dtype).
-    episodes = [ep for ep in rec if ep.length > 0]
+    episodes = [ep for k, ep in enumerate(rec) if ep.length > 0 and _rows_checked(k, ep)]
     if not episodes:
         return
     lengths = np.array([ep.length for ep in episodes], dtype=np.int64)

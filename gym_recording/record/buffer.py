@@ -409,15 +409,14 @@ class _DictNode(_Branch):
     def __init__(self, keys: tuple[str, ...], children: list[Any]) -> None:
         self.keys, self.children = keys, children
         pairs = list(zip(keys, [c.put for c in children], strict=True))
-        n = len(keys)
+        n, key_set = len(keys), frozenset(keys)
 
         def put(v: Any) -> bool:
-            if not isinstance(v, Mapping) or len(v) != n:
+            # (the keys, first: v[k] of a key v lacks may answer for it, as a defaultdict's
+            # does. In any order: a vector env's final observations may come in another.)
+            if not isinstance(v, Mapping) or len(v) != n or v.keys() != key_set:
                 return False
-            try:
-                return all(p(v[k]) for k, p in pairs)
-            except KeyError:
-                return False
+            return all(p(v[k]) for k, p in pairs)
 
         self.put: Put = put
 

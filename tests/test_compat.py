@@ -11,6 +11,7 @@ import dataclasses
 import gc
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from compat_expect import (
 from seed_reader import MANIFEST_GLOB, seed_writer_id
 
 import gym_recording
-from gym_recording import playback
+from gym_recording import TraceFormatError, playback
 
 CASES = compat_cases()
 
@@ -328,3 +329,22 @@ def test_int_rewards_of_the_original_writer_are_read_as_float64(tmp_path):
         (ep,) = rec
         assert ep.rewards.dtype == np.float64 and ep.rewards.tolist() == [-1.0, 20.0]
         assert ep.total_reward == 19.0 and ep.observations.dtype == np.int64
+
+
+@pytest.mark.parametrize("dtype", ["<U2", "|S2", "float128", "datetime64[D]", ">f4"])
+def test_arrays_of_dtypes_the_original_stored_but_we_do_not_read_are_named(tmp_path, dtype):
+    """The original wrote ``str(array.dtype)`` of any array; a batch holding one of a dtype
+    this reader does not read is refused with the dtype named, as version 1 (FORMAT.md §6.1)."""
+    bin_fn = "openaigym.trace.0.1.ep000000000.bin"
+    (tmp_path / bin_fn).write_bytes(bytes(16))
+    obs = {"__type": "ndarray", "shape": [2], "order": "C", "dtype": dtype}
+    obs |= {"npyfile": bin_fn, "npyoff": 0, "size": 8}
+    episode = {"actions": [0], "rewards": [1.0], "observations": obs}
+    (tmp_path / "openaigym.trace.0.1.ep000000000.json").write_text(
+        json.dumps({"episodes": [episode]})
+    )
+    batch = {"first": 0, "len": 1, "fn": "openaigym.trace.0.1.ep000000000.json"}
+    (tmp_path / "openaigym.trace.0.1.manifest.json").write_text(json.dumps({"batches": [batch]}))
+    want = f"holds a version 1 array of a dtype gym-recording does not read: .*'{re.escape(dtype)}'"
+    with gym_recording.load(tmp_path) as rec, pytest.raises(TraceFormatError, match=want):
+        rec[0]

@@ -148,6 +148,27 @@ def test_seed_reader_sees_text_as_a_list_of_strings(trace_dir):
         assert theirs["observations"] == trace.observations
 
 
+def test_files_are_ascii_so_a_reader_of_any_locale_reads_text_alike(trace_dir):
+    """Non-ASCII text is written as \\u escapes (as the original writer's json.dump did): an
+    old reader that decodes files in its locale's encoding (ASCII, cp1252) reads it alike."""
+    words = ["café", "Zoë 日本", "🎲 dice", "\u00ff\U0010ffff"]
+    with TraceRecording(trace_dir, metadata={"who": words[1]}, record_infos=True) as rec:
+        rec.add_reset(words[0], info={"note": words[2]})
+        rec.add_step(words[3], words[1], 1.0, info={"note": words[0]}, terminated=True)
+    files = sorted(trace_dir.glob("*.json"))
+    assert len(files) == 2
+    for f in files:
+        assert f.read_bytes().isascii(), f.name
+    (theirs,) = seed_episodes(trace_dir)
+    assert theirs["observations"] == [words[0], words[1]]
+    assert theirs["actions"] == [words[3]]
+    with gym_recording.load(trace_dir) as got:
+        assert got.metadata == {"who": words[1]}
+        assert got[0].observations == [words[0], words[1]]
+        assert got[0].actions == [words[3]]
+        assert got[0].infos == [{"note": words[2]}, {"note": words[0]}]
+
+
 # --------------------------------------------------------------------------------------------
 # Episodes in parts, zero-step episodes, several writers, infos
 # --------------------------------------------------------------------------------------------

@@ -251,17 +251,33 @@ T = TypeVar("T")
 
 
 def encode(obj: Any, *, legacy: bool = False) -> bytes:
-    """Strict, compact UTF-8 JSON of ``obj`` (a structure of this module, or plain JSON data).
+    r"""Strict, compact ASCII JSON of ``obj`` (a structure of this module, or plain JSON data).
 
-    With ``legacy`` (version 1 JSON, kept as it was) ``NaN``/``Infinity`` tokens may be written.
+    Non-ASCII characters are ``\u`` escapes, as Python's ``json`` (and version 1 writers)
+    wrote them. With ``legacy`` (version 1 JSON, kept as it was) ``NaN``/``Infinity`` tokens
+    may be written.
 
     Raises:
         TypeError, ValueError: ``obj`` holds something JSON cannot represent.
     """
     if legacy:
         text = json.dumps(msgspec.to_builtins(obj), allow_nan=True, separators=(",", ":"))
-        return text.encode("utf-8")
-    return _encoder.encode(obj)
+        return text.encode("ascii")
+    data = _encoder.encode(obj)
+    # (Outside its strings JSON is ASCII, so each non-ASCII character is in a string.)
+    return data if data.isascii() else _NON_ASCII.sub(_escape, data.decode()).encode("ascii")
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    r"""One non-ASCII character as JSON's ``\u`` escape (a surrogate pair past U+FFFF)."""
+    c = ord(m.group())
+    if c < 0x10000:
+        return f"\\u{c:04x}"
+    c -= 0x10000
+    return f"\\u{0xD800 | (c >> 10):04x}\\u{0xDC00 | (c & 0x3FF):04x}"
 
 
 def _problem(exc: Exception) -> str:
@@ -313,7 +329,15 @@ def decode(data: bytes, typ: type[T] | Any, path: str, *, legacy: bool = False) 
         text = data.decode("utf-8")  # strict: no other encoding, no surrogates
         return msgspec.convert(json.loads(text), typ)
     except msgspec.ValidationError as exc:
-        raise TraceFormatError(f"does not follow FORMAT.md: {_problem(exc)}", path) from None
+        problem = _problem(exc)
+        if legacy and problem.startswith("invalid enum value") and problem.endswith(".dtype`"):
+            msg = (
+                f"holds a version 1 array of a dtype gym-recording does not read: {problem} "
+                "(FORMAT.md §6.1: the original writer stored arrays of any NumPy dtype, and "
+                "this one is not among those gym-recording reads)"
+            )
+            raise TraceFormatError(msg, path) from None
+        raise TraceFormatError(f"does not follow FORMAT.md: {problem}", path) from None
     except (msgspec.DecodeError, ValueError, UnicodeDecodeError) as exc:
         msg = f"expected a UTF-8 JSON document, but it does not parse: {_problem(exc)[:200]}"
         if (lone := _LONE_SURROGATE.search(data)) is not None:  # (msgspec: "truncated")

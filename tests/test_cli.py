@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -996,6 +997,23 @@ def test_info_says_spaces_that_are_not_recorded(cli: Run, tmp_path: Path) -> Non
     text = cli("info", str(tmp_path / "d")).stdout
     for key in ("env", "observation space", "action space"):
         assert _row(text, key) == "(not recorded)", text
+
+
+def test_info_does_not_call_version_1_episodes_cut(cli: Run, tmp_path: Path) -> None:
+    """The original format did not record how an episode ended: its episodes are counted
+    apart, not as cut by a reset or a close (a recording of this writer beside them is)."""
+    original = Path(__file__).parent / "data" / "compat" / "cartpole"
+    text = cli("info", str(original)).stdout
+    want = "0 / 0 / 0 (and 12 of format 1, which did not record how they ended)"
+    assert _row(text, "terminated / truncated / cut") == want, text
+    shutil.copytree(original, tmp_path / "d")
+    with gym_recording.TraceRecording(tmp_path / "d") as rec:
+        rec.add_reset(np.zeros(2))
+        rec.add_reset(np.zeros(2))  # (cut by the next reset)
+        rec.add_step(0, np.ones(2), 1.0, terminated=True)
+    text = cli("info", str(tmp_path / "d")).stdout
+    want = "1 / 0 / 1 (and 12 of format 1, which did not record how they ended)"
+    assert _row(text, "terminated / truncated / cut") == want, text
 
 
 def test_pure_python_is_forced_by_1_true_or_yes_only(tmp_path: Path) -> None:

@@ -359,16 +359,20 @@ def _cmd_info(args: argparse.Namespace) -> int:
         if not rec.writers:
             _err(f"{args.directory} {no_recording()}")
             return EXIT_PROBLEM
-        lengths, returns, term, trunc, cut = [], [], 0, 0, 0
+        lengths, returns, term, trunc, cut, untold = [], [], 0, 0, 0, 0
+        version_1 = {w.writer for w in rec.writers if w.version == "1"}  # (no ending recorded)
         arrays, rendered, frame_shapes = 0, 0, set[tuple[int, ...]]()
         damaged = None  # (the episodes before a damaged file are summed up all the same)
         try:
             for ep in episodes(rec, "reading"):
                 lengths.append(ep.length)
                 returns.append(ep.total_reward)
-                term += ep.terminated
-                trunc += ep.truncated
-                cut += not (ep.terminated or ep.truncated)
+                if ep.writer in version_1:
+                    untold += 1
+                else:
+                    term += ep.terminated
+                    trunc += ep.truncated
+                    cut += not (ep.terminated or ep.truncated)
                 arrays += _array_bytes(ep.observations, ep.actions, ep.rewards, ep.render_frames)
                 if ep.render_frames is not None:
                     rendered += 1
@@ -431,7 +435,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
             rows.append(("note", "the writers record different spaces: the first one's above"))
         if lengths:
             rows += [
-                ("terminated / truncated / cut", f"{term} / {trunc} / {cut}"),
+                (
+                    "terminated / truncated / cut",
+                    f"{term} / {trunc} / {cut}"
+                    + (
+                        f" (and {untold} of format 1, which did not record how they ended)"
+                        if untold
+                        else ""
+                    ),
+                ),
                 (
                     "episode length",
                     f"mean {np.mean(lengths):.1f}, min {min(lengths)}, max {max(lengths)}",

@@ -787,6 +787,76 @@ def test_what_is_recorded_as_the_interpreter_exits_is_written(trace_dir, child):
         assert [ep.length for ep in rec] == [5] * 20
 
 
+def test_a_wrapper_dropped_without_close_frees_its_env_and_is_written_at_exit(tmp_path):
+    """Its recording stays open until exit writes it, but does not keep the wrapper (and its
+    env: an emulator, a renderer) alive till then: a notebook cell re-run many times."""
+    src = f"""
+import gc, sys, weakref
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from conftest import OBSERVATION_SPACES, SpaceEnv, run_episodes
+from gym_recording.wrappers import TraceRecordingWrapper
+env = SpaceEnv(OBSERVATION_SPACES["box_rank1_f32"], max_len=5)
+wrapper = TraceRecordingWrapper(env, {str(tmp_path)!r})
+run_episodes(wrapper, 3, seed=0)
+alive = weakref.ref(env)
+del env, wrapper
+gc.collect()
+print("env alive" if alive() is not None else "env freed")
+"""
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    assert proc.stdout.strip() == "env freed"
+    with gym_recording.load(tmp_path) as rec:
+        assert len(rec) == 3
+
+
+class _Frames(gymnasium.Env[np.ndarray, int]):
+    """84x84x3 frames, 100-step episodes."""
+
+    observation_space = gymnasium.spaces.Box(0, 255, (84, 84, 3), np.uint8)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        self.t = 0
+        return np.full((84, 84, 3), 7, np.uint8), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return np.full((84, 84, 3), self.t, np.uint8), 1.0, self.t >= 100, False, {}
+
+
+@pytest.mark.parametrize("vector", [False, True], ids=["single", "vector"])
+def test_close_frees_the_buffers_of_a_wrapper_still_referenced(tmp_path, vector):
+    """A closed wrapper records no more: ``close()`` frees its buffers (a notebook, or a
+    sweep's results, keeps ``env`` after ``env.close()``), not its garbage collection."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()  # (it sees the frees of what it saw allocated)
+    try:
+        if vector:
+            frames = gymnasium.vector.SyncVectorEnv([_Frames] * 2)
+            env: Any = TraceRecordingVectorWrapper(frames, tmp_path)
+            env.reset(seed=0)
+            for _ in range(250):
+                env.step(np.zeros(2, np.int64))
+        else:
+            env = TraceRecordingWrapper(_Frames(), tmp_path)
+            run_episodes(env, 3, seed=0)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        env.close()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        del env
+        gc.collect()
+        dropped = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert before - after > 4 << 20  # (a batch of 250 frames is 5.3 MB)
+    assert after - dropped < 1 << 20
+
+
 def test_recordings_that_compare_equal_are_each_written_at_exit(tmp_path):
     """A subclass may define equality (so no hash): each recording is still its own."""
     src = "import numpy as np\nfrom gym_recording import TraceRecording\n"

@@ -258,7 +258,8 @@ class FrameLeaf:
         """Nothing to do: :attr:`put` copies the row."""
 
     def close(self) -> None:
-        """Nothing to do: no thread to stop."""
+        """Free the buffers (the recording takes no more steps; writes hold what they take)."""
+        self.buf, self._spare, self.n = np.empty((1, *self.shape), self.dtype), None, 0
 
     def row_bytes(self) -> int:
         """About how many bytes one step takes."""
@@ -609,9 +610,13 @@ class Field:
         return self.root.row_bytes() if self.root is not None else 0
 
     def close(self) -> None:
-        """Free what compresses the values as they come, if anything does."""
-        if isinstance(self.root, StreamedFrames):
+        """Free the buffered values, and what compresses them as they come, if anything does.
+
+        The recording takes no more values; the writes hold what they took.
+        """
+        if isinstance(self.root, (StreamedFrames, FrameLeaf)):
             self.root.close()
+        self.root, self.put = None, self._first_put
 
 
 def _no_steps(space: Any) -> Any:

@@ -758,7 +758,9 @@ class TraceRecording(RowsMixin):
             self.closed = True
             self._sync_room()
             if not self._closing:  # (closed, not just waiting for its last write)
-                self._obs.close()
+                self._obs.close()  # (their memory is freed: the recording takes no more)
+                self._act.close()
+                self._configure()  # (the step recorders let go of the fields' rows)
                 if self._frames is not None:
                     self._frames.close()
                 lifetime.unregister(self)

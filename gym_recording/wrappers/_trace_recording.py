@@ -8,6 +8,7 @@ import inspect
 import logging
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, SupportsFloat, TypeVar
 
@@ -269,8 +270,13 @@ class TraceRecordingWrapper(
         self._active = False  # recording the current episode
         self._rendering = False  # recording the current episode's rendered frames
         self._closed = False
-        # Where each step's result goes: the recording's step recorder (see step()).
-        self._record = self.recording.step_recorder(self._record_if_active).record
+        # Where each step's result goes: the recording's step recorder (see step()). It calls
+        # back weakly: the recording of a wrapper dropped without close() stays open until
+        # exit writes it, and must not keep the wrapper (and its env) alive till then.
+        record_if_active = weakref.WeakMethod(self._record_if_active)
+        self._record = self.recording.step_recorder(
+            lambda action, result: record_if_active()(action, result)  # type: ignore[misc]
+        ).record
 
     # ---------------------------------------------------------------- env API
 

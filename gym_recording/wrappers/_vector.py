@@ -758,6 +758,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
             self._kept(flushed, self._flush)
         finally:
             holding.discard(self)
+            self._columns = None  # (handed over: their memory is freed)
             self._closed = True
             self._active = [False] * len(self._active)
             self._rendering = [False] * len(self._rendering)

@@ -24,6 +24,7 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import iterate
+from gymnasium.wrappers.vector import DictInfoToList
 
 import gym_recording
 from gym_recording.wrappers import TraceRecordingVectorWrapper, TraceRecordingWrapper
@@ -214,6 +215,23 @@ def test_async_vector_episodes_equal_subenvs_alone(tmp_path: Path, mode: Autores
     refs = [tmp_path / f"ref{i}" for i in range(n)]
     drive(venv, make_dict_env, refs, mode, steps=40, seed=11, record_infos=True)
     assert assert_same_episodes(tmp_path / "vec", refs, infos=True) >= 2 * n
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+def test_infos_given_as_a_list_of_each_sub_envs_are_recorded(
+    tmp_path: Path, mode: AutoresetMode
+) -> None:
+    """Under ``DictInfoToList`` (infos as a list of each sub-env's dict) the same episodes
+    and infos are recorded as without it (the reset raised AttributeError, and every step)."""
+    n = 2
+    venv = TraceRecordingVectorWrapper(
+        DictInfoToList(SyncVectorEnv([make_dict_env] * n, autoreset_mode=mode)),
+        str(tmp_path / "vec"),
+        record_infos=True,
+    )
+    refs = [tmp_path / f"ref{i}" for i in range(n)]
+    drive(venv, make_dict_env, refs, mode, steps=30, seed=3, record_infos=True)
+    assert_same_episodes(tmp_path / "vec", refs, infos=True)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)

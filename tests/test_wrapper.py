@@ -420,6 +420,43 @@ def test_a_gym_vector_env_is_refused_by_both_wrappers(trace_dir):
     assert not trace_dir.exists() or not list(trace_dir.iterdir())
 
 
+class _VecEnv:
+    """Stable-Baselines3's VecEnv API (``num_envs``, ``step_async``/``step_wait``, a 4-tuple
+    step, ``reset()`` giving the batched observation), which is no Gymnasium env."""
+
+    def __init__(self, n: int) -> None:
+        self.envs = [gymnasium.make("CartPole-v1") for _ in range(n)]
+        self.num_envs = n
+        self.observation_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+
+    def reset(self) -> np.ndarray:
+        return np.stack([e.reset()[0] for e in self.envs])
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self) -> tuple[Any, ...]:
+        res = [e.step(a) for e, a in zip(self.envs, self._actions, strict=True)]
+        done = np.array([r[2] or r[3] for r in res])
+        return np.stack([r[0] for r in res]), np.array([r[1] for r in res]), done, [{}] * 2
+
+    def step(self, actions: np.ndarray) -> tuple[Any, ...]:
+        self.step_async(actions)
+        return self.step_wait()
+
+
+def test_a_vector_env_of_another_library_is_refused_by_both_wrappers(trace_dir):
+    """An SB3 VecEnv is no single env: the single-env wrapper took it for a legacy env (its
+    batch recorded as one observation, then its first step refused), and the vector
+    wrapper's message sent the user there. Both say to wrap each env before it is
+    vectorized."""
+    for wrapper in (TraceRecordingWrapper, TraceRecordingVectorWrapper):
+        with pytest.raises(TypeError, match=r"got _VecEnv, a vector env of another library.*"):
+            wrapper(_VecEnv(2), trace_dir)
+    assert not trace_dir.exists() or not list(trace_dir.iterdir())
+
+
 def test_gym_026_time_limit_is_truncated(trace_dir):
     """A gym 0.26 episode ended by its TimeLimit is recorded as truncated."""
     gym = pytest.importorskip("gym")
@@ -855,6 +892,46 @@ def test_close_frees_the_buffers_of_a_wrapper_still_referenced(tmp_path, vector)
         tracemalloc.stop()
     assert before - after > 4 << 20  # (a batch of 250 frames is 5.3 MB)
     assert after - dropped < 1 << 20
+
+
+@pytest.mark.parametrize("outside", [False, True], ids=["below-us", "below-a-time-limit"])
+def test_an_env_under_gymnasiums_autoreset_records_each_episode(tmp_path, outside):
+    """Under ``gymnasium.wrappers.Autoreset`` the step after an episode's end resets the env
+    (its action ignored, reward 0): it starts the next episode, with its observation and info
+    as the reset's. (Every episode was merged into one, its flags lost.)"""
+    env: Any = gymnasium.wrappers.Autoreset(gymnasium.make("CartPole-v1"))
+    if outside:
+        env = gymnasium.wrappers.TimeLimit(env, 1000)
+    env = TraceRecordingWrapper(env, tmp_path, record_infos=True)
+    env.action_space.seed(0)
+    obs, info = env.reset(seed=0)
+    episodes: list[dict[str, list[Any]]] = []
+    current = {"obs": [obs], "actions": [], "rewards": [], "infos": [info]}
+    for _ in range(120):
+        action = env.action_space.sample()
+        obs, reward, terminated, truncated, info = env.step(action)
+        if current is None:  # (the env's own reset)
+            current = {"obs": [obs], "actions": [], "rewards": [], "infos": [info]}
+            continue
+        current["obs"].append(obs)
+        current["actions"].append(action)
+        current["rewards"].append(reward)
+        current["infos"].append(info)
+        if terminated or truncated:
+            episodes.append(current | {"end": [terminated, truncated]})
+            current = None
+    env.close()
+    assert len(episodes) >= 3
+    with gym_recording.load(tmp_path) as rec:
+        got = list(rec)
+    assert len(got) in (len(episodes), len(episodes) + 1)  # (and the open one, if any)
+    for ep, want in zip(got, episodes, strict=False):
+        np.testing.assert_array_equal(ep.observations, np.array(want["obs"]))
+        np.testing.assert_array_equal(ep.actions, np.array(want["actions"]))
+        assert ep.rewards.tolist() == want["rewards"]
+        assert [ep.terminated, ep.truncated] == want["end"]
+        assert ep.infos == want["infos"]
+    assert [ep.seed for ep in got] == [0] + [None] * (len(got) - 1)
 
 
 def test_recordings_that_compare_equal_are_each_written_at_exit(tmp_path):

@@ -24,7 +24,7 @@ from gym_recording.record.recording import TraceRecording
 __all__ = [
     "autoreset_mode",
     "close_one",
-    "gym_vector_error",
+    "foreign_vector_error",
     "one_env_spec",
     "per_env_seeds",
     "sub_infos",
@@ -34,29 +34,42 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def gym_vector_error(env: Any) -> TypeError | None:
-    """The error for a vector env of legacy gym (not Gymnasium), which neither wrapper records.
+def foreign_vector_error(env: Any) -> TypeError | None:
+    """The error for a vector env neither wrapper records: legacy gym's, or another's.
 
-    (Gym is not imported for this: such an env exists only once it is.)
+    Stable-Baselines3's ``VecEnv`` (found by its ``step_async``/``step_wait``) would be taken
+    for a single legacy env. (Gym is not imported for this: its envs exist only once it is.)
     """
+    if isinstance(env, (gymnasium.Env, VectorEnv)):
+        return None
     legacy = sys.modules.get("gym.vector")
     kind = getattr(legacy, "VectorEnv", None)
-    if not isinstance(kind, type) or isinstance(env, (gymnasium.Env, VectorEnv)):
-        return None
-    try:  # (inside gym's wrappers, RecordEpisodeStatistics say, or itself)
-        base = env.unwrapped
-    except Exception:
-        base = env
-    base = base if isinstance(base, kind) else env
-    if not isinstance(base, kind):
-        return None
-    msg = (
-        f"expected a Gymnasium env, got gym's vector env {type(base).__name__}: gym-recording "
-        "records Gymnasium's vector envs (made with gymnasium.make_vec) with "
-        "TraceRecordingVectorWrapper, and any single env with TraceRecordingWrapper: wrap "
-        "each sub-env before gym vectorizes it"
-    )
-    return TypeError(msg)
+    if isinstance(kind, type):
+        try:  # (inside gym's wrappers, RecordEpisodeStatistics say, or itself)
+            base = env.unwrapped
+        except Exception:
+            base = env
+        base = base if isinstance(base, kind) else env
+        if isinstance(base, kind):
+            msg = (
+                f"expected a Gymnasium env, got gym's vector env {type(base).__name__}: "
+                "gym-recording records Gymnasium's vector envs (made with gymnasium.make_vec) "
+                "with TraceRecordingVectorWrapper, and any single env with "
+                "TraceRecordingWrapper: wrap each sub-env before gym vectorizes it"
+            )
+            return TypeError(msg)
+    if hasattr(env, "num_envs") and all(
+        callable(getattr(env, a, None)) for a in ("step_async", "step_wait")
+    ):
+        msg = (
+            f"expected a Gymnasium env, got {type(env).__name__}, a vector env of another "
+            "library (Stable-Baselines3's VecEnv, say): gym-recording records each env before "
+            "it is vectorized, e.g. make_vec_env(env_id, n_envs, "
+            "wrapper_class=TraceRecordingWrapper, wrapper_kwargs={'directory': ...}), or "
+            "Gymnasium's vector envs (gymnasium.make_vec) with TraceRecordingVectorWrapper"
+        )
+        return TypeError(msg)
+    return None
 
 
 def close_one(rec: TraceRecording, wait: bool = True) -> Exception | None:
@@ -144,11 +157,30 @@ def unbatch(
     return [_index(single, batch, i) for i in range(n)]
 
 
+def info_dict(infos: Any, n: int) -> Any:
+    """``infos`` in Gymnasium's vector layout (``key`` values, ``_key`` masks).
+
+    Also when a vector wrapper (``DictInfoToList``) gave them as a list of each sub-env's
+    info dict.
+    """
+    if not (type(infos) is list and len(infos) == n and all(isinstance(i, Mapping) for i in infos)):
+        return infos
+    out: dict[Any, Any] = {}
+    for i, info in enumerate(infos):
+        for key, value in info.items():
+            if key not in out:
+                out[key], out[f"_{key}"] = [None] * n, np.zeros(n, bool)
+            out[key][i], out[f"_{key}"][i] = value, True
+    return out
+
+
 def sub_infos(infos: Mapping[Any, Any] | None, n: int) -> list[dict[Any, Any]]:
     """Each sub-env's info out of a vector info dict (``key`` values with ``_key`` masks)."""
     outs: list[dict[Any, Any]] = [{} for _ in range(n)]
     if not infos:
         return outs
+    if type(infos) is list and len(infos) == n:  # (each sub-env's, as info_dict nests them)
+        return [dict(i) if isinstance(i, Mapping) else {} for i in infos]
     masks = {f"_{key}" for key in infos}  # (Gymnasium's mask of any key, a str or not)
     for key, value in infos.items():
         if key in masks:

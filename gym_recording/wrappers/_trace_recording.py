@@ -22,7 +22,7 @@ from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.record.writer import checked_batch_bytes
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
-from gym_recording.wrappers._subenvs import gym_vector_error
+from gym_recording.wrappers._subenvs import foreign_vector_error
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # (typing.Self from Python 3.11)
@@ -97,6 +97,17 @@ def options_as_given(options: Any) -> Any:
         return options
 
 
+def _under_autoreset(env: Any) -> bool:
+    """Whether ``env`` is, or wraps, Gymnasium's :class:`~gymnasium.wrappers.Autoreset`."""
+    for _ in range(1000):  # (a chain of wrappers; a cycle of .env would not end)
+        if isinstance(env, gymnasium.wrappers.Autoreset):
+            return True
+        if not isinstance(env, gymnasium.Wrapper):
+            return False
+        env = env.env
+    return False
+
+
 def closed_error(call: str, after: str = "") -> RecordingClosedError:
     """What a closed wrapper (single or vector) raises from ``call()``."""
     return RecordingClosedError(
@@ -113,11 +124,12 @@ class TraceRecordingWrapper(
     Wraps a :class:`gymnasium.Env`, a ``gym`` 0.26 env, or a legacy env whose ``step`` returns
     ``(obs, reward, done, info)``; the caller sees exactly the API it wrapped. Each episode is
     recorded with its ``N + 1`` observations, ``N`` actions and rewards, the final step's
-    ``terminated``/``truncated``, and the reset's ``seed`` and ``options``. The wrapper does no
-    file IO itself: it hands steps to a :class:`~gym_recording.TraceRecording`, which writes
-    batches of about ``batch_bytes``. Call :meth:`close` (or use ``with``) to write the last
-    batch; buffered episodes are also flushed at interpreter exit, but lost if the process is
-    killed.
+    ``terminated``/``truncated``, and the reset's ``seed`` and ``options``; under Gymnasium's
+    :class:`~gymnasium.wrappers.Autoreset`, the step after an episode's end (the env's own
+    reset, its action ignored) starts the next episode. The wrapper does no file IO itself: it
+    hands steps to a :class:`~gym_recording.TraceRecording`, which writes batches of about
+    ``batch_bytes``. Call :meth:`close` (or use ``with``) to write the last batch; buffered
+    episodes are also flushed at interpreter exit, but lost if the process is killed.
 
     Args:
         env: The environment to record.
@@ -181,7 +193,7 @@ class TraceRecordingWrapper(
     """
 
     def __new__(cls, env: Any, *args: Any, **kwargs: Any) -> Self:
-        if (legacy := gym_vector_error(env)) is not None:
+        if (legacy := foreign_vector_error(env)) is not None:
             raise legacy
         if isinstance(env, gymnasium.vector.VectorEnv):
             msg = (
@@ -270,6 +282,10 @@ class TraceRecordingWrapper(
         self._active = False  # recording the current episode
         self._rendering = False  # recording the current episode's rendered frames
         self._closed = False
+        # Under Gymnasium's Autoreset wrapper the step after an episode's end resets the env,
+        # its action ignored: that step starts an episode.
+        self._autoreset = _under_autoreset(env)
+        self._env_resets = False  # (the next step is the env's own reset)
         # Where each step's result goes: the recording's step recorder (see step()). It calls
         # back weakly: the recording of a wrapper dropped without close() stays open until
         # exit writes it, and must not keep the wrapper (and its env) alive till then.
@@ -298,31 +314,42 @@ class TraceRecordingWrapper(
             WriteError: a batch could not be written (it stays buffered, and is written at
                 the next flush or close); the env has reset, and its episode is recorded.
         """
-        rec = self.recording
         if self._closed:
             raise closed_error("reset")
+        return self._begin(lambda: self._reset_env(seed, options, kwargs), seed, options)
+
+    def _reset_env(self, seed: int | None, options: Any, kwargs: dict[str, Any]) -> Any:
+        """Reset the env: ``(what its reset returned, the observation, the info)``."""
+        if self._gymnasium_env:
+            result = self.env.reset(seed=seed, options=options, **kwargs)
+            obs, info = result
+            return result, obs, info
+        if seed is not None:
+            kwargs["seed"] = seed
+        if options is not None:
+            kwargs["options"] = options
+        legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
+        result = legacy_env.reset(**kwargs)
+        if _is_obs_info_pair(result, legacy_env, kwargs):
+            return result, *result
+        return result, result, None  # legacy API: reset() returns the observation alone
+
+    def _begin(self, reset: Callable[[], Any], seed: int | None, options: Any) -> Any:
+        """Reset the env by ``reset()`` (see :meth:`_reset_env`), and record its new episode.
+
+        Recorded if the trigger says so; the last episode ends either way. Returns what the
+        env's reset returned.
+        """
+        rec = self.recording
         # Not recording until the env's reset succeeds (it may raise, or be interrupted).
-        self._active = self._rendering = False
+        self._active = self._rendering = self._env_resets = False
         failed = None
         ended_at = now()  # (the last episode's end: the env's reset, which may take time)
         self.episode_id += 1
         recording = False  # (whether add_reset, or end_episode, is called)
         given = options_as_given(options)
         try:
-            if self._gymnasium_env:
-                result = self.env.reset(seed=seed, options=options, **kwargs)
-                obs, info = result
-            else:
-                if seed is not None:
-                    kwargs["seed"] = seed
-                if options is not None:
-                    kwargs["options"] = options
-                legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
-                result = legacy_env.reset(**kwargs)
-                if _is_obs_info_pair(result, legacy_env, kwargs):
-                    obs, info = result
-                else:  # legacy API: reset() returns the observation alone
-                    obs, info = result, None
+            result, obs, info = reset()
             active = self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
             choice = self._render_choice
             rendering = active and choice is not None and bool(choice(self.episode_id))
@@ -374,6 +401,12 @@ class TraceRecordingWrapper(
         """
         try:
             result = self.env.step(action)
+            if self._autoreset:  # (Gymnasium's Autoreset: the step after an end resets the env)
+                if self._env_resets:
+                    if self._closed:
+                        raise closed_error("step", " (the env has stepped)")
+                    return self._begin(lambda: (result, result[0], result[4]), None, None)
+                self._env_resets = bool(result[2] or result[3])
             if self._rendering:
                 try:
                     self._record_result(action, result, check_frames(self.env.render()))

@@ -46,7 +46,8 @@ from gym_recording.wrappers._render import RenderChoice, check_frames, render_ch
 from gym_recording.wrappers._subenvs import (
     autoreset_mode,
     close_one,
-    gym_vector_error,
+    foreign_vector_error,
+    info_dict,
     one_env_spec,
     per_env_seeds,
     sub_infos,
@@ -161,7 +162,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
         compression_level: int | None = None,
         record_render: bool | RenderChoice = False,
     ) -> None:
-        if (legacy := gym_vector_error(env)) is not None:
+        if (legacy := foreign_vector_error(env)) is not None:
             raise legacy
         if not isinstance(env, VectorEnv):
             msg = (
@@ -361,7 +362,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
                 frames = self._frames()
             except Exception as exc:  # (the episodes start without frames; then it is raised)
                 failure = exc
-        subs = sub_infos(infos, n) if self.record_infos else None
+        subs = sub_infos(info_dict(infos, n), n) if self.record_infos else None
         for i in targets:
             self._pending_reset[i] = False
             info = subs[i] if subs is not None else None
@@ -464,6 +465,7 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     def _record(self, actions: Any, result: Any) -> Exception | None:
         """Record the step ``env.step(actions)`` returned ``result``; ``render()``'s error."""
         obs, rewards, terminations, truncations, infos = result
+        infos = info_dict(infos, self.num_envs)
         cols = self._columns
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
             # The common case: the step's arrays go to columns, one copy each; the sub-envs'

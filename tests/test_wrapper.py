@@ -959,6 +959,45 @@ def test_a_recording_that_cannot_be_written_at_exit_says_so_in_one_line(tmp_path
     assert proc.returncode == 0
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"could not flush the recording in {d} at exit: could not write")
+    assert line.endswith("; what it had not written is lost")  # (not "the next flush")
+    assert "next flush" not in line
+
+
+def test_a_write_that_fails_twice_says_its_batch_stays_buffered(tmp_path):
+    """The WriteError of a full disk said "nothing of it was published", which read as data
+    lost: it says that the batch stays buffered, and what writes it."""
+    import resource
+    import signal
+
+    src = f"""
+import resource, signal, numpy as np
+from gym_recording import TraceRecording, WriteError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+rec = TraceRecording({str(tmp_path / "d")!r}, batch_bytes=1000)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100, hard))  # (files past 100 bytes: EFBIG)
+try:
+    for e in range(50):
+        rec.add_reset(np.zeros(4), seed=e)
+        for t in range(10):
+            rec.add_step(0, np.zeros(4), 1.0, terminated=t == 9)
+except WriteError as exc:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    print(exc)
+rec.close()
+"""
+    assert signal.SIGXFSZ and resource.RLIMIT_FSIZE  # (POSIX)
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stdout.strip()
+    assert said.startswith("could not write") and "(File too large)" in said, said
+    assert said.endswith(
+        "the batch stays buffered: the next flush or close() writes it (free space first, if "
+        "the disk is full)"
+    ), said
+    with gym_recording.load(tmp_path / "d") as rec:
+        lengths = [ep.length for ep in rec]  # (the last one cut where the loop stopped)
+        assert len(lengths) >= 2 and set(lengths[:-1]) == {10}, lengths
 
 
 def test_a_directory_we_cannot_write_in_is_refused_when_the_recording_starts(tmp_path):

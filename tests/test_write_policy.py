@@ -258,6 +258,56 @@ def test_resets_alone_are_written_again_once_the_disk_is_back(
         assert [ep.observations[0][:4] for ep in r] == [f"{e:04d}" for e in range(400)]
 
 
+@pytest.mark.parametrize("kind", ["arrays", "infos", "images-zstd", "frames", "frames-zstd"])
+def test_what_piled_up_while_the_disk_was_full_is_written_as_batches_of_the_usual_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Once the disk is back, the episodes buffered meanwhile are written as the batches
+    they would have been (all went as one batch, past what readers accept after a long
+    outage: 4,194,304 info values, 1 GiB of JSON)."""
+    keys = [f"k{i}" for i in range(16)]
+    image = kind == "images-zstd"
+    zstd = {"compression": "zstd"} if kind.endswith("zstd") else {}
+
+    def obs(e: int, t: int) -> np.ndarray:
+        return np.full(
+            (24, 24, 3) if image else 4, (e + t) % 256, np.uint8 if image else np.float32
+        )
+
+    def frame(e: int, t: int) -> np.ndarray | None:
+        return np.full((8, 8, 3), (e + t) % 256, np.uint8) if kind.startswith("frames") else None
+
+    def run(d: Path, outage: range) -> tuple[int, list[int]]:
+        disk, raised = _disk(monkeypatch, broken=False), 0
+
+        def call(f: Any, *args: Any, **kw: Any) -> None:
+            nonlocal raised
+            try:
+                f(*args, **kw)
+            except WriteError:  # (what it brought is recorded)
+                raised += 1
+
+        with TraceRecording(d, batch_bytes=100_000, record_infos=kind == "infos", **zstd) as rec:
+            for e in range(300):
+                disk["broken"] = e in outage
+                call(rec.add_reset, obs(e, 0), seed=e, render_frame=frame(e, 0))
+                for t in range(1, 21):
+                    info = {k: float(t) for k in keys} if kind == "infos" else None
+                    call(rec.add_step, t % 2, obs(e, t), 1.0, t == 20, False, info, frame(e, t))
+        return raised, [b["steps"] for b in rec.batches]
+
+    _, usual = run(tmp_path / "usual", range(0))
+    raised, steps = run(tmp_path / "outage", range(25, 225))
+    assert raised >= 1
+    assert len(steps) > 3 and max(steps) <= max(usual) + 20, (usual, steps)
+    assert _episodes(tmp_path / "outage") == _episodes(tmp_path / "usual")
+    if kind.startswith("frames"):
+        with gym_recording.load(tmp_path / "outage") as r:
+            for e, ep in enumerate(r):
+                assert ep.render_frames is not None
+                assert ep.render_frames[:, 0, 0, 0].tolist() == [(e + t) % 256 for t in range(21)]
+
+
 def _interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[TraceRecording, list[str]]:

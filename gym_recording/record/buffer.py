@@ -610,10 +610,7 @@ class Field:
         return self.root.row_bytes() if self.root is not None else 0
 
     def close(self) -> None:
-        """Free the buffered values, and what compresses them as they come, if anything does.
-
-        The recording takes no more values; the writes hold what they took.
-        """
+        """Free the values (the recording takes no more), and what compresses them, if any."""
         if isinstance(self.root, (StreamedFrames, FrameLeaf)):
             self.root.close()
         self.root, self.put = None, self._first_put

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from gym_recording._errors import RecordingError
+from gym_recording._errors import RecordingError, WriteError
 
 __all__ = [
     "before_exit",
@@ -397,8 +397,14 @@ def _close_at_exit(*, early: bool = False) -> None:
     for key, (where, close, *_) in recordings:
         try:
             close()
-        except RecordingError as exc:  # exit must go on; say what was lost (the message says)
-            logger.error("could not flush the recording in %s at exit: %s", where, exc)
+        except RecordingError as exc:  # exit must go on; say what was lost
+            # (a write that failed twice: its first error's message, which says no "next")
+            kept = exc.__context__ if isinstance(exc.__context__, WriteError) else exc
+            logger.error(
+                "could not flush the recording in %s at exit: %s; what it had not written is lost",
+                where,
+                kept,
+            )
         except Exception:  # (not the library's: where it came from too)
             logger.exception("could not flush the recording in %s at exit", where)
         # Tried once: not again at atexit, where an early one's storage cannot write. But an

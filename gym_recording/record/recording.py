@@ -27,6 +27,7 @@ from gym_recording.format.batch import Span
 from gym_recording.format.codec import make_compressor
 from gym_recording.record import buffer, lifetime
 from gym_recording.record import steps as _steps
+from gym_recording.record.batching import BatchingMixin
 from gym_recording.record.buffer import Field, OpenSpan, Rewards
 from gym_recording.record.head import manifest_head
 from gym_recording.record.infos import Values
@@ -53,7 +54,7 @@ _pack_reward = struct.Struct("<d").pack  # (a reward's bytes, as Rewards holds t
 _get_ident = threading.get_ident
 
 
-class TraceRecording(RowsMixin):
+class TraceRecording(RowsMixin, BatchingMixin):
     """A buffer of episodes that writes them to a directory in batches.
 
     Feed it with :meth:`add_reset` and :meth:`add_step` (the wrappers do this for you). Every
@@ -165,6 +166,7 @@ class TraceRecording(RowsMixin):
         self._room = MAX_BATCH_STEPS  # steps the buffer may hold before _make_room
         self._sized = False
         self._pending: list[Span] = []
+        self._cuts: list[int] = []  # (while writes fail: where _pending's batches end)
         self._open: OpenSpan | None = None
         self._recorders = _steps.Recorders()
         self._lock = threading.RLock()  # (see lifetime.serialized)
@@ -532,6 +534,7 @@ class TraceRecording(RowsMixin):
         self._open = None  # (a store, then a list's append: no signal is handled between)
         self._pending.append(ep)
         self.episode_count += 1
+        self._note_cut()
 
     # ---------------------------------------------------------------- the hot path
 
@@ -600,105 +603,6 @@ class TraceRecording(RowsMixin):
             self._frames.reserve(self._frame_rows + 1)
         self._configure()
         self._sync_room()
-
-    # ---------------------------------------------------------------- batching
-
-    @lifetime.serialized
-    def _make_room(self) -> None:
-        """The buffer holds ``_room`` steps inside an episode: write out what can be written.
-
-        Completed episodes are written if there are any (the open episode's steps move to the
-        front of the buffer). An open episode alone (or one with rendered frames, which are
-        not moved) is given more room, up to its split size, then written as a part that
-        continues in the next batch (FORMAT.md §4).
-        """
-        ep = self._open
-        if ep is None:  # (ended by a close in another thread, which this call waited for)
-            return self._check_usable("add_step")
-        steps = len(self._rew)
-        rendered = ep.frame_start >= 0
-        if (
-            (not self._pending or rendered)
-            and steps < self._writer.split_steps
-            and not self._values.full
-            and not (rendered and self._frames.n >= self._frame_rows)  # type: ignore[union-attr]
-        ):
-            self._room = self._writer.split_steps
-            self._sync_room()
-            return
-        if not self._pending:
-            if not self._wait():  # (first: a Ctrl-C there leaves the episode as it was, uncut)
-                return
-            with lifetime.uninterrupted():  # (the part goes with its batch, alone)
-                self._cut_part(ep, steps)
-                self._hand_over()
-        self._submit_batch()
-
-    def _cut_part(self, ep: OpenSpan, steps: int) -> None:
-        """End the open episode's rows so far (``steps`` steps) as a part it continues from."""
-        frames = self._frames.n if ep.frame_start >= 0 else -1  # type: ignore[union-attr]
-        self._pending.append(ep.part_so_far(steps + self._resets, steps, frames))
-        # The next part starts at the last observation (and frame), which both parts hold.
-        ep.obs_start = steps + self._resets - 1
-        ep.act_start = steps
-        self._obs.begin_part(ep.obs_start)
-        if ep.frame_start >= 0:
-            ep.frame_start = self._frames.n - 1  # type: ignore[union-attr]
-            self._frames.begin_part(ep.frame_start)  # type: ignore[union-attr]
-        ep.part += 1
-        if ep.infos is not None:  # (the next part's first info is this one's last)
-            self._recorders.withdraw_rows()  # (the part takes the rows)
-            rows, ep.info_rows = ep.info_rows, None
-            ep.infos = ep.infos[-1:] if rows is None else rows.dicts(len(rows) - 1)
-
-    @lifetime.serialized
-    def _submit_batch(self, *, background: bool = False) -> None:
-        """Hand the completed episodes (and parts) to the writer, and have it write them."""
-        if self._pending:
-            if not self._wait():  # one batch in flight at a time keeps the write order
-                return
-            with lifetime.uninterrupted():
-                self._hand_over()
-        self._writer.launch(background=background)  # (interrupted: the next flush writes it)
-        self._room = self._writer.target_steps
-        self._sync_room()
-
-    def _wait(self) -> bool:
-        """Wait for the batch in flight; ``False`` (kept for the call to raise) if it failed."""
-        if self._writer.wait_or_keep((len(self._rew.buf) >> 3) + self._resets):
-            return True
-        self._room = self._writer.retry_at
-        self._sync_room()
-        return False
-
-    def _hand_over(self) -> None:
-        """Give the writer the pending episodes' rows; keep the open episode's, at the front."""
-        pending, last, ep, store = self._pending, self._pending[-1], self._open, self._frames
-        obs = self._obs.take(0, last.obs_stop)
-        act = self._act.take(0, last.act_stop)
-        rewards = self._rew.take(last.act_stop)
-        frames = None
-        if store is not None and (stop := max(sp.frame_stop for sp in pending)) > 0:
-            frames = store.take(0, stop)
-        keep_obs = ep.obs_start if ep is not None else len(self._rew) + self._resets
-        keep_act = ep.act_start if ep is not None else len(self._rew)
-        self._obs.release(keep_obs)
-        self._act.release(keep_act)
-        self._rew.release(keep_act)
-        if store is not None:
-            rendered = ep is not None and ep.frame_start >= 0
-            store.release(ep.frame_start if rendered else store.n)  # type: ignore[union-attr]
-        self._resets = 1 if ep is not None else 0
-        if ep is not None:
-            ep.obs_start = ep.act_start = 0
-            if ep.frame_start >= 0:
-                ep.frame_start = 0
-            if ep.flagged_at >= 0:
-                ep.flagged_at -= keep_act
-        self._pending = []
-        self._values.clear()  # (the open episode's infos, if any, are not counted again)
-        self._values.count(self._obs.carried() + self._act.carried())  # (its per-step values)
-        self._writer.submit(obs, act, rewards, pending, frames)
 
     @lifetime.serialized
     def save_complete(self) -> None:

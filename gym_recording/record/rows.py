@@ -52,6 +52,7 @@ class RowsMixin:
     _end: Callable[[float | None], int]
     _flags: Callable[..., None]
     _finish: Callable[..., None]
+    _note_cut: Callable[[], None]
     _sync_room: Callable[[], None]
 
     @lifetime.serialized
@@ -166,6 +167,7 @@ class RowsMixin:
                     self._finish(ep, end[1], end[2], end[3])
                 self._pending += spans
                 self.episode_count += len(spans)
+                self._note_cut()
                 if opened is not None:
                     self._open = opened
                 self._resets += len(starts)

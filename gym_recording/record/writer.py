@@ -385,7 +385,14 @@ class BatchWriter:
                 job.wait()
         except RecordingError:
             job.run()  # the files written already are not written again
-            job.wait()
+            try:
+                job.wait()
+            except WriteError as exc:  # (its message says so: it read as data lost)
+                kept = f"{exc}; the batch stays buffered: the next flush or close() writes it"
+                # (caused by what the write met, as it was; exc is its __context__)
+                raise WriteError(f"{kept} (free space first, if the disk is full)") from (
+                    exc.__cause__
+                )
         self._job, self.retry_at = None, 0
 
     def wait_or_keep(self, buffered: int) -> bool:

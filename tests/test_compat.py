@@ -348,3 +348,11 @@ def test_arrays_of_dtypes_the_original_stored_but_we_do_not_read_are_named(tmp_p
     want = f"holds a version 1 array of a dtype gym-recording does not read: .*'{re.escape(dtype)}'"
     with gym_recording.load(tmp_path) as rec, pytest.raises(TraceFormatError, match=want):
         rec[0]
+    # (per-step values the original could not stack: a list of references, one a step)
+    episode["observations"] = [[obs, 1], [obs | {"npyoff": 8}, 2]]
+    (tmp_path / "openaigym.trace.0.1.ep000000000.json").write_text(
+        json.dumps({"episodes": [episode]})
+    )
+    want = f"an array of a dtype gym-recording does not read .*'{re.escape(dtype)}'"
+    with gym_recording.load(tmp_path) as rec, pytest.raises(TraceFormatError, match=want):
+        rec[0]

@@ -199,6 +199,9 @@ def test_hand_made_episodes_of_other_row_counts_are_refused(
         ((np.float32, np.float64), False),
         ((np.int32, np.int64), False),
         ((np.uint8, np.int16), False),
+        ((np.int32, np.float64), False),  # (ints within the float's mantissa)
+        ((np.uint8, np.float32), False),
+        ((np.bool_, np.float32), False),
     ],
 )
 def test_episodes_of_dtypes_no_one_dtype_holds_are_refused(

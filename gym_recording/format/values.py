@@ -419,6 +419,9 @@ def decode_value(v: Any, blob: BatchBlob, where: str, _depth: int = 0) -> Any:
         try:
             ref = msgspec.convert(v, ArrayRef)
         except msgspec.ValidationError as exc:
+            if str(exc).endswith("`$.dtype`"):  # (FORMAT.md §6.1: a version 1 writer's, say)
+                msg = f"an array of a dtype gym-recording does not read (FORMAT.md §6.1): {exc}"
+                raise blob.fail(where, msg) from None
             raise blob.fail(where, f"not an ndarray reference: {exc}") from None
         return blob.array(ref, where)
     if t == "float":

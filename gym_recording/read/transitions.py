@@ -58,19 +58,21 @@ def _concat(fields: list[Any], what: str) -> Any:
 def _widens(dtypes: set[np.dtype[Any]]) -> bool:
     """Whether the dtype NumPy joins ``dtypes`` into holds each of their values exactly.
 
-    Float32 into float64 does, and anything into object (per-step values); int64 and uint64
-    into float64 do not.
+    Float32 into float64 does, int32 into float64, and anything into object (per-step
+    values); int64 and uint64 into float64 do not.
     """
     joined = np.result_type(*dtypes)
-    return joined.kind == "O" or all(
-        np.can_cast(d, joined, "safe") and (d.kind == joined.kind or d.kind + joined.kind in _EXACT)
-        for d in dtypes
-    )
+    return joined.kind == "O" or all(_exact(d, joined) for d in dtypes)
 
 
-#: Kinds of dtype (from, to) whose safe casts keep every value: bool and unsigned ints into
-#: wider ints, floats into complex.
-_EXACT = ("bi", "bu", "ui", "fc")
+def _exact(d: np.dtype[Any], joined: np.dtype[Any]) -> bool:
+    """Whether a safe cast of ``d`` into ``joined`` keeps every value."""
+    if not np.can_cast(d, joined, "safe"):
+        return False
+    if d.kind in "biu" and joined.kind in "fc":  # (ints within the float's mantissa)
+        bits = 1 if d.kind == "b" else np.iinfo(d).bits - (d.kind == "i")
+        return bits <= np.finfo(joined).nmant + 1
+    return True
 
 
 def _rows_checked(k: int, ep: Episode) -> bool:

@@ -158,7 +158,10 @@ class BatchingMixin:
         if since == len(self._pending):
             return
         steps = self._pending[-1].act_stop - self._pending[since].act_start
-        frames = self._frames is not None and self._frames.n >= self._frame_rows
+        frames = False  # (the frames since the last cut fill a batch)
+        if self._frames is not None:
+            firsts = [sp.frame_start for sp in self._pending[since:] if sp.frame_start >= 0]
+            frames = self._frames.n - min(firsts, default=self._frames.n) >= self._frame_rows
         if (
             self._values.full
             or frames

@@ -303,7 +303,8 @@ class TraceRecording(RowsMixin, BatchingMixin):
             raise
         try:
             if frame is not None and store.n >= self._frame_rows and self._pending:
-                self._room = min(self._room, steps)  # (write the others at the next step)
+                # (write the others at the next step; or, while writes fail, at their retry)
+                self._room = min(self._room, max(steps, self._writer.retry_at))
             if self._values.full:  # (options that fill the batch: written after one step)
                 self._room = min(self._room, self._writer.write_after(steps))
             if not self._sized:
@@ -534,7 +535,8 @@ class TraceRecording(RowsMixin, BatchingMixin):
         self._open = None  # (a store, then a list's append: no signal is handled between)
         self._pending.append(ep)
         self.episode_count += 1
-        self._note_cut()
+        if self._writer.retry_at:  # (writes fail: the episodes pile up)
+            self._note_cut()
 
     # ---------------------------------------------------------------- the hot path
 

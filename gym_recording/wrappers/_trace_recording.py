@@ -316,29 +316,16 @@ class TraceRecordingWrapper(
         """
         if self._closed:
             raise closed_error("reset")
-        return self._begin(lambda: self._reset_env(seed, options, kwargs), seed, options)
+        return self._begin(seed, options, kwargs)
 
-    def _reset_env(self, seed: int | None, options: Any, kwargs: dict[str, Any]) -> Any:
-        """Reset the env: ``(what its reset returned, the observation, the info)``."""
-        if self._gymnasium_env:
-            result = self.env.reset(seed=seed, options=options, **kwargs)
-            obs, info = result
-            return result, obs, info
-        if seed is not None:
-            kwargs["seed"] = seed
-        if options is not None:
-            kwargs["options"] = options
-        legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
-        result = legacy_env.reset(**kwargs)
-        if _is_obs_info_pair(result, legacy_env, kwargs):
-            return result, *result
-        return result, result, None  # legacy API: reset() returns the observation alone
+    def _begin(
+        self, seed: int | None, options: Any, kwargs: dict[str, Any], stepped: Any = None
+    ) -> Any:
+        """Reset the env and record its new episode; what the env's reset returned.
 
-    def _begin(self, reset: Callable[[], Any], seed: int | None, options: Any) -> Any:
-        """Reset the env by ``reset()`` (see :meth:`_reset_env`), and record its new episode.
-
-        Recorded if the trigger says so; the last episode ends either way. Returns what the
-        env's reset returned.
+        The episode is recorded if the trigger says so; the last one ends either way. With
+        ``stepped``, the env reset itself in the step that returned it (Gymnasium's
+        Autoreset): that step's observation and info start the episode.
         """
         rec = self.recording
         # Not recording until the env's reset succeeds (it may raise, or be interrupted).
@@ -349,7 +336,22 @@ class TraceRecordingWrapper(
         recording = False  # (whether add_reset, or end_episode, is called)
         given = options_as_given(options)
         try:
-            result, obs, info = reset()
+            if stepped is not None:
+                result, obs, info = stepped, stepped[0], stepped[4]
+            elif self._gymnasium_env:
+                result = self.env.reset(seed=seed, options=options, **kwargs)
+                obs, info = result
+            else:
+                if seed is not None:
+                    kwargs["seed"] = seed
+                if options is not None:
+                    kwargs["options"] = options
+                legacy_env: Any = self.env  # gym 0.26 or older: its reset() is not gymnasium's
+                result = legacy_env.reset(**kwargs)
+                if _is_obs_info_pair(result, legacy_env, kwargs):
+                    obs, info = result
+                else:  # legacy API: reset() returns the observation alone
+                    obs, info = result, None
             active = self.episode_trigger is None or bool(self.episode_trigger(self.episode_id))
             choice = self._render_choice
             rendering = active and choice is not None and bool(choice(self.episode_id))
@@ -405,7 +407,7 @@ class TraceRecordingWrapper(
                 if self._env_resets:
                     if self._closed:
                         raise closed_error("step", " (the env has stepped)")
-                    return self._begin(lambda: (result, result[0], result[4]), None, None)
+                    return self._begin(None, None, {}, result)
                 self._env_resets = bool(result[2] or result[3])
             if self._rendering:
                 try:

@@ -6,6 +6,7 @@ reader sees: the same files, in the same order, with the same errors at the same
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from pathlib import Path
@@ -307,6 +308,33 @@ def test_what_piled_up_while_the_disk_was_full_is_written_as_batches_of_the_usua
             for e, ep in enumerate(r):
                 assert ep.render_frames is not None
                 assert ep.render_frames[:, 0, 0, 0].tolist() == [(e + t) % 256 for t in range(21)]
+
+
+def test_a_long_episode_recorded_while_the_disk_is_full_is_written_in_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One episode longer than a batch, its writes failing meanwhile: once the disk is back
+    it is written in parts of a batch's size (it went as one part, past what readers accept
+    after a long outage)."""
+    keys = [f"k{i}" for i in range(64)]
+
+    def run(d: Path, outage: range) -> list[int]:
+        disk = _disk(monkeypatch, broken=False)
+        with TraceRecording(d, batch_bytes=100_000, record_infos=True) as rec:
+            rec.add_reset(np.zeros(2, np.float32), seed=0)
+            for t in range(3000):
+                disk["broken"] = t in outage
+                with contextlib.suppress(WriteError):  # (the step is recorded)
+                    rec.add_step(0, np.full(2, t, np.float32), 1.0, info={k: t for k in keys})
+        return [b["steps"] for b in rec.batches]
+
+    usual = run(tmp_path / "usual", range(0))
+    steps = run(tmp_path / "outage", range(100, 2900))
+    assert len(steps) > 3 and max(steps) <= max(usual) + 1, (usual, steps)
+    with gym_recording.load(tmp_path / "outage") as r:
+        (ep,) = r
+        assert ep.observations[:, 0].tolist() == [0.0, *range(3000)]
+        assert [info["k63"] for info in ep.infos[1:]] == list(range(3000))
 
 
 def _interrupted(

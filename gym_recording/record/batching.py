@@ -64,6 +64,20 @@ class BatchingMixin:
             self._room = self._writer.split_steps
             self._sync_room()
             return
+        retry_at = self._writer.retry_at
+        if retry_at and steps < retry_at:  # (writes fail, and no retry is due: nothing written)
+            # As the batch would be written: the episodes completed since the last, if any;
+            # else the open episode's part, once it fills a batch.
+            self._note_cut()
+            frames = rendered and self._frames.n - ep.frame_start >= self._frame_rows  # type: ignore[union-attr]
+            if steps - ep.act_start >= self._writer.split_steps or self._values.full or frames:
+                with lifetime.uninterrupted():
+                    self._batch_ends()  # (the episodes before it, if any)
+                    self._cut_part(ep, steps)
+                    self._batch_ends()
+            self._room = min(retry_at, ep.act_start + self._writer.split_steps)
+            self._sync_room()
+            return
         if not self._pending:
             if not self._wait():  # (first: a Ctrl-C there leaves the episode as it was, uncut)
                 return
@@ -109,6 +123,8 @@ class BatchingMixin:
         if self._writer.wait_or_keep((len(self._rew.buf) >> 3) + self._resets):
             return True
         self._room = self._writer.retry_at
+        if (ep := self._open) is not None:  # (its part is cut before it outgrows a batch)
+            self._room = min(self._room, ep.act_start + self._writer.split_steps)
         self._sync_room()
         return False
 
@@ -168,9 +184,14 @@ class BatchingMixin:
             or steps >= self._writer.target_steps
             or len(self._pending) - since >= MAX_BATCH_EPISODES
         ):
+            self._batch_ends()
+
+    def _batch_ends(self) -> None:
+        """End a batch of the pending episodes here (if any since the last); count anew."""
+        if self._pending and len(self._pending) > (self._cuts[-1] if self._cuts else 0):
             self._cuts.append(len(self._pending))
-            self._values.clear()  # (the next batch's values counted from here)
-            self._values.count(self._obs.carried() + self._act.carried())
+        self._values.clear()  # (the next batch's values counted from here)
+        self._values.count(self._obs.carried() + self._act.carried())
 
 
 def _rebase(spans: list[Span], obs: int, act: int, frames: int, ep: OpenSpan | None) -> None:

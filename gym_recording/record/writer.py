@@ -409,8 +409,11 @@ class BatchWriter:
         return True
 
     def write_after(self, steps: int) -> int:
-        """The room of a batch full at ``steps`` steps: to write at the next, or at a retry."""
-        return max(steps + 1, self.retry_at)
+        """The room of a batch full at ``steps`` steps: the next step.
+
+        It is written then or, while writes fail, kept as a batch by itself.
+        """
+        return steps + 1
 
     def raise_kept(self) -> None:
         """Raise the error :meth:`wait_or_keep` kept, if any (once)."""

@@ -190,8 +190,10 @@ class BatchingMixin:
         """End a batch of the pending episodes here (if any since the last); count anew."""
         if self._pending and len(self._pending) > (self._cuts[-1] if self._cuts else 0):
             self._cuts.append(len(self._pending))
-        self._values.clear()  # (the next batch's values counted from here)
-        self._values.count(self._obs.carried() + self._act.carried())
+        self._values.clear()  # (the next batch's values counted from here: the open episode's)
+        steps, ep = len(self._rew), self._open
+        obs, act = (ep.obs_start, ep.act_start) if ep else (steps + self._resets, steps)
+        self._values.count(self._obs.carried(obs) + self._act.carried(act))
 
 
 def _rebase(spans: list[Span], obs: int, act: int, frames: int, ep: OpenSpan | None) -> None:

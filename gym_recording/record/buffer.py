@@ -571,13 +571,13 @@ class Field:
         )
         self.root, self.put = leaf, leaf.put
 
-    def carried(self) -> int:
-        """What the per-step values still buffered take of a batch (see ``Values.count``)."""
+    def carried(self, start: int = 0) -> int:
+        """What the per-step values buffered from row ``start`` take of a batch (``Values``)."""
         total, nodes = 0, [self.root]
         while nodes:
             node = nodes.pop()
-            if isinstance(node, ListLeaf):
-                total += sum(node.costs)
+            if isinstance(node, ListLeaf):  # (its first values may be uncounted: see release)
+                total += sum(node.costs[max(0, start - len(node.values) + len(node.costs)) :])
             elif isinstance(node, _Branch):
                 nodes.extend(node.children)
         return total

@@ -317,6 +317,32 @@ def test_what_piled_up_while_the_disk_was_full_is_written_as_batches_of_the_usua
                 assert ep.render_frames[:, 0, 0, 0].tolist() == [(e + t) % 256 for t in range(21)]
 
 
+def test_while_the_disk_is_full_an_episode_just_begun_is_no_part_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tiny batches of infos and compressed frames, the disk full for a while: a batch its
+    values fill as an episode begins ends before it (a part of no step was cut, and its
+    compressed frames no longer matched their part: the close raised RecordingError)."""
+
+    def run(d: Path, outage: range) -> list[Any]:
+        disk = _disk(monkeypatch, broken=False)
+        with TraceRecording(d, batch_bytes=300, record_infos=True, compression="zstd") as rec:
+            for e in range(60):
+                disk["broken"] = e in outage
+                frame = [np.full((8, 8, 3), (e + t) % 256, np.uint8) for t in range(40)]
+                with contextlib.suppress(WriteError):  # (what it brought is recorded)
+                    obs = {"a": np.full(3, e, np.float32), "b": e}
+                    rec.add_reset(obs, seed=e, info={"k": e}, render_frame=frame[0])
+                for t in range(1, 4 + (e * 7) % 30):
+                    with contextlib.suppress(WriteError):
+                        obs = {"a": np.full(3, t, np.float32), "b": t}
+                        rec.add_step(0, obs, 1.0, False, False, {"k": t}, frame[t])
+        with gym_recording.load(d) as r:
+            return [(ep.length, ep.render_frames.tobytes(), ep.infos) for ep in r]
+
+    assert run(tmp_path / "outage", range(10, 50)) == run(tmp_path / "usual", range(0))
+
+
 def test_a_long_episode_recorded_while_the_disk_is_full_is_written_in_parts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

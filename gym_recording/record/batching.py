@@ -70,7 +70,8 @@ class BatchingMixin:
             # else the open episode's part, once it fills a batch.
             self._note_cut()
             frames = rendered and self._frames.n - ep.frame_start >= self._frame_rows  # type: ignore[union-attr]
-            if steps - ep.act_start >= self._writer.split_steps or self._values.full or frames:
+            part = steps - ep.act_start  # (its steps: a part of none is no part)
+            if part and (part >= self._writer.split_steps or self._values.full or frames):
                 with lifetime.uninterrupted():
                     self._batch_ends()  # (the episodes before it, if any)
                     self._cut_part(ep, steps)

@@ -465,7 +465,8 @@ class TraceRecordingVectorWrapper(VectorWrapper):
     def _record(self, actions: Any, result: Any) -> Exception | None:
         """Record the step ``env.step(actions)`` returned ``result``; ``render()``'s error."""
         obs, rewards, terminations, truncations, infos = result
-        infos = info_dict(infos, self.num_envs)
+        if type(infos) is list:  # (DictInfoToList's: each sub-env's)
+            infos = info_dict(infos, self.num_envs)
         cols = self._columns
         if cols is not None and cols.fits(obs, actions, rewards, terminations, truncations):
             # The common case: the step's arrays go to columns, one copy each; the sub-envs'

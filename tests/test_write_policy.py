@@ -370,6 +370,34 @@ def test_a_long_episode_recorded_while_the_disk_is_full_is_written_in_parts(
         assert [info["k63"] for info in ep.infos[1:]] == list(range(3000))
 
 
+def test_an_episode_begun_after_a_write_failed_between_episodes_is_cut_into_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails with no episode open (save_complete() between episodes): the next
+    episode, longer than a batch, still goes in parts of a batch's size (it grew as one part
+    until the retry, with the outage's length)."""
+
+    def run(d: Path, outage: bool) -> tuple[list[int], list[Any]]:
+        disk = _disk(monkeypatch, broken=outage)
+        with TraceRecording(d, batch_bytes=2000) as rec:
+            for e, n in enumerate([30] * 40 + [3000, 30]):
+                if n == 3000:
+                    with contextlib.suppress(WriteError):
+                        rec.save_complete()
+                with contextlib.suppress(WriteError):
+                    rec.add_reset(np.zeros(4, np.float32), seed=e)
+                for t in range(1, n + 1):
+                    with contextlib.suppress(WriteError):
+                        rec.add_step(0, np.full(4, t, np.float32), 1.0, t == n, False)
+            disk["broken"] = False
+        return [b["steps"] for b in rec.batches], _episodes(d)
+
+    usual, usual_episodes = run(tmp_path / "usual", False)
+    steps, episodes = run(tmp_path / "outage", True)
+    assert episodes == usual_episodes
+    assert max(steps) <= max(usual), (usual, steps)
+
+
 def _interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[TraceRecording, list[str]]:

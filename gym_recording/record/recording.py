@@ -305,6 +305,8 @@ class TraceRecording(RowsMixin, BatchingMixin):
             if frame is not None and store.n >= self._frame_rows and self._pending:
                 # (write the others at the next step; or, while writes fail, at their retry)
                 self._room = min(self._room, max(steps, self._writer.retry_at))
+            if self._writer.retry_at:  # (writes fail: its part is cut before it fills a batch)
+                self._room = min(self._room, steps + self._writer.split_steps)
             if self._values.full:  # (options that fill the batch: written after one step)
                 self._room = min(self._room, self._writer.write_after(steps))
             if not self._sized:

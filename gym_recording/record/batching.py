@@ -159,9 +159,8 @@ class BatchingMixin:
         self._resets -= keep_obs - keep_act
         _rebase(rest, keep_obs, keep_act, keep_frames, ep)
         self._pending, self._cuts = rest, [c - k for c in self._cuts[1:]]
-        if not rest:
-            self._values.clear()  # (the open episode's infos, if any, are not counted again)
-            self._values.count(self._obs.carried() + self._act.carried())  # (per-step values)
+        if not rest:  # (the next batch's values: the open episode's, counted anew)
+            self._batch_ends()
         self._writer.submit(obs, act, rewards, pending, frames)
 
     def _note_cut(self) -> None:

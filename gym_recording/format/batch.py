@@ -9,6 +9,7 @@ once; :func:`join_parts` joins the parts of an episode split across batches.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -378,6 +379,7 @@ def _legacy_empty(a: Any) -> Any:
 
 
 _REWARD_KINDS = {(1, "f")}  # (version 1's int and bool rewards are made float64: _rewards)
+_NDIM_KIND = operator.attrgetter("ndim", "dtype.kind")
 
 
 def _lengths(fields: list[Any]) -> list[int | None]:
@@ -403,6 +405,12 @@ def _rewards(r: Any, blob: BatchBlob, where: str) -> np.ndarray:
         out.flags.writeable = False
         return out
     return r
+
+
+#: The attributes of an episode object :func:`decode_batch` takes, then the per-episode keys.
+_TAKEN = "observations actions rewards options infos info_columns render_frames continues part"
+_COLUMNS = operator.attrgetter(*_TAKEN.split(), *EPISODE_KEYS)
+_NCOLUMNS = len(_TAKEN.split()) + len(EPISODE_KEYS)
 
 
 def decode_batch(
@@ -435,10 +443,19 @@ def decode_batch(
     def at(key: str) -> Callable[[int], str]:
         return lambda i: f"episodes[{i}].{key}"
 
-    parts = frozenset(j for j, o in enumerate(objs) if o.part or o.continues)  # (join first)
-    observations = decode_fields([o.observations for o in objs], blob, at("observations"), parts)
-    actions = decode_fields([o.actions for o in objs], blob, at("actions"), parts)
-    rewards = decode_fields([o.rewards for o in objs], blob, at("rewards"))
+    # Each attribute's values across the objects, one list each (transposed in C: a batch
+    # may hold thousands of objects).
+    by_key = [list(c) for c in zip(*map(_COLUMNS, objs), strict=True)] or [
+        [] for _ in range(_NCOLUMNS)
+    ]
+    obs_refs, act_refs, rew_refs, options, infos, info_columns, frame_refs = by_key[:7]
+    continues, part, key_values = by_key[7], by_key[8], by_key[9:]
+    parts: frozenset[int] = frozenset()  # (the parts of an episode: joined first)
+    if part.count(0) != n or continues.count(False) != n:
+        parts = frozenset(j for j in range(n) if part[j] or continues[j])
+    observations = decode_fields(obs_refs, blob, at("observations"), parts)
+    actions = decode_fields(act_refs, blob, at("actions"), parts)
+    rewards = decode_fields(rew_refs, blob, at("rewards"))
     if legacy:
         actions = [_legacy_empty(a) for a in actions]
         rewards = [_legacy_empty(r) for r in rewards]
@@ -446,7 +463,7 @@ def decode_batch(
     # object, for the message.
     if (
         list(map(type, rewards)).count(np.ndarray) != n
-        or not {(r.ndim, r.dtype.kind) for r in rewards} <= _REWARD_KINDS
+        or not set(map(_NDIM_KIND, rewards)) <= _REWARD_KINDS
     ):
         rewards = [_rewards(r, blob, f"episodes[{j}].rewards") for j, r in enumerate(rewards)]
     steps = list(map(len, rewards))
@@ -463,26 +480,24 @@ def decode_batch(
                     f"expected N+1 observations and N actions for N={k} rewards, "
                     f"got {n_obs[j]} observations and {n_act[j]} actions",
                 )
-    options = [o.options for o in objs]
     if options.count(None) != n:
         options = [
             None if v is None else decode_value(v, blob, f"episodes[{j}].options")
             for j, v in enumerate(options)
         ]
-    infos: list[Any] = [o.infos for o in objs]
-    cells = sum(
-        steps[j] * len(o.info_columns.columns) for j, o in enumerate(objs) if o.info_columns
-    )
+    cells = 0
+    if info_columns.count(None) != n:
+        cells = sum(steps[j] * len(c.columns) for j, c in enumerate(info_columns) if c)
     if cells > MAX_INFO_CELLS:
         msg = (
             f"its info_columns would rebuild {cells} info values, more than the "
             f"{MAX_INFO_CELLS} a batch may hold (FORMAT.md §9)"
         )
         raise TraceFormatError(msg, path)
-    if infos.count(None) != n or any(o.info_columns is not None for o in objs):
+    if infos.count(None) != n or info_columns.count(None) != n:
         for j, v in enumerate(infos):
             if v is None:
-                if objs[j].info_columns is not None:
+                if info_columns[j] is not None:
                     raise blob.fail(f"episodes[{j}]", "has 'info_columns' but no 'infos'")
                 continue
             if len(v) != steps[j] + 1:
@@ -490,7 +505,7 @@ def decode_batch(
                     f"episodes[{j}]",
                     f"expected 'infos' to be a list of N+1 = {steps[j] + 1} values",
                 )
-            columns = objs[j].info_columns
+            columns = info_columns[j]
             if (
                 columns is not None
                 and v[1:].count({}) != steps[j]
@@ -502,11 +517,10 @@ def decode_batch(
             if columns is not None:
                 infos[j] = _with_columns(infos[j], columns, blob, steps[j], f"episodes[{j}]")
     render_frames: list[np.ndarray | None] = [None] * n
-    for j, o in enumerate(objs):
-        if o.render_frames is not None:
-            render_frames[j] = _frames(o.render_frames, blob, steps[j], f"episodes[{j}]")
-    continues = [o.continues for o in objs]
-    part = [o.part for o in objs]
+    if frame_refs.count(None) != n:
+        for j, ref in enumerate(frame_refs):
+            if ref is not None:
+                render_frames[j] = _frames(ref, blob, steps[j], f"episodes[{j}]")
     want_continues = [False] * n
     if n:
         want_continues[-1] = entry.continues
@@ -517,7 +531,7 @@ def decode_batch(
         observations,
         actions,
         rewards,
-        [{k: getattr(o, k) for k in EPISODE_KEYS} for o in objs],
+        list(map(dict, map(zip, itertools.repeat(EPISODE_KEYS), zip(*key_values, strict=True)))),
         options,
         infos,
         part,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # (no stub: signal's C functions)
 import atexit
 import concurrent.futures.thread  # (its exit hook first: see the end)
+import contextlib
 import faulthandler
 import functools
 import logging
@@ -91,13 +92,20 @@ def _close_at_worker_exit() -> None:
 
     A worker started by fork or forkserver ends with ``os._exit``, after multiprocessing's
     own finalizers but without ``atexit``: a finalizer of its own closes the recordings
-    then (in other processes it runs at exit too, before :func:`_close_at_exit`).
+    then (in other processes it runs at exit too, before :func:`_close_at_exit`). Python
+    3.13 runs a worker's finalizers only after joining its threads, so that a thread that
+    never ends kept it from closing them (and from ending, see :func:`_exit_on_sigterm`):
+    a worker also closes them in threading's exit hooks, which run before the joins.
     """
     global _finalized_in
     util = sys.modules.get("multiprocessing.util")  # (a worker has it; others need not)
     if util is not None and _finalized_in != os.getpid():
         _finalized_in = os.getpid()
         util.Finalize(None, _close_at_exit, exitpriority=0)
+        mp = sys.modules.get("multiprocessing")
+        if mp is not None and mp.parent_process() is not None:
+            with contextlib.suppress(RuntimeError):  # (a recording made as threading exits)
+                threading._register_atexit(_close_at_exit)  # type: ignore[attr-defined]
         _exit_on_sigterm()
 
 

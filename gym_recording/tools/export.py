@@ -31,6 +31,7 @@ import os
 import shutil
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -605,8 +606,12 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
             left_out.what += " (frames of some episodes only, or of sizes that differ)"
             left_out.counts["rendered frames"] = len(shown)
         left_out.warn()
-        with atomic_output(out) as tmp, open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
+        # (np.savez_compressed as it writes, with its ZipFile closed on an error too: NumPy
+        # before 2.2 left it to the garbage collector, which printed a second error)
+        with atomic_output(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, arr in arrays.items():
+                with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=True)
     return out
 
 

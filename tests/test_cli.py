@@ -160,6 +160,7 @@ def test_info_and_verify_of_rendered_compressed_frames(cli: Run, tmp_path: Path)
     """info says which episodes hold rendered frames and their size, and how many bytes the
     arrays take read back (far more than the files: compressed); verify counts the arrays
     it decompressed."""
+    pytest.importorskip("pygame")  # (CartPole's rgb_array rendering)
     out = tmp_path / "r"
     args = ["--episodes", "2", "--max-steps", "5", "--record-render", "--compression", "zstd"]
     cli("record", "CartPole-v1", *args, "--dir", str(out))
@@ -409,6 +410,7 @@ def test_export_missing_directory(cli: Run, tmp_path: Path) -> None:
 
 
 def test_export_directory_without_recording(cli: Run, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")  # (parquet)
     (tmp_path / "empty").mkdir()
     for to in ("npz", "parquet"):
         proc = cli("export", str(tmp_path / "empty"), "--to", to, str(tmp_path / "x"), expect=1)
@@ -598,6 +600,7 @@ def test_compress_stopped_leaves_no_copy(
 def test_export_stopped_by_sigterm_leaves_no_file(cli: Run, recorded: Path, tmp_path: Path) -> None:
     """export stopped by SIGTERM (kill, docker stop) removes its temporary file, as Ctrl-C
     does, and exits 143 with one line; it was killed, leaving a .gymrec-tmp-* beside OUT."""
+    pytest.importorskip("pyarrow")
     out = tmp_path / "exports" / "data.parquet"
     proc = _stopped(tmp_path, "SIGTERM", "export", str(recorded), "--to", "parquet", str(out))
     assert proc.returncode == 143, proc.stderr
@@ -651,6 +654,7 @@ def test_view_refuses_a_port_that_is_not_a_number(cli: Run, recorded: Path) -> N
 def test_export_where_it_cannot_write_is_an_error_line(
     cli: Run, recorded: Path, tmp_path: Path
 ) -> None:
+    pytest.importorskip("pyarrow")  # (parquet; mp4's error comes before PyAV is imported)
     (tmp_path / "a-file").write_text("x")
     for to in ("npz", "parquet", "mp4"):
         out = str(tmp_path / "a-file" / f"out.{to}")

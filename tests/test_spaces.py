@@ -267,14 +267,15 @@ def test_nested_tuple_dict_roundtrip_keeps_key_order() -> None:
     inner = spaces.Dict(
         OrderedDict([("zeta", spaces.Discrete(3)), ("alpha", spaces.Box(-1, 1, (2,), np.float16))])
     )
-    space = spaces.Dict(
-        {
-            "obs": make_box("float32", (2, 3)),
-            "aux": spaces.Tuple([inner, spaces.MultiBinary([2, 2]), spaces.Text(4)]),
-            "b": spaces.Tuple([]),
-            "a": spaces.Dict({}),
-        },
-        sort_keys=False,
+    space = spaces.Dict(  # (an OrderedDict keeps its order: gymnasium sorts a dict's keys)
+        OrderedDict(
+            [
+                ("obs", make_box("float32", (2, 3))),
+                ("aux", spaces.Tuple([inner, spaces.MultiBinary([2, 2]), spaces.Text(4)])),
+                ("b", spaces.Tuple([])),
+                ("a", spaces.Dict({})),
+            ]
+        )
     )
     d = space_to_json(space)
     assert d is not None and list(d["spaces"]) == ["obs", "aux", "b", "a"]

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -483,6 +484,23 @@ def _temp_files_in_one_directory_removed_at_the_end() -> Any:
     yield
     patch.undo()
     shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_as_in_a_terminal() -> Any:
+    """Ctrl-C (SIGINT) reaches the tests and their subprocesses as it does in a terminal.
+
+    A shell starts a background job (``pytest &``, a script's ``cmd &``) with SIGINT ignored,
+    which its children inherit: Python then installs no ``KeyboardInterrupt``, and the tests of
+    what a Ctrl-C does saw their subprocess finish instead. Python's handler here is reset to
+    the default in every ``exec``'d child.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        yield
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:
+        yield
 
 
 @pytest.fixture

@@ -448,8 +448,18 @@ def decode_batch(
     by_key = [list(c) for c in zip(*map(_COLUMNS, objs), strict=True)] or [
         [] for _ in range(_NCOLUMNS)
     ]
-    obs_refs, act_refs, rew_refs, options, infos, info_columns, frame_refs = by_key[:7]
-    continues, part, key_values = by_key[7], by_key[8], by_key[9:]
+    (
+        obs_refs,
+        act_refs,
+        rew_refs,
+        options,
+        infos,
+        info_columns,
+        frame_refs,
+        continues,
+        part,
+        *key_values,
+    ) = by_key  # (in _TAKEN's order, then EPISODE_KEYS')
     parts: frozenset[int] = frozenset()  # (the parts of an episode: joined first)
     if part.count(0) != n or continues.count(False) != n:
         parts = frozenset(j for j in range(n) if part[j] or continues[j])

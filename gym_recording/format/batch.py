@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -692,21 +692,23 @@ def recode_batch(
     """
     doc: Any = decode(data, Any, blob.path, legacy=legacy)
     layout = BlobLayout(blob_name)
-    count = 0
-
-    def walk(v: Any) -> Any:
-        nonlocal count
-        if isinstance(v, list):
-            return [walk(x) for x in v]
-        if not isinstance(v, dict):
-            return v
-        if v.get("__type") == "ndarray":
-            ref = convert(v, ArrayRef)
-            count += 1
-            return layout.add(blob.array(ref, f"array {count}"))
-        return {k: walk(x) for k, x in v.items()}
-
-    doc = walk(doc)
+    doc = _laid_out_again(doc, blob, layout, itertools.count(1))
     if compressor is not None:
         layout.compress(compressor)
     return encode(doc, legacy=legacy), *layout.pieces()  # (v1: NaN tokens kept)
+
+
+def _laid_out_again(v: Any, blob: BatchBlob, layout: BlobLayout, count: Iterator[int]) -> Any:
+    """Parsed JSON ``v``, each ndarray reference read through ``blob`` and added to ``layout``.
+
+    (A function of the module: a nested one calling itself is a reference cycle, which kept
+    each batch's arrays alive until the garbage collector ran.)
+    """
+    if isinstance(v, list):
+        return [_laid_out_again(x, blob, layout, count) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if v.get("__type") == "ndarray":
+        ref = convert(v, ArrayRef)
+        return layout.add(blob.array(ref, f"array {next(count)}"))
+    return {k: _laid_out_again(x, blob, layout, count) for k, x in v.items()}

@@ -273,10 +273,13 @@ def _cmd_record(args: argparse.Namespace) -> int:
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
         with load(env.directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
-            mine = [ep for ep in rec if ep.writer == writer]
-            returns = [ep.total_reward for ep in mine]
-            steps = sum(ep.length for ep in mine)  # (as recorded: an interrupted step may be)
-            others = len(rec) - len(mine)
+            returns: list[float] = []
+            steps = 0  # (as recorded: an interrupted step may be)
+            for ep in rec:  # (one at a time: a long run's episodes need not fit in memory)
+                if ep.writer == writer:
+                    returns.append(ep.total_reward)
+                    steps += ep.length
+            others = len(rec) - len(returns)
             envs = {w.env_id for w in rec.writers if w.writer != writer} - {env_id}
     except (TraceFormatError, ReadError) as exc:  # (this run's files are written)
         why = "holds a damaged file" if isinstance(exc, TraceFormatError) else "cannot be read now"

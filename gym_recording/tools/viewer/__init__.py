@@ -218,6 +218,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "gym-recording-viewer"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    #: TCP_NODELAY: a response's headers and body go out in two writes, and on a connection
+    #: kept alive Nagle's algorithm held the body until the browser's delayed ACK, a stall on
+    #: every file (paid once per writer's manifest as the page opens a recording).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the terminal quiet: the viewer logs nothing per request."""

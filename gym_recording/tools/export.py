@@ -451,6 +451,62 @@ def _same(a: Any, b: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
+class _Spool:
+    """An npz array's rows as the episodes come, written out as one ``.npy`` at the end.
+
+    The rows wait in a temporary file, not in memory: a recording's arrays may be larger.
+
+    Args:
+        where: The directory of the temporary file (the export's).
+        stack: Closes the file.
+    """
+
+    def __init__(self, where: str, stack: contextlib.ExitStack) -> None:
+        self._where, self._stack = where, stack
+        self._file: Any = None
+        #: The first rows' dtype and per-step shape (no rows), ``None`` before any.
+        self.first: np.ndarray | None = None
+        self._chunks: list[tuple[np.dtype[Any], int]] = []  # (dtype, bytes) of each add
+        self._dtype: np.dtype[Any] | None = None
+        self._rows = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        """Append ``rows`` (of the first rows' kind and per-step shape)."""
+        rows = np.ascontiguousarray(rows)
+        if self._file is None:
+            self._file = self._stack.enter_context(  # (closed with the stack)
+                tempfile.TemporaryFile(dir=self._where, prefix=TEMP_PREFIX)  # noqa: SIM115
+            )
+            self.first = rows[:0]
+        self._file.write(rows.data)
+        self._chunks.append((rows.dtype, rows.nbytes))
+        # (the dtype np.concatenate makes of them all: float32 and float64 as float64)
+        self._dtype = (
+            rows.dtype if self._dtype is None else np.promote_types(self._dtype, rows.dtype)
+        )
+        self._rows += len(rows)
+
+    def write_npy(self, f: Any) -> None:
+        """Write the rows to ``f`` as one ``.npy`` array, as ``np.lib.format.write_array``."""
+        assert self.first is not None and self._dtype is not None  # (add() came first)
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self._dtype),
+            "fortran_order": False,
+            "shape": (self._rows, *self.first.shape[1:]),
+        }
+        np.lib.format.write_array_header_1_0(f, header)
+        self._file.seek(0)
+        for dtype, nbytes in self._chunks:
+            if dtype == self._dtype:
+                while nbytes:
+                    piece = self._file.read(min(nbytes, 1 << 24))
+                    f.write(piece)
+                    nbytes -= len(piece)
+            else:
+                rows = np.frombuffer(self._file.read(nbytes), dtype)
+                f.write(rows.astype(self._dtype).tobytes())
+
+
 def _npz_kind(arr: np.ndarray) -> str:
     """What an npz column of an episode holds, for a message."""
     if arr.dtype.kind == "U":
@@ -512,6 +568,9 @@ class _LeftOut:
 def export_npz(directory: str | os.PathLike[str], out: str) -> str:
     """Write the recording as one NumPy ``.npz`` archive, loadable without pickle.
 
+    The episodes are read one at a time; their rows wait in temporary files beside ``out``
+    (as much disk as the arrays' raw size) until the archive is written.
+
     Keys (``E`` episodes of ``N_e`` steps):
 
     - ``observations``: all observations, ``[sum(N_e + 1), ...]``, each episode's reset
@@ -540,15 +599,26 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
     Returns:
         ``out``.
     """
-    with open_recording(directory) as rec:
-        parts: dict[str, list[np.ndarray]] = {}
+    where = os.path.dirname(os.path.abspath(out))  # (the rows wait beside the export)
+    with (
+        open_recording(directory) as rec,
+        atomic_output(out) as tmp,  # (its errors name out: a missing or full disk's too)
+        contextlib.ExitStack() as spools_open,
+    ):
+        parts: dict[str, _Spool] = {}
         empty: dict[str, np.ndarray] = {}
         layout: list[str] | None = None
         lengths, terminated, truncated, seeds = [], [], [], []
-        frames: list[np.ndarray | None] = []
+        frames = _Spool(where, spools_open)
+        frame_shapes: set[tuple[int, ...]] = set()
+        no_frames = 0
         left_out = _LeftOut("npz")
         for ep in episodes(rec, "npz"):
-            frames.append(ep.render_frames)
+            if ep.render_frames is None:
+                no_frames += 1
+            else:
+                frames.add(ep.render_frames)
+                frame_shapes.add(ep.render_frames.shape[1:])
             left_out.add(ep, frames=False)
             leaves = list(_npz_leaves(ep.observations, "observations"))
             leaves += list(_npz_leaves(ep.actions, "actions"))
@@ -562,34 +632,38 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
                 )
                 raise ExportError(msg)
             for name, arr in leaves:
-                prev = parts.setdefault(name, [])
+                prev = parts.setdefault(name, _Spool(where, spools_open))
                 if not len(arr):  # (no rows: a zero-step episode's actions, of no layout)
                     empty.setdefault(name, arr)  # (the layout, if no episode has rows)
                     continue
                 text = arr.dtype.kind == "U"  # (values stored as JSON strings)
                 kind = (arr.shape[1:], arr.dtype.kind) if not text else None
-                if prev and (
-                    text != (prev[0].dtype.kind == "U")
-                    or (kind is not None and kind != (prev[0].shape[1:], prev[0].dtype.kind))
+                first = prev.first
+                if first is not None and (
+                    text != (first.dtype.kind == "U")
+                    or (kind is not None and kind != (first.shape[1:], first.dtype.kind))
                 ):  # (numpy makes one dtype of two: float32 and float64 as float64, exactly,
                     # but int64 and uint64 as float64, which is not)
                     msg = (
                         f"episode {ep.index}'s {name} are {_npz_kind(arr)}, but the episodes "
-                        f"before it hold {_npz_kind(prev[0])}: npz needs one kind and shape "
+                        f"before it hold {_npz_kind(first)}: npz needs one kind and shape "
                         "per array (two envs' recordings in one directory? give each its own; "
                         "an env whose values changed type or shape partway? read the episodes "
                         "with gym_recording.load instead)"
                     )
                     raise ExportError(msg)
-                prev.append(arr)
-            parts.setdefault("rewards", []).append(np.asarray(ep.rewards, dtype=np.float64))
+                prev.add(arr)
+            rewards = parts.setdefault("rewards", _Spool(where, spools_open))
+            rewards.add(np.asarray(ep.rewards, dtype=np.float64))
             lengths.append(ep.length)
             terminated.append(ep.terminated)
             truncated.append(ep.truncated)
             seed = int64_seed(ep.seed)
             left_out.counts["seeds"] += seed == -1  # (npz's "no seed": that one is lost)
             seeds.append(-1 if seed is None else seed)
-        arrays = {name: np.concatenate(c) if c else empty[name] for name, c in parts.items()}
+        arrays: dict[str, _Spool | np.ndarray] = {
+            name: c if c.first is not None else empty[name] for name, c in parts.items()
+        }
         arrays.setdefault("rewards", np.zeros(0, dtype=np.float64))  # (no episode)
         n = np.asarray(lengths, dtype=np.int64)
         arrays["episode_lengths"] = n
@@ -599,19 +673,21 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
         arrays["truncated"] = np.asarray(truncated, dtype=bool)
         arrays["seeds"] = np.asarray(seeds, dtype=np.int64)
         arrays["metadata"] = np.array(json.dumps(_description(rec), default=_jsonable))
-        shown = [f for f in frames if f is not None]
-        if shown and len(shown) == len(frames) and len({f.shape[1:] for f in shown}) == 1:
-            arrays["render_frames"] = np.concatenate(shown)
-        elif shown:
+        if frames.first is not None and not no_frames and len(frame_shapes) == 1:
+            arrays["render_frames"] = frames
+        elif frames.first is not None:
             left_out.what += " (frames of some episodes only, or of sizes that differ)"
-            left_out.counts["rendered frames"] = len(shown)
+            left_out.counts["rendered frames"] = len(lengths) - no_frames
         left_out.warn()
         # (np.savez_compressed as it writes, with its ZipFile closed on an error too: NumPy
         # before 2.2 left it to the garbage collector, which printed a second error)
-        with atomic_output(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, arr in arrays.items():
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, value in arrays.items():
                 with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
-                    np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=True)
+                    if isinstance(value, _Spool):
+                        value.write_npy(f)
+                    else:
+                        np.lib.format.write_array(f, np.asanyarray(value), allow_pickle=True)
     return out
 
 

@@ -1563,6 +1563,7 @@
     unfinished: [], // step counts of episodes still being recorded (not listed)
     refused: new Map(), // trace-named entries the server refuses to serve -> why
     readingOn: false, // batches are left that the last poll did not read: the next comes at once
+    rendered: 0, // episodes the table showed when last drawn
   };
 
   function setError(key, message) {
@@ -1757,7 +1758,13 @@
       const changed = await poll();
       if (changed || state.polls === 0) {
         assembleEpisodes();
-        render();
+        // While the batches are read poll after poll, the table (drawn whole) is drawn again
+        // once the episodes have doubled: drawn after each poll, its cost grew with the
+        // square of the recording's batches.
+        if (!state.readingOn || state.episodes.length >= 2 * state.rendered) {
+          state.rendered = state.episodes.length;
+          render();
+        }
       }
       const open = state.unfinished.length
         ? ` · ${state.unfinished.length} episode${state.unfinished.length === 1 ? "" : "s"} being recorded (${state.unfinished.join(", ")} steps so far)`

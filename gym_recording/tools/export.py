@@ -631,8 +631,10 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
                     f"unlike the episodes before it ({layout})"
                 )
                 raise ExportError(msg)
-            for name, arr in leaves:
-                prev = parts.setdefault(name, _Spool(where, spools_open))
+            for name, arr in [*leaves, ("rewards", np.asarray(ep.rewards, dtype=np.float64))]:
+                if name not in parts:
+                    parts[name] = _Spool(where, spools_open)
+                prev = parts[name]
                 if not len(arr):  # (no rows: a zero-step episode's actions, of no layout)
                     empty.setdefault(name, arr)  # (the layout, if no episode has rows)
                     continue
@@ -653,8 +655,6 @@ def export_npz(directory: str | os.PathLike[str], out: str) -> str:
                     )
                     raise ExportError(msg)
                 prev.add(arr)
-            rewards = parts.setdefault("rewards", _Spool(where, spools_open))
-            rewards.add(np.asarray(ep.rewards, dtype=np.float64))
             lengths.append(ep.length)
             terminated.append(ep.terminated)
             truncated.append(ep.truncated)

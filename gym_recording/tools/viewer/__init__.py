@@ -30,6 +30,7 @@ import socket
 import stat
 import sys
 import threading
+import time
 import webbrowser
 from importlib import resources
 from pathlib import Path
@@ -81,6 +82,11 @@ class ViewerServer(http.server.ThreadingHTTPServer):
         self.root_fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         self.check_host = _is_loopback(address[0])
         self._slots = threading.BoundedSemaphore(self.max_clients)
+        # Each client's deadline to have sent its request, watched by one thread for all.
+        self._deadlines: dict[_Handler, float] = {}
+        self._watch = threading.Condition()
+        self._watcher: threading.Thread | None = None
+        self._closed = False
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         try:
@@ -110,6 +116,41 @@ class ViewerServer(http.server.ThreadingHTTPServer):
         """Close the socket and the directory."""
         super().server_close()
         self._close_root()
+        with self._watch:
+            self._closed = True
+            self._watch.notify()
+
+    def time_out(self, client: _Handler, seconds: float | None) -> None:
+        """Hang up on ``client`` unless it is done sending a request within ``seconds``.
+
+        ``None`` calls it off. (One thread watches every client: a timer thread per request
+        cost more than the rest of answering it.)
+        """
+        with self._watch:
+            if seconds is None:
+                self._deadlines.pop(client, None)
+                return
+            idle = not self._deadlines
+            self._deadlines[client] = time.monotonic() + seconds
+            if self._watcher is None:
+                self._watcher = threading.Thread(
+                    target=self._hang_up_on_late_clients, name="gym-recording-viewer-timeouts"
+                )
+                self._watcher.daemon = True
+                self._watcher.start()
+            elif idle:  # (the watcher waits for a deadline; one waiting for the first needs none)
+                self._watch.notify()
+
+    def _hang_up_on_late_clients(self) -> None:
+        with self._watch:
+            while not self._closed:
+                now = time.monotonic()
+                for client, deadline in list(self._deadlines.items()):
+                    if deadline <= now:
+                        del self._deadlines[client]
+                        client.hang_up()
+                soonest = min(self._deadlines.values(), default=None)
+                self._watch.wait(None if soonest is None else soonest - now)
 
     def _close_root(self) -> None:
         fd, self.root_fd = self.root_fd, -1
@@ -232,15 +273,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         (The socket's own timeout bounds each read only: a byte every few seconds would
         hold the thread for ever.)
         """
-        self._deadline = threading.Timer(self.timeout, self._hang_up)
-        self._deadline.daemon = True
-        self._deadline.start()
+        self.server.time_out(self, self.timeout)
         try:
             super().handle_one_request()
         finally:
-            self._deadline.cancel()
+            self.server.time_out(self, None)
 
-    def _hang_up(self) -> None:
+    def hang_up(self) -> None:
+        """Shut the connection down (the thread serving it then sees it closed)."""
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
@@ -256,7 +296,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _refuse_method(self) -> None:
         """Answer 405 to every method that could change something."""
-        self._deadline.cancel()
+        self.server.time_out(self, None)
         self.close_connection = True  # (its body, unread, is not the next request)
         self._send_error(405, "method not allowed", extra={"Allow": "GET, HEAD"})
 
@@ -265,7 +305,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     # -- routing --------------------------------------------------------------------------
 
     def _dispatch(self, *, send_body: bool) -> None:
-        self._deadline.cancel()  # (the request is read: answering takes as long as it takes)
+        self.server.time_out(self, None)  # (the request is read: answering takes its time)
         if self.server.check_host and _host_name(self.headers.get("Host", "")) not in (
             _LOOPBACK_NAMES
         ):

@@ -115,6 +115,11 @@
   const blobSizes = new Map(); // blob name -> length in bytes (blobs never change once written)
   async function blobSize(name) {
     if (blobSizes.has(name)) return blobSizes.get(name);
+    const listed = state.listed.get(name); // (in the last poll's listing: no request needed)
+    if (listed !== undefined) {
+      blobSizes.set(name, listed);
+      return listed;
+    }
     return limited(async () => {
       const response = await request(fileUrl(name), { method: "HEAD" });
       if (response.status === 404) return undefined;
@@ -1562,6 +1567,7 @@
     polls: 0,
     unfinished: [], // step counts of episodes still being recorded (not listed)
     refused: new Map(), // trace-named entries the server refuses to serve -> why
+    listed: new Map(), // trace file name -> its size, as the last poll's listing gave it
     readingOn: false, // batches are left that the last poll did not read: the next comes at once
     rendered: 0, // episodes the table showed when last drawn
   };
@@ -1584,6 +1590,7 @@
       if (MANIFEST_RE.test(name)) setError(`refused:${name}`, `${name}: ${reason}; not read`);
     }
     const stamps = new Map(listing.files.map((f) => [f.name, `${f.size}:${f.mtime}`]));
+    state.listed = new Map(listing.files.map((f) => [f.name, f.size]));
     const names = [...stamps.keys()].filter((n) => MANIFEST_RE.test(n)).sort();
     let changed = false;
     for (const name of names) {

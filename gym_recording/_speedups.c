@@ -1,14 +1,10 @@
-/* gym_recording._speedups: the accelerated pieces of gym-recording, each a drop-in for Python
- * code that stays the reference, imported only by gym_recording/_accel.py and run beside that
- * code over one corpus by tests/test_accelerated.py. Nothing here reads a Python object's
- * layout beyond the public C API of CPython and NumPy.
- * 1. StepRecorder (for record.steps.PlainStepRecorder): record(action, result) appends a step
- *    whose observation and action fit configure()'s leaves, with a float reward, while the
- *    buffer has room (its info: to its row, else to keep_info); others go to slow().
- * 2. start_write(directory, files, mode), for LocalStorage's Python group write: the same files,
- *    renames and fsyncs in the same order, on a thread that never takes the GIL.
- * 3. views(refs, blob, name, dtypes, min_ndim), for BatchBlob.array over ndarray references:
- *    the same checks and arrays, or None for the Python code to say what is wrong. */
+/* gym_recording._speedups: drop-ins for Python code that stays the reference, imported only by
+ * gym_recording/_accel.py, run beside that code by tests/test_accelerated.py; only the public C
+ * API of CPython and NumPy. 1. StepRecorder (record.steps): record(action, result) appends a
+ * step that fits configure()'s leaves, with a float reward, while the buffer has room (its info:
+ * to its row, else to keep_info); others go to slow(). 2. start_write(directory, files, mode):
+ * LocalStorage's group write, on a thread that never takes the GIL. 3. views(refs, blob, name,
+ * dtypes, min_ndim): BatchBlob.array's checks and arrays, or None for Python to say why. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h> /* (Python.h brings string.h, errno.h and limits.h) */
@@ -167,36 +163,48 @@ take_row(StepRecorder *self, PyObject *info)
     return 1;
 }
 
-/* Store the step: 1, or 0 to hand it to slow, or -1 with an exception. */
+/* 1 if a step of action and observation o may be stored now (their bytes in *a, *ob). */
+static inline int
+fits(StepRecorder *self, PyObject *action, PyObject *o, const void **a, const void **ob,
+     npy_int64 *tmp)
+{
+    return self->fast && (PyByteArray_GET_SIZE(self->rewards) >> 3) < self->room &&
+           (*a = leaf_bytes(action, &self->act, tmp)) != NULL &&
+           (*ob = leaf_bytes(o, &self->obs, tmp + 1)) != NULL;
+}
+
+/* Store the step: 1, or 0 to hand it to slow, or -1 with an exception. Every check first (none
+   stores anything), again after Python code (a signal's handler may close the recording). */
 static int
 store_step(StepRecorder *self, PyObject *action, PyObject *result)
 {
-    /* Every check first: a mismatch stores nothing. (numpy's float64 is a float.) */
-    if (!self->fast || !PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
-        (PyByteArray_GET_SIZE(self->rewards) >> 3) >= self->room ||
-        !PyFloat_Check(PyTuple_GET_ITEM(result, 1))) {
+    if (!PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5 ||
+        !PyFloat_Check(PyTuple_GET_ITEM(result, 1))) { /* (numpy's float64 is a float) */
         return 0;
     }
-    npy_int64 a_tmp, o_tmp;
-    const void *a_src = leaf_bytes(action, &self->act, &a_tmp);
-    const void *o_src = a_src == NULL ? NULL
-                                      : leaf_bytes(PyTuple_GET_ITEM(result, 0), &self->obs, &o_tmp);
     PyObject *terminated = PyTuple_GET_ITEM(result, 2), *truncated = PyTuple_GET_ITEM(result, 3);
-    int t = o_src == NULL ? -1 : terminated == Py_False ? 0 : PyObject_IsTrue(terminated);
+    int t = terminated == Py_False ? 0 : PyObject_IsTrue(terminated);
     int u = t < 0 ? -1 : truncated == Py_False ? 0 : PyObject_IsTrue(truncated);
-    if (u < 0) { /* (a value of another layout, or flags of no truth value: Python's code) */
+    npy_int64 tmp[2];
+    const void *a_src, *o_src; /* (below, flags of no truth value go to Python's code) */
+    if (u < 0 || !fits(self, action, PyTuple_GET_ITEM(result, 0), &a_src, &o_src, tmp)) {
         PyErr_Clear();
         return 0;
     }
-    if ((t || u) && call2(self->on_flags, terminated, truncated) < 0) { /* (first: no step */
+    int ran = t || u;
+    if (ran && call2(self->on_flags, terminated, truncated) < 0) { /* (first: no step */
         return -1; /* is kept without its flags if on_flags is interrupted) */
     }
     if (self->keep_info != NULL && !take_row(self, PyTuple_GET_ITEM(result, 4))) {
         PyObject *kept = PyObject_CallOneArg(self->keep_info, PyTuple_GET_ITEM(result, 4));
-        Py_XDECREF(kept);
-        if (kept == NULL || !self->fast) { /* (keep_info must leave the leaves as they are) */
-            return kept ? (PyErr_SetString(PyExc_RuntimeError, "keep_info set leaves"), -1) : -1;
+        if (kept == NULL) {
+            return -1;
         }
+        Py_DECREF(kept);
+        ran = 1;
+    }
+    if (ran && !fits(self, action, PyTuple_GET_ITEM(result, 0), &a_src, &o_src, tmp)) {
+        return 0; /* (the recording's code says what became of the step) */
     }
     double r = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(result, 1));
     if (append(self->act.buf, a_src, self->act.nbytes) < 0 ||
@@ -251,9 +259,9 @@ leaf_set(Leaf *s, PyObject *layout, const char *what)
     int ndim = (int)PyTuple_GET_SIZE(shape);
     for (int i = 0; i < ndim; i++) {
         Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
-        if (d <= 0) {
+        if (d <= 0 || nbytes > PY_SSIZE_T_MAX / d) {
             if (!PyErr_Occurred()) {
-                PyErr_Format(PyExc_ValueError, "configure(): empty rows for %s", what);
+                PyErr_Format(PyExc_ValueError, "configure(): rows empty or too large for %s", what);
             }
             return -1;
         }
@@ -272,10 +280,9 @@ leaf_set(Leaf *s, PyObject *layout, const char *what)
     return 0;
 }
 
-PyDoc_STRVAR(configure_doc,
-"configure(observations, actions, keep_info=None)\n\n"
-"The leaves stepped in C, each (rows: bytearray, dtype, shape, python_ints_fit) or None (then\n"
-"every step goes to slow); keep_info(info) takes each step's info before it is stored here.");
+PyDoc_STRVAR(configure_doc, "configure(observations, actions, keep_info=None)\n\nThe leaves "
+"stepped in C, each (rows: bytearray, dtype, shape, python_ints_fit) or None (then every step\n"
+"goes to slow); keep_info(info) takes each step's info before it is stored here.");
 
 static PyObject *
 recorder_configure(PyObject *op, PyObject *args)
@@ -438,9 +445,8 @@ writev_all(int fd, struct iovec *iov, int n, Py_ssize_t *written)
 #define STREAM_WINDOW ((size_t)2 << 20)
 #define STREAM_IOV 64
 
-/* Write the iovecs to a new file fd whole: 0, or an errno. A file of two windows or more is
- * written a window at a time, each window's writeback started once it is written (a hint: the
- * disk writes one window while the next is copied; the file is fsynced as any other). */
+/* Write the iovecs to a new file fd whole: 0, or an errno. A file of two windows or more goes a
+ * window at a time, each one's writeback started once written (the disk writes it meanwhile). */
 static int
 write_file(int fd, struct iovec *iov, int n, Py_ssize_t *written)
 {
@@ -458,10 +464,8 @@ write_file(int fd, struct iovec *iov, int n, Py_ssize_t *written)
             int k = 0;
             size_t len = 0;
             while (i < n && k < STREAM_IOV && len < STREAM_WINDOW) {
-                size_t take = iov[i].iov_len - used;
-                if (take > STREAM_WINDOW - len) {
-                    take = STREAM_WINDOW - len;
-                }
+                size_t left = iov[i].iov_len - used, take = left < STREAM_WINDOW - len ? left
+                                                                              : STREAM_WINDOW - len;
                 win[k].iov_base = (char *)iov[i].iov_base + used;
                 win[k].iov_len = take;
                 k++;
@@ -711,8 +715,7 @@ group_result(Group *g, PyObject *published)
 }
 
 /* ------------------------------------------------------------------ WriteTask: a batch's files
- * written on a POSIX thread that never takes the GIL, signals blocked; it holds the buffers
- * until task.wait(published) joins it. */
+ * written on a POSIX thread without the GIL, signals blocked, holding the buffers until wait(). */
 typedef struct {
     PyObject_HEAD
     Group g;
@@ -753,10 +756,9 @@ write_task_dealloc(WriteTask *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-PyDoc_STRVAR(write_task_wait_doc,
-"wait(published) -> int\n\n"
-"Wait for the write; append the names published (renamed, synced where asked) to the list\n"
-"published and return the bytes written, or raise an OSError naming what failed. Once only.");
+PyDoc_STRVAR(write_task_wait_doc, "wait(published) -> int\n\nWait for the write; append the "
+"names published (renamed, synced where asked) to the list published and return the bytes\n"
+"written, or raise an OSError naming what failed. Once only.");
 
 static PyObject *
 write_task_wait(WriteTask *self, PyObject *published)
@@ -795,10 +797,9 @@ static PyTypeObject WriteTaskType = {
 
 PyDoc_STRVAR(start_write_doc,
 "start_write(directory, files, mode) -> WriteTask\n\n"
-"LocalStorage's group write of files, each (tmp_name, name, chunks, sync_dir), on a thread\n"
-"that never takes the GIL (or here, if none can start): every temporary file created (O_EXCL,\n"
-"bits mode), written and fsynced, then each renamed in order, the directory fsynced after\n"
-"those with sync_dir. task.wait(published) reports it.");
+"Write files, each (tmp_name, name, chunks, sync_dir), on a thread without the GIL (or here):\n"
+"each temporary file created (O_EXCL, bits mode), written, fsynced; then each renamed in order,\n"
+"the directory fsynced after those with sync_dir. task.wait(published) reports it.");
 
 static PyObject *
 start_write(PyObject *Py_UNUSED(module), PyObject *args)
@@ -909,9 +910,8 @@ add_span(PyObject *spans, Py_ssize_t start, Py_ssize_t stop)
 
 PyDoc_STRVAR(views_doc,
 "views(refs, blob, name, dtypes, min_ndim, /)\n\n"
-"The views of non-empty ndarray references as BatchBlob.array makes and checks them, and the\n"
-"byte ranges (start, stop) they cover, one per run of adjacent arrays: (views, spans); or\n"
-"None if any breaks a rule or is empty. name is the blob's, dtypes maps names to dtypes.");
+"(views, spans): the views of ndarray references as BatchBlob.array checks them, and the byte\n"
+"ranges (start, stop) of each run of adjacent ones; or None if any breaks a rule or is empty.");
 
 static PyObject *
 views(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)

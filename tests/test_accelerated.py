@@ -286,3 +286,58 @@ def test_a_batch_interrupted_as_it_is_handed_over_keeps_the_infos_in_step(tmp_pa
         steps = list(range(1, ep.length + 1))
         assert [info.get("t") for info in ep.infos] == [None, *steps]
         assert ep.observations[1:, 0].tolist() == steps
+
+
+@pytest.mark.parametrize("record_infos", [False, True])
+def test_a_close_inside_a_step_s_python_code_refuses_the_step_on_both_paths(
+    record_infos, tmp_path, monkeypatch
+):
+    """A signal's handler may close the recording while the step runs Python code: for the C
+    recorder, inside ``on_flags`` (called from C before it copies the step). It copied the
+    step into the buffers close() had let go of: a crash. Both paths now refuse the step
+    (the recording is closed) and keep the episode's steps before it."""
+
+    def run(closing_call: int) -> tuple[list[str], Any]:
+        calls: list[int] = []
+
+        class Flag:  # (a flag whose truth the step asks for: Python code, as a handler's)
+            def __bool__(self) -> bool:
+                calls.append(1)
+                if len(calls) == closing_call:
+                    env.close()
+                return True
+
+        class Env(gymnasium.Env[Any, Any]):
+            observation_space = gymnasium.spaces.Box(-1, 1, (4,), np.float32)
+            action_space = gymnasium.spaces.Discrete(2)
+            t = 0
+
+            def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+                return np.zeros(4, np.float32), {"a": 1.0}
+
+            def step(self, action: Any) -> Any:
+                self.t += 1
+                obs = np.full(4, self.t, np.float32)
+                return obs, 1.0, Flag() if self.t == 3 else False, False, {"a": 1.0}
+
+        d = tmp_path / f"rec{closing_call}-{steps.speedups is not None}"
+        env = TraceRecordingWrapper(Env(), d, record_infos=record_infos)
+        env.reset(seed=1)
+        said = []
+        for _ in range(4):
+            try:
+                env.step(1)
+                said.append("ok")
+            except gym_recording.RecordingClosedError:
+                said.append("closed")
+        return said, read(d)
+
+    # (the C path asks the flag's truth twice: itself, then on_flags; the plain path once)
+    accelerated = run(closing_call=2)
+    with monkeypatch.context() as m:
+        plain(m)
+        assert run(closing_call=1) == accelerated
+    said, episodes = accelerated
+    assert said == ["ok", "ok", "closed", "closed"]
+    ((*_, terminated, truncated, seed, index),) = episodes
+    assert (terminated, truncated, seed, index) == (False, False, 1, 0)

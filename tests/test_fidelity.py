@@ -281,8 +281,10 @@ def test_replay_of_atari_with_its_obs_type(tmp_path: Path) -> None:
     assert ep.replay().reproduced
 
 
-def test_replay_imports_the_package_that_registers_the_env(tmp_path: Path) -> None:
-    """In a process that never imported minigrid, the recorded entry point is imported."""
+def test_replay_of_an_env_whose_package_is_not_imported_says_to_import_it(tmp_path: Path) -> None:
+    """In a process that never imported minigrid, the recorded entry point is not imported (a
+    recording can name any code): the error says to import minigrid; imported, the replay
+    reproduces, and so does ``trust_env_spec=True``, which imports the entry point."""
     pytest.importorskip("minigrid")
     code = (
         "import sys, gymnasium, minigrid, gym_recording\n"
@@ -295,14 +297,21 @@ def test_replay_imports_the_package_that_registers_the_env(tmp_path: Path) -> No
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
     replay = (
         "import sys, gym_recording\n"
-        "assert 'minigrid' not in sys.modules\n"
-        "r = gym_recording.load(sys.argv[1])[0].replay()\n"
+        "ep = gym_recording.load(sys.argv[1])[0]\n"
+        "try:\n"
+        "    ep.replay()\n"
+        "except gym_recording.RecordingError as e:\n"
+        "    print('refused' if '`import minigrid`, say' in str(e) else e)\n"
+        "print('minigrid' in sys.modules)\n"
+        "r = ep.replay(trust_env_spec=True)\n"
         "print(r.reproduced, 'minigrid' in sys.modules)\n"
+        "import minigrid\n"
+        "print(ep.replay().reproduced)\n"
     )
     got = subprocess.run(
         [sys.executable, "-c", replay, str(tmp_path)], capture_output=True, text=True, check=True
     )
-    assert got.stdout.split() == ["True", "True"]
+    assert got.stdout.split() == ["refused", "False", "True", "True", "True"]
 
 
 def test_replay_of_an_env_whose_package_is_missing_names_it(tmp_path: Path) -> None:
@@ -312,8 +321,10 @@ def test_replay_of_an_env_whose_package_is_missing_names_it(tmp_path: Path) -> N
     with gym_recording.TraceRecording(tmp_path, env_spec=json.loads(spec.to_json())) as w:
         w.add_reset(np.zeros(2))
         w.add_step(0, np.ones(2), 1.0, terminated=True)
-    with pytest.raises(RecordingError) as caught:
+    with pytest.raises(RecordingError, match="'Gone-v0' is not registered in this process"):
         gym_recording.load(tmp_path)[0].replay()
+    with pytest.raises(RecordingError) as caught:
+        gym_recording.load(tmp_path)[0].replay(trust_env_spec=True)
     said = str(caught.value)
     assert "cannot make environment 'Gone-v0' to replay episode 0" in said
     assert said.endswith("install the package that provides it (`pip install gone-pkg`, say)")
@@ -327,7 +338,7 @@ def test_replay_names_no_package_to_install_when_it_is_installed(tmp_path: Path)
     with gym_recording.TraceRecording(tmp_path, env_spec=json.loads(spec.to_json())) as w:
         w.add_reset(np.zeros(2))
     with pytest.raises(RecordingError) as caught:
-        gym_recording.load(tmp_path)[0].replay()
+        gym_recording.load(tmp_path)[0].replay(trust_env_spec=True)
     assert "newer_env" in str(caught.value) and "pip install" not in str(caught.value)
 
 
@@ -379,6 +390,85 @@ def test_replay_refuses_arguments_it_cannot_use_before_making_the_env(tmp_path: 
     ):
         with pytest.raises(error, match=re.escape(said)):
             ep.replay(render=False, **kwargs)
+
+
+def _spec_recording(path: Path, spec: dict[str, Any], env_id: str | None = None) -> Path:
+    """A recording of one CartPole step whose manifest holds ``spec`` (as a hostile file may)."""
+    env = gymnasium.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    obs2 = env.step(0)[0]
+    with TraceRecording(path, env_id=env_id or spec.get("id"), env_spec=spec) as w:
+        w.add_reset(obs, seed=0)
+        w.add_step(0, obs2, 1.0)
+    return path
+
+
+def test_replay_runs_no_code_a_recording_names_unless_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording's spec names code that ``gymnasium.make`` imports and calls: an entry point
+    (``os:system`` ran a shell command), wrappers, an id ``"module:Name-v0"``. Without
+    ``trust_env_spec`` none of it runs and the error says why and what to do."""
+    (tmp_path / "planted_mod.py").write_text(
+        "import pathlib\n"
+        f"pathlib.Path({str(tmp_path / 'IMPORTED')!r}).touch()\n"
+        "def Env(**kwargs):\n"
+        f"    pathlib.Path({str(tmp_path / 'CALLED')!r}).touch()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cartpole = json.loads(gymnasium.spec("CartPole-v1").to_json())
+    hostile = {
+        "entry point": ({**cartpole, "entry_point": "planted_mod:Env"}, None),
+        "unregistered": ({**cartpole, "id": "Planted-v0", "entry_point": "planted_mod:Env"}, None),
+        "id": ({}, "planted_mod:Planted-v0"),
+        "summary id": ({"id": "planted_mod:P-v0", "kwargs": {}, "kwargs_not_recorded": []}, None),
+        "wrapper": (
+            {
+                **cartpole,
+                "additional_wrappers": [
+                    {"name": "W", "entry_point": "planted_mod:Env", "kwargs": {}}
+                ],
+            },
+            None,
+        ),
+        "gymnasium wrapper that writes": (
+            {
+                **cartpole,
+                "additional_wrappers": [
+                    {
+                        "name": "RecordVideo",
+                        "entry_point": "gymnasium.wrappers.rendering:RecordVideo",
+                        "kwargs": {"video_folder": str(tmp_path / "videos")},
+                    }
+                ],
+            },
+            None,
+        ),
+    }
+    for name, (spec, env_id) in hostile.items():
+        ep = gym_recording.load(_spec_recording(tmp_path / name, spec, env_id))[0]
+        with pytest.raises(RecordingError, match="if you trust whoever made the recording"):
+            ep.replay(render=False)
+        assert not (tmp_path / "IMPORTED").exists(), name
+        assert not (tmp_path / "videos").exists(), name
+    with pytest.raises(RecordingError) as caught:
+        gym_recording.load(tmp_path / "entry point")[0].replay()
+    said = str(caught.value)
+    assert (
+        "'CartPole-v1' is recorded with the entry point 'planted_mod:Env', but registered here "
+        "with 'gymnasium.envs.classic_control.cartpole:CartPoleEnv'"
+    ) in said and "`import planted_mod`, say" in said
+    with pytest.raises(RecordingError):  # (trusted: made as recorded; it makes no env)
+        gym_recording.load(tmp_path / "unregistered")[0].replay(trust_env_spec=True)
+    assert (tmp_path / "IMPORTED").exists() and (tmp_path / "CALLED").exists()
+    # Gymnasium's own wrappers that keep to the env are made, as recorded.
+    clip = {"name": "ClipReward", "entry_point": "gymnasium.wrappers:ClipReward"}
+    spec = {**cartpole, "additional_wrappers": [{**clip, "kwargs": {"max_reward": 0.5}}]}
+    with pytest.warns(gym_recording.ReplayMismatchWarning, match="reward"):
+        result = gym_recording.load(_spec_recording(tmp_path / "clip", spec))[0].replay(
+            render=False
+        )
+    assert result.first_mismatch == 1  # (0.5, where 1.0 was recorded: the wrapper was made)
 
 
 # ------------------------------------------------------------------ spaces

@@ -352,17 +352,23 @@ class Episode(EpisodeKeys):
         render: bool = True,
         rtol: float = 1e-5,
         atol: float = 1e-6,
+        trust_env_spec: bool = False,
     ) -> ReplayResult:
         """Replay the recorded actions through the environment, render it, and compare.
 
         Makes the environment as it was recorded (from :attr:`env_spec`: its id and the
-        keyword arguments it was made with, importing the package that registers it), or
-        ``env_id`` if given, with ``render_mode="rgb_array"``; resets it with the recorded
-        seed and options, steps it with the recorded actions and collects a rendered frame
-        after the reset and after each step. Every replayed observation and reward is
-        compared with the recorded one (numbers within ``rtol``/``atol``); if they differ,
-        or the replay ends early, the result says at which step and a
-        ``ReplayMismatchWarning`` is issued. Episodes recorded without a seed rarely reproduce.
+        keyword arguments it was made with), or ``env_id`` if given, with
+        ``render_mode="rgb_array"``. A recorded spec names code to import and call (its
+        entry point, its wrappers), and a recording may come from anyone: unless
+        ``trust_env_spec`` is true, the recorded environment is made only if its id is
+        registered in this process with the recorded entry point, and not inside recorded
+        wrappers (import the package that registers it first, or pass ``env_id``). It resets
+        it with the recorded seed and options, steps it with the recorded actions and
+        collects a rendered frame after the reset and after each step. Every replayed
+        observation and reward is compared with the recorded one (numbers within
+        ``rtol``/``atol``); if they differ, or the replay ends early, the result says at
+        which step and a ``ReplayMismatchWarning`` is issued. Episodes recorded without a
+        seed rarely reproduce.
 
         Args:
             env_id: The environment to make instead of the recorded one.
@@ -371,13 +377,17 @@ class Episode(EpisodeKeys):
                 classic-control envs); ``False`` only checks the observations.
             rtol: Relative tolerance for numeric observations.
             atol: Absolute tolerance for numeric observations.
+            trust_env_spec: Make the environment as the recorded spec says, importing its
+                entry point and wrappers, registered here or not: only for a recording whose
+                maker you trust.
 
         Returns:
             A ``ReplayResult`` with ``frames`` (``[length + 1, H, W, C]`` uint8 or ``None``),
             ``reproduced``, ``first_mismatch``, ``message`` and ``show()``.
 
         Raises:
-            RecordingError: The environment is unknown, cannot be made or rendered, or failed
+            RecordingError: The environment is unknown, names code this process has not
+                registered (without ``trust_env_spec``), cannot be made or rendered, or failed
                 while replaying (the message says which, and the env's own error is its cause).
             TypeError, ValueError: ``env_kwargs`` is not a dict, or a tolerance is not a
                 number of at least 0.
@@ -397,5 +407,11 @@ class Episode(EpisodeKeys):
             and ``result.show()`` animates them.
         """
         return replay.replay_episode(
-            self, env_id, env_kwargs=env_kwargs, render=render, rtol=rtol, atol=atol
+            self,
+            env_id,
+            env_kwargs=env_kwargs,
+            render=render,
+            rtol=rtol,
+            atol=atol,
+            trust_env_spec=trust_env_spec,
         )

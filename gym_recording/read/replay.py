@@ -1,9 +1,10 @@
 """Replay a recorded episode through its environment: rebuilt as it was made, rendered, compared.
 
-The environment is made from the spec its writer recorded (its id, entry point and the
-keyword arguments it was made with), so that ``gym.make("LunarLander-v3", continuous=True)``
-replays as the continuous env, and an env registered by a package not yet imported (MiniGrid,
-ALE) is found through its entry point.
+The environment is made from the spec its writer recorded (its id and the keyword arguments
+it was made with), so that ``gym.make("LunarLander-v3", continuous=True)`` replays as the
+continuous env. A spec names code (an entry point, wrappers), and a recording may come from
+anyone: unless the caller trusts it, only an environment registered in this process with the
+recorded entry point is made, and no recorded wrapper.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def install_hint(exc: BaseException) -> str:
     return ""
 
 
-def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: list[str]) -> Any:
+def make_env(
+    ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: list[str], trust: bool
+) -> Any:
     """The environment ``ep`` was recorded in, made with ``kwargs`` over the recorded ones.
 
     ``missing``: the kwargs its summary did not record and ``kwargs`` lacks, for an error.
@@ -59,10 +62,12 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: l
     With ``env_id``, that environment (by id) instead. Otherwise the recorded spec, when it
     is one that ``gymnasium.envs.registration.EnvSpec.from_json`` reads, is made as it is
     (its entry point imported); a summary (a spec whose kwargs JSON refused) is made by its
-    id with the kwargs it kept; else the recorded id.
+    id with the kwargs it kept; else the recorded id. Unless ``trust``, the recorded code is
+    checked first (:func:`_refuse_untrusted`).
 
     Raises:
-        RecordingError: no environment is recorded or it cannot be made.
+        RecordingError: no environment is recorded, it names code this process has not
+            registered (and not ``trust``), or it cannot be made.
     """
     import gymnasium
     from gymnasium.envs.registration import EnvSpec
@@ -89,6 +94,8 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: l
             "pass env_id=... to replay it"
         )
         raise RecordingError(msg)
+    if env_id is None and not trust:
+        _refuse_untrusted(ep, target)
     try:
         return gymnasium.make(target, **kwargs)
     except Exception as exc:  # unknown id, missing extra, unsupported render mode
@@ -109,6 +116,82 @@ def make_env(ep: Episode, env_id: str | None, kwargs: dict[str, Any], missing: l
                 "gymnasium.utils.RecordConstructorArgs"
             )
         raise RecordingError(msg) from exc
+
+
+def _entry_name(entry_point: Any) -> str:
+    """An entry point as a spec's JSON names it (``"module:name"``)."""
+    if isinstance(entry_point, str):
+        return entry_point
+    return f"{getattr(entry_point, '__module__', '')}:{getattr(entry_point, '__qualname__', '')}"
+
+
+def _refuse_untrusted(ep: Episode, target: Any) -> None:
+    """Refuse a recorded env that names code this process has not registered.
+
+    ``target`` is the recorded spec (an ``EnvSpec``) or id. ``gymnasium.make`` imports a
+    spec's entry point and wrappers and calls them with its kwargs, and an id of the form
+    ``"module:Name-v0"`` imports ``module``: a recording made by someone else could name any
+    of them. Allowed: a registered id (no module in it) whose registered entry point is the
+    recorded one, inside Gymnasium's own wrappers only (a recording wrapper is left out).
+
+    Raises:
+        RecordingError: it names other code; the message says how to replay it.
+    """
+    import gymnasium
+
+    name = str(getattr(target, "id", target))
+    registered = gymnasium.registry.get(name)
+    if ":" in name:
+        why = f"its id {name!r} names a module to import"
+    elif registered is None:
+        entry = getattr(target, "entry_point", None)
+        why = f"{name!r} is not registered in this process" + (
+            f" (its recorded entry point is {entry!r})" if entry else ""
+        )
+    elif isinstance(target, str):
+        return
+    elif _entry_name(target.entry_point) != _entry_name(registered.entry_point):
+        why = (
+            f"{name!r} is recorded with the entry point {_entry_name(target.entry_point)!r}, "
+            f"but registered here with {_entry_name(registered.entry_point)!r}"
+        )
+    elif any(not _gymnasium_wrapper(w.entry_point) for w in target.additional_wrappers):
+        wrappers = ", ".join(str(w.entry_point) for w in target.additional_wrappers)
+        why = f"{name!r} is recorded inside the wrappers {wrappers}"
+    else:
+        return
+    entry = str(getattr(target, "entry_point", "") or "")
+    package = entry.split(":")[0].split(".")[0] if ":" in entry else ""
+    msg = (
+        f"episode {ep.index} cannot be replayed as recorded: {why}. A recording can name any "
+        "code for a replay to run, so only environments registered in this process are made "
+        "from it: import the package that registers the environment"
+        + (f" (`import {package}`, say)" if package.isidentifier() else "")
+        + " and replay again, pass env_id=... to replay another, or pass "
+        "trust_env_spec=True to ep.replay() if you trust whoever made the recording"
+    )
+    raise RecordingError(msg)
+
+
+#: Gymnasium's wrappers that write files or open windows where their kwargs say.
+_NOT_FROM_A_FILE = frozenset({"RecordVideo", "HumanRendering"})
+
+
+def _gymnasium_wrapper(entry_point: Any) -> bool:
+    """Whether a recorded wrapper's entry point is one of Gymnasium's wrapper classes.
+
+    Not one that writes files or opens a window (:data:`_NOT_FROM_A_FILE`).
+    """
+    import gymnasium
+
+    module, _, attr = str(entry_point).partition(":")
+    if module.split(".")[:2] != ["gymnasium", "wrappers"] or attr in _NOT_FROM_A_FILE:
+        return False
+    try:  # (a module of Gymnasium's: importing it runs nothing of the recording's)
+        found = getattr(importlib.import_module(module), attr, None)
+    except ImportError:
+        return False
+    return isinstance(found, type) and issubclass(found, gymnasium.Wrapper)
 
 
 def _summary_kwargs(spec: dict[str, Any]) -> list[str] | None:
@@ -234,6 +317,7 @@ def replay_episode(
     render: bool = True,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    trust_env_spec: bool = False,
 ) -> ReplayResult:
     """See :meth:`gym_recording.Episode.replay`."""
     if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
@@ -251,7 +335,7 @@ def replay_episode(
         kwargs.setdefault("render_mode", "rgb_array")
     elif isinstance(recorded.get("kwargs"), dict) and recorded["kwargs"].get("render_mode"):
         kwargs.setdefault("render_mode", None)  # (not the recorded "human": no window)
-    env = make_env(ep, env_id, kwargs, missing)
+    env = make_env(ep, env_id, kwargs, missing, trust_env_spec)
     env_id = str(getattr(env.spec, "id", None) or env_id or ep.env_id)
     frames: list[np.ndarray] = []
     replayed: list[Any] = []

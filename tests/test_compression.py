@@ -640,3 +640,38 @@ def test_a_copy_of_a_later_minor_version_keeps_its_label_and_keys(tmp_path):
         assert json.loads(copied.read_bytes())["format_version"] == "2.10"  # (> 2.3: by number)
         (copied,) = (tmp_path / out).glob("*.ep*.json")
         assert json.loads(copied.read_bytes())["episodes"][0]["policy_id"] == "pi-v3"
+
+
+def test_an_array_too_large_for_the_memory_left_is_a_read_error(tmp_path: Path) -> None:
+    """A compressed array's size is what its reference declares (a 70 KB file declared 2 GiB
+    of frames): where it cannot be allocated, the reader says so, naming the file and the
+    size (NumPy's own MemoryError came out of `info`), and the episodes before it are read."""
+    import subprocess
+    import sys
+
+    big = np.zeros(40 << 20, np.uint8)  # (an episode of 120 MiB raw, ~12 KB compressed)
+    with TraceRecording(tmp_path / "rec", compression="zstd", batch_bytes=1) as rec:
+        for _ in range(2):  # (a batch each)
+            rec.add_reset(big)
+            rec.add_step(0, big, 1.0)
+            rec.add_step(0, big, 1.0, terminated=True)
+    code = (
+        "import re, resource, sys, gym_recording\n"
+        "rec = gym_recording.load(sys.argv[1])\n"
+        "print(rec[0].length)\n"
+        "rec[0].observations[-1, -1]\n"
+        "vm = int(re.search(r'VmSize:\\s+(\\d+)', open('/proc/self/status').read())[1]) * 1024\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (vm + (64 << 20), resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    rec[1]\n"
+        "except gym_recording.ReadError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "rec")], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, said = proc.stdout.splitlines()
+    assert first == "2"
+    assert re.search(r"ep000000001\.json: episodes\[0\]\.observations: not enough memory", said)
+    assert "the 125,829,120 bytes its reference declares" in said

@@ -19,7 +19,7 @@ import numpy as np
 from msgspec import UNSET
 
 from gym_recording._accel import speedups
-from gym_recording._errors import TraceFormatError
+from gym_recording._errors import ReadError, TraceFormatError
 from gym_recording.format.codec import CodecError, Compressor, decompress
 from gym_recording.format.limits import INTP_MAX
 from gym_recording.format.wire import DTYPES, ArrayRef
@@ -344,6 +344,14 @@ class BatchBlob:
             except CodecError as exc:
                 what = f"{exc} (in {self.name} at {off}); restore the file from a copy"
                 raise self.fail(where, what) from None
+            except MemoryError:  # (its size is what the reference declares: anything)
+                msg = (
+                    f"{self.path}: {where}: not enough memory to decompress the {nbytes:,} "
+                    f"bytes its reference declares (in {self.name} at {off}); read it where "
+                    "more memory is free (a recording from a source you do not trust may "
+                    "declare any size: read it under a memory limit, e.g. `ulimit -v`)"
+                )
+                raise ReadError(msg) from None
             self.codecs.add(ref.codec)  # type: ignore[arg-type]
             return raw.view(dt).reshape(ref.shape)
         if empty:

@@ -19,6 +19,7 @@ so that the temporary file of a writer that is still running is left alone.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 import time
@@ -384,9 +385,18 @@ def remove_temp_files(
     return removed, kept
 
 
+#: Control characters but newline and tab (a terminal acts on them: ESC starts sequences
+#: that clear the screen, set its title, write the clipboard).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def printable(text: str) -> str:
-    """``text`` printable on this stdout whatever its encoding (names may hold anything)."""
+    """``text`` printable on this stdout whatever its encoding, control characters escaped.
+
+    (Names and a recording's strings may hold anything.)
+    """
     enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return text.encode(enc, "backslashreplace").decode(enc, "replace")
 
 

@@ -41,11 +41,12 @@ Response = tuple[int, dict[str, str], bytes]
 def fetch(
     url: str, path: str, method: str = "GET", headers: dict[str, str] | None = None
 ) -> Response:
-    """Send one request with ``path`` as the literal request target; return the response."""
+    """Send one request with ``path`` (after the URL's key) as the request target; return the
+    response."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
     try:
-        conn.request(method, path, headers=headers or {})
+        conn.request(method, parts.path.rstrip("/") + path, headers=headers or {})
         response = conn.getresponse()
         body = response.read()
         return response.status, {k.lower(): v for k, v in response.getheaders()}, body
@@ -99,7 +100,7 @@ def test_make_server_binds_loopback_and_returns_its_url(recording: Path) -> None
         host, port = server.server_address[:2]
         assert host == "127.0.0.1"
         assert port > 0
-        assert url == f"http://127.0.0.1:{port}/"
+        assert url == f"http://127.0.0.1:{port}/{server.key}/" and len(server.key) >= 22
     finally:
         server.server_close()
 
@@ -233,6 +234,31 @@ def test_page_needs_nothing_from_the_network(server_url: str) -> None:
 def test_unknown_paths_are_not_found(server_url: str, path: str) -> None:
     """Only the listed static assets exist."""
     assert fetch(server_url, path)[0] == 404
+
+
+def test_only_the_url_s_key_opens_the_recording(server_url: str) -> None:
+    """Every path is under the random key the printed URL holds: another user of the machine
+    who reaches the port without the URL reads nothing (the server reads the files with the
+    viewing user's rights, which a directory of mode 0700 kept from that user)."""
+    key = urlsplit(server_url).path.strip("/")
+    bare = urlsplit(server_url)._replace(path="/").geturl()
+    for path in (
+        "/",
+        "/index.html",
+        "/api/files",
+        f"/files/{BLOB}",
+        "/static/viewer.js",
+        f"/{key[:-1]}/api/files",
+        f"/{key}x/api/files",
+        f"/{key.swapcase()}/api/files",
+        f"/x/{key}/api/files",
+        f"/{key}%C3%A9/api/files",
+    ):
+        status, _, body = fetch(bare, path)
+        assert status == 404 and b"the URL `gym-recording view` printed" in body, path
+    status, headers, _ = fetch(bare, f"/{key}")
+    assert status == 308 and headers["location"] == f"/{key}/"
+    assert fetch(bare, f"/{key}/api/files")[0] == 200
 
 
 # ------------------------------------------------------------------------------ listing
@@ -575,7 +601,7 @@ def test_serve_prints_the_url_and_stops_on_ctrl_c(recording: Path) -> None:
         cwd=str(ROOT),
     )
     url = _read_url(proc)
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/[A-Za-z0-9_-]{22,}/", url)
     _check_and_interrupt(proc, url, recording)
 
 

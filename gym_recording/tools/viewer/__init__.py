@@ -1,10 +1,11 @@
 """A read-only local HTTP server for the browser trace viewer (``gym-recording view``).
 
-The server hands out two things and nothing else:
+The server hands out two things and nothing else, under ``/<key>/``, a random key of its own
+that the URL it prints holds (other users of the machine can reach the port, not the files):
 
-- the static viewer page shipped in ``gym_recording/viewer/`` (``/``, ``/static/<name>``);
-- the trace files of one recording directory: ``/api/files`` lists the names matching
-  ``openaigym.trace.*`` (with their sizes), and ``/files/<name>`` serves one of them, with HTTP
+- the static viewer page shipped in ``gym_recording/viewer/`` (``/<key>/``, ``static/<name>``);
+- the trace files of one recording directory: ``api/files`` lists the names matching
+  ``openaigym.trace.*`` (with their sizes), and ``files/<name>`` serves one of them, with HTTP
   Range support so that the page reads only the bytes of the arrays it shows.
 
 Everything the page does with the files (parsing manifests and batches, validating every
@@ -21,11 +22,13 @@ could name a file kept outside the directory. Only ``GET``/``HEAD`` are served; 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import http.server
 import ipaddress
 import json
 import os
 import re
+import secrets
 import socket
 import stat
 import sys
@@ -68,6 +71,8 @@ class ViewerServer(http.server.ThreadingHTTPServer):
 
     Attributes:
         root: The recording directory, resolved (symlinks followed).
+        key: The random first part of every path it serves (``/<key>/...``): whoever can
+            reach the port but was not given the URL reads nothing.
         check_host: Whether to refuse requests whose ``Host`` header is not a loopback name
             (a defence against DNS rebinding; on only when bound to a loopback address).
     """
@@ -79,6 +84,8 @@ class ViewerServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, root: Path, address: tuple[str, int]) -> None:
         self.root = root
+        self.key = secrets.token_urlsafe(16)
+        self.key_bytes = self.key.encode()
         self.root_fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         self.check_host = _is_loopback(address[0])
         self._slots = threading.BoundedSemaphore(self.max_clients)
@@ -311,8 +318,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         ):
             self._send_error(403, "forbidden host", send_body=send_body)
             return
-        # The request target is origin-form ("/path?query"); anything else matches no route.
+        # The request target is origin-form ("/<key>/path?query"); anything else matches no
+        # route.
         path = self.path.split("?", 1)[0].split("#", 1)[0]
+        key, slash, path = path[1:].partition("/")
+        given = key.encode("latin-1", "replace")  # (as http.server decoded the request line)
+        if not self.path.startswith("/") or not hmac.compare_digest(given, self.server.key_bytes):
+            msg = "not found (the viewer's pages are at the URL `gym-recording view` printed)"
+            self._send_error(404, msg, send_body=send_body)
+            return
+        if not slash:  # ("/<key>": the page's relative URLs need "/<key>/")
+            self._head(308, "text/plain; charset=utf-8", 0, {"Location": f"/{key}/"})
+            return
+        path = "/" + path
         if path in ("/", "/index.html"):
             self._send_static("index.html", send_body=send_body)
         elif path.startswith("/static/") and path[len("/static/") :] in _STATIC_FILES:
@@ -472,7 +490,8 @@ def make_server(
         port: The port to bind; 0 picks a free one.
 
     Returns:
-        The server and the URL of the viewer page, e.g. ``"http://127.0.0.1:8000/"``.
+        The server and the URL of the viewer page, e.g.
+        ``"http://127.0.0.1:8000/x1Yb3kD0q8sVvNnEa2GqRw/"`` (its key: see :class:`ViewerServer`).
 
     Raises:
         TraceFormatError: ``directory`` does not exist, is not a directory, or cannot be
@@ -507,7 +526,7 @@ def make_server(
         raise TraceFormatError(msg, directory) from None
     bound_port = server.server_address[1]
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
-    return server, f"http://{shown_host}:{bound_port}/"
+    return server, f"http://{shown_host}:{bound_port}/{server.key}/"
 
 
 def serve(

@@ -498,3 +498,98 @@ def test_a_ctrl_c_in_the_hand_over_before_a_partial_reset_ends_no_episode(
     w.close()
     with gym_recording.load(tmp_path) as rec:
         assert sorted((ep.seed, ep.length) for ep in rec) == [(0, 6), (1, 6)]
+
+
+class _CloseAt:
+    """A trace function that closes ``env`` at the ``line``-th line the recorder runs, as a
+    signal's handler that closes the recording (``signal.signal(SIGALRM, lambda *_:
+    env.close())``) may run at any line."""
+
+    def __init__(self, env: Any, line: int) -> None:
+        self.env, self.line, self.seen, self.fired = env, line, 0, False
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_filename
+        if self.fired or name.endswith("lifetime.py") or "gym_recording" not in name:
+            return None  # (lifetime.py: see _Interrupt)
+        return self._local
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and not self.fired:
+            self.seen += 1
+            if self.seen == self.line:
+                self.fired = True
+                sys.settrace(None)
+                self.env.close()
+        return None if self.fired else self._local
+
+
+class _Counter(gymnasium.Env[Any, Any]):
+    """Observes ``t``, the steps and resets so far; its infos hold ``t`` and an array (no C
+    rows: each info goes to the recording's Python code); ends every 4th step."""
+
+    observation_space = spaces.Box(0, 1000, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012
+    render_mode = "rgb_array"
+    t = 0
+
+    def _obs(self) -> Any:
+        self.t += 1
+        return np.full(2, self.t, np.float32), {"t": self.t, "a": np.full(2, self.t)}
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        self.steps = 0
+        return self._obs()
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        obs, info = self._obs()
+        return obs, float(self.t), self.steps == 4, False, info
+
+    def render(self) -> Any:
+        return np.full((4, 4, 3), self.t % 256, np.uint8)
+
+
+@pytest.mark.parametrize("accelerated", [True, False], ids=["C", "plain"])
+@pytest.mark.parametrize("step", [2, 4], ids=["mid-episode", "last"])
+def test_a_close_at_any_line_of_a_step_leaves_a_recording_that_reads_aligned(
+    tmp_path, monkeypatch, accelerated, step
+):
+    """A signal's handler that closes the recording may run at any line of a step's Python
+    code. A close just after the step's info was kept wrote that info with the episode (one
+    info more than its steps: the recording did not load); a close inside the C step's
+    on_flags crashed. At every line, what is written reads back with every step, info and
+    rendered frame where it belongs."""
+    from gym_recording.record import steps as steps_module
+
+    if not accelerated:
+        monkeypatch.setattr(steps_module, "speedups", None)
+    elif steps_module.speedups is None:
+        pytest.skip("gym_recording._speedups is not built")
+    line, fired = 0, True
+    while fired:
+        line += 1
+        d = tmp_path / str(line)
+        env = TraceRecordingWrapper(_Counter(), d, record_infos=True, record_render=True)
+        env.reset()
+        for _ in range(step - 1):  # (the steps before the one closed in)
+            env.step(0)
+        close = _CloseAt(env, line)
+        sys.settrace(close)
+        try:
+            env.step(0)
+        except gym_recording.RecordingClosedError:
+            pass
+        finally:
+            sys.settrace(None)
+        fired = close.fired
+        env.close()
+        with gym_recording.load(d) as rec:
+            for ep in rec:
+                t = ep.observations[:, 0].astype(int).tolist()
+                assert ep.rewards.tolist() == t[1:], line
+                assert [i["t"] for i in ep.infos] == t, line
+                assert [i["a"][0] for i in ep.infos] == t, line
+                assert ep.render_frames[:, 0, 0, 0].tolist() == t, line
+    assert line > 20  # (the step ran that many lines of the recorder's)

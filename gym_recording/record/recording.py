@@ -530,8 +530,13 @@ class TraceRecording(RowsMixin, BatchingMixin):
         """End the open episode ``ep`` at ``steps`` buffered steps and ``obs_stop`` observations."""
         keys = ep.last_keys(steps, buffer.now() if ended_at is None else float(ended_at))
         ep.obs_stop, ep.act_stop = obs_stop, steps
+        # (what a step being stored kept before its reward, if a signal's handler ends the
+        # episode meanwhile, is not the episode's: its info, its rendered frame)
+        if self.record_infos:
+            self._values.take_back(ep, steps - ep.act_start)
         if ep.frame_start >= 0:
-            ep.frame_stop = self._frames.n  # type: ignore[union-attr]
+            n = self._frames.n  # type: ignore[union-attr]
+            ep.frame_stop = min(n, ep.frame_start + obs_stop - ep.obs_start)
         ep.keys, ep.options = keys, None if ep.part else ep.options
         self._recorders.sync(-1, None, self._values)  # (first: no step stored with no episode)
         self._open = None  # (a store, then a list's append: no signal is handled between)

@@ -705,7 +705,9 @@ def test_replay_of_an_env_under_a_wrapper_that_cannot_be_made_again(tmp_path: Pa
         env.step(0)
         env.step(1)
     ep = gym_recording.load(tmp_path)[0]
-    with pytest.raises(RecordingError, match=r"recorded inside the wrappers .*Plain"):
+    with pytest.raises(
+        RecordingError, match=r"inside the wrappers .*Plain.*env_id='CartPole-v1' to replay it"
+    ):
         ep.replay(render=False)  # (a wrapper not Gymnasium's: made only if trusted)
     with pytest.raises(RecordingError, match="wrappers Plain cannot be made again; pass env_id="):
         ep.replay(render=False, trust_env_spec=True)

@@ -302,6 +302,7 @@ class Episode(EpisodeKeys):
         key: str | None = None,
         replay: bool = False,
         env_id: str | None = None,
+        trust_env_spec: bool = False,
     ) -> Animation:
         """An inline animation of the episode's frames, with a step slider and play buttons.
 
@@ -319,6 +320,7 @@ class Episode(EpisodeKeys):
             key: The image leaf of a Dict/Tuple observation (see :meth:`frames`).
             replay: Replay the episode through its environment if it has no image observations.
             env_id: The environment to replay (default: the recorded one).
+            trust_env_spec: As for :meth:`replay`.
 
         Returns:
             An ``Animation`` holding self-contained HTML and JavaScript.
@@ -339,7 +341,7 @@ class Episode(EpisodeKeys):
         except notebook.NoFramesError:
             if not replay:
                 raise
-            rendered = self.replay(env_id).frames  # (a rendered replay: never None)
+            rendered = self.replay(env_id, trust_env_spec=trust_env_spec).frames  # (not None)
             frames = rendered if rendered is not None else np.zeros((0, 0, 0, 3), np.uint8)
         rate = fps if fps is not None else self.render_fps or video.DEFAULT_FPS
         return notebook.animate(frames, fps=rate, max_frames=max_frames)
@@ -361,8 +363,9 @@ class Episode(EpisodeKeys):
         ``render_mode="rgb_array"``. A recorded spec names code to import and call (its
         entry point, its wrappers), and a recording may come from anyone: unless
         ``trust_env_spec`` is true, the recorded environment is made only if its id is
-        registered in this process with the recorded entry point, and not inside recorded
-        wrappers (import the package that registers it first, or pass ``env_id``). It resets
+        registered in this process with the recorded entry point, and inside none of the
+        recorded wrappers but Gymnasium's own (not ``RecordVideo`` or ``HumanRendering``):
+        import the package that registers it first, or pass ``env_id``. It resets
         it with the recorded seed and options, steps it with the recorded actions and
         collects a rendered frame after the reset and after each step. Every replayed
         observation and reward is compared with the recorded one (numbers within

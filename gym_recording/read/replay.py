@@ -4,7 +4,8 @@ The environment is made from the spec its writer recorded (its id and the keywor
 it was made with), so that ``gym.make("LunarLander-v3", continuous=True)`` replays as the
 continuous env. A spec names code (an entry point, wrappers), and a recording may come from
 anyone: unless the caller trusts it, only an environment registered in this process with the
-recorded entry point is made, and no recorded wrapper.
+recorded entry point is made, inside none of the recorded wrappers but Gymnasium's own (not
+``RecordVideo`` or ``HumanRendering``, which write files or open windows).
 """
 
 from __future__ import annotations
@@ -141,34 +142,33 @@ def _refuse_untrusted(ep: Episode, target: Any) -> None:
 
     name = str(getattr(target, "id", target))
     registered = gymnasium.registry.get(name)
+    entry = getattr(target, "entry_point", None)
     if ":" in name:
-        why = f"its id {name!r} names a module to import"
+        why, how = f"its id {name!r} names a module to import", "pass env_id=... to replay another"
     elif registered is None:
-        entry = getattr(target, "entry_point", None)
         why = f"{name!r} is not registered in this process" + (
             f" (its recorded entry point is {entry!r})" if entry else ""
         )
+        how = "import the package that registers it and replay again, or pass env_id=..."
     elif isinstance(target, str):
         return
-    elif _entry_name(target.entry_point) != _entry_name(registered.entry_point):
+    elif _entry_name(entry) != _entry_name(registered.entry_point):
         why = (
-            f"{name!r} is recorded with the entry point {_entry_name(target.entry_point)!r}, "
-            f"but registered here with {_entry_name(registered.entry_point)!r}"
+            f"{name!r} is recorded with the entry point {_entry_name(entry)!r}, but registered "
+            f"here with {_entry_name(registered.entry_point)!r}"
         )
+        how = f"pass env_id={name!r} to replay the env registered here"
     elif any(not _gymnasium_wrapper(w.entry_point) for w in target.additional_wrappers):
         wrappers = ", ".join(str(w.entry_point) for w in target.additional_wrappers)
         why = f"{name!r} is recorded inside the wrappers {wrappers}"
+        how = f"pass env_id={name!r} to replay it without them"
     else:
         return
-    entry = str(getattr(target, "entry_point", "") or "")
-    package = entry.split(":")[0].split(".")[0] if ":" in entry else ""
     msg = (
         f"episode {ep.index} cannot be replayed as recorded: {why}. A recording can name any "
         "code for a replay to run, so only environments registered in this process are made "
-        "from it: import the package that registers the environment"
-        + (f" (`import {package}`, say)" if package.isidentifier() else "")
-        + " and replay again, pass env_id=... to replay another, or pass "
-        "trust_env_spec=True to ep.replay() if you trust whoever made the recording"
+        f"from it, inside none but Gymnasium's own wrappers: {how}, or pass "
+        "trust_env_spec=True if you trust whoever made the recording"
     )
     raise RecordingError(msg)
 
@@ -189,7 +189,7 @@ def _gymnasium_wrapper(entry_point: Any) -> bool:
         return False
     try:  # (a module of Gymnasium's: importing it runs nothing of the recording's)
         found = getattr(importlib.import_module(module), attr, None)
-    except ImportError:
+    except Exception:  # (not one: no module of that name; one that needs jax, say)
         return False
     return isinstance(found, type) and issubclass(found, gymnasium.Wrapper)
 

@@ -1073,10 +1073,13 @@ def test_info_counts_only_the_files_the_format_names(cli: Run, tmp_path: Path) -
 def test_info_escapes_the_control_characters_a_recording_holds(cli: Run, tmp_path: Path) -> None:
     """A recording's strings are printed with control characters escaped: its env id could
     clear the terminal, set its title, write the clipboard, or fake a line of output."""
-    esc = "\x1b]0;title\x07\x1b[2J\rall files OK"
+    esc = "\x1b]0;title\x07\x1b[2J\rall files OK\nverify: OK\u202e"
     with gym_recording.TraceRecording(tmp_path / "rec", env_id=esc, metadata={"m": esc}) as rec:
         rec.add_reset(np.zeros(2))
         rec.add_step(0, np.ones(2), 1.0, terminated=True)
     proc = cli("info", str(tmp_path / "rec"))
-    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\r" not in proc.stdout
-    assert _row(proc.stdout, "env") == "\\x1b]0;title\\x07\\x1b[2J\\x0dall files OK"
+    assert not set("\x1b\x07\r\u202e") & set(proc.stdout)
+    assert "verify: OK" not in proc.stdout.splitlines()
+    assert (
+        _row(proc.stdout, "env") == "\\x1b]0;title\\x07\\x1b[2J\\rall files OK\\nverify: OK\\u202e"
+    )

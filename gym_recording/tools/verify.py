@@ -385,9 +385,10 @@ def remove_temp_files(
     return removed, kept
 
 
-#: Control characters but newline and tab (a terminal acts on them: ESC starts sequences
-#: that clear the screen, set its title, write the clipboard).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Control characters but tab, and those that reorder text (a terminal acts on them: ESC
+#: starts sequences that clear the screen, set its title, write the clipboard; a newline or
+#: a right-to-left override can fake a line of output).
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
@@ -396,7 +397,7 @@ def printable(text: str) -> str:
     (Names and a recording's strings may hold anything.)
     """
     enc = getattr(sys.stdout, "encoding", None) or "utf-8"
-    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    text = _CONTROLS.sub(lambda m: repr(m.group())[1:-1], text)
     return text.encode(enc, "backslashreplace").decode(enc, "replace")
 
 

@@ -26,6 +26,7 @@ import hmac
 import http.server
 import ipaddress
 import json
+import math
 import os
 import re
 import secrets
@@ -93,6 +94,7 @@ class ViewerServer(http.server.ThreadingHTTPServer):
         self._deadlines: dict[_Handler, float] = {}
         self._watch = threading.Condition()
         self._watcher: threading.Thread | None = None
+        self._wakes_at = math.inf  # (when the watcher looks next)
         self._closed = False
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -137,15 +139,14 @@ class ViewerServer(http.server.ThreadingHTTPServer):
             if seconds is None:
                 self._deadlines.pop(client, None)
                 return
-            idle = not self._deadlines
-            self._deadlines[client] = time.monotonic() + seconds
+            deadline = self._deadlines[client] = time.monotonic() + seconds
             if self._watcher is None:
                 self._watcher = threading.Thread(
                     target=self._hang_up_on_late_clients, name="gym-recording-viewer-timeouts"
                 )
                 self._watcher.daemon = True
                 self._watcher.start()
-            elif idle:  # (the watcher waits for a deadline; one waiting for the first needs none)
+            elif deadline < self._wakes_at:  # (else it looks at this one in time)
                 self._watch.notify()
 
     def _hang_up_on_late_clients(self) -> None:
@@ -156,8 +157,8 @@ class ViewerServer(http.server.ThreadingHTTPServer):
                     if deadline <= now:
                         del self._deadlines[client]
                         client.hang_up()
-                soonest = min(self._deadlines.values(), default=None)
-                self._watch.wait(None if soonest is None else soonest - now)
+                self._wakes_at = min(self._deadlines.values(), default=math.inf)
+                self._watch.wait(None if self._wakes_at == math.inf else self._wakes_at - now)
 
     def _close_root(self) -> None:
         fd, self.root_fd = self.root_fd, -1

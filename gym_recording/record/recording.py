@@ -535,8 +535,9 @@ class TraceRecording(RowsMixin, BatchingMixin):
         if self.record_infos:
             self._values.take_back(ep, steps - ep.act_start)
         if ep.frame_start >= 0:
-            n = self._frames.n  # type: ignore[union-attr]
-            ep.frame_stop = min(n, ep.frame_start + obs_stop - ep.obs_start)
+            frames: Any = self._frames
+            frames.truncate(ep.frame_start + obs_stop - ep.obs_start)  # (if it put one more)
+            ep.frame_stop = frames.n
         ep.keys, ep.options = keys, None if ep.part else ep.options
         self._recorders.sync(-1, None, self._values)  # (first: no step stored with no episode)
         self._open = None  # (a store, then a list's append: no signal is handled between)

@@ -465,7 +465,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 rows += [(f"metadata, writer {w.writer}", w.metadata) for w in rec.writers]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
-        print(printable(f"{k:<{width}}  {v}"))
+        print(printable(f"{k:<{width}}  {v}".replace("\n", "\\n")))  # (one line each)
     if damaged is not None:
         _err(
             f"read {len(lengths)} of {len(rec)} episodes (the steps, lengths and returns above "

@@ -385,10 +385,10 @@ def remove_temp_files(
     return removed, kept
 
 
-#: Control characters but tab, and those that reorder text (a terminal acts on them: ESC
-#: starts sequences that clear the screen, set its title, write the clipboard; a newline or
-#: a right-to-left override can fake a line of output).
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: Control characters but tab and newline, and those that reorder or break text (a terminal
+#: acts on them: ESC starts sequences that clear the screen, set its title, write the
+#: clipboard; a right-to-left override can fake what a line says).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

@@ -501,12 +501,12 @@ def test_a_ctrl_c_in_the_hand_over_before_a_partial_reset_ends_no_episode(
 
 
 class _CloseAt:
-    """A trace function that closes ``env`` at the ``line``-th line the recorder runs, as a
+    """A trace function that calls ``act()`` at the ``line``-th line the recorder runs, as a
     signal's handler that closes the recording (``signal.signal(SIGALRM, lambda *_:
-    env.close())``) may run at any line."""
+    env.close())``) or ends its episode may run at any line."""
 
-    def __init__(self, env: Any, line: int) -> None:
-        self.env, self.line, self.seen, self.fired = env, line, 0, False
+    def __init__(self, act: Any, line: int) -> None:
+        self.act, self.line, self.seen, self.fired = act, line, 0, False
 
     def __call__(self, frame: Any, event: str, arg: Any) -> Any:
         name = frame.f_code.co_filename
@@ -520,7 +520,7 @@ class _CloseAt:
             if self.seen == self.line:
                 self.fired = True
                 sys.settrace(None)
-                self.env.close()
+                self.act()
         return None if self.fired else self._local
 
 
@@ -553,14 +553,17 @@ class _Counter(gymnasium.Env[Any, Any]):
 
 @pytest.mark.parametrize("accelerated", [True, False], ids=["C", "plain"])
 @pytest.mark.parametrize("step", [2, 4], ids=["mid-episode", "last"])
-def test_a_close_at_any_line_of_a_step_leaves_a_recording_that_reads_aligned(
-    tmp_path, monkeypatch, accelerated, step
+@pytest.mark.parametrize("call", ["close", "end_episode"])
+def test_a_close_or_end_at_any_line_of_a_step_leaves_a_recording_that_reads_aligned(
+    tmp_path, monkeypatch, accelerated, step, call
 ):
-    """A signal's handler that closes the recording may run at any line of a step's Python
-    code. A close just after the step's info was kept wrote that info with the episode (one
-    info more than its steps: the recording did not load); a close inside the C step's
-    on_flags crashed. At every line, what is written reads back with every step, info and
-    rendered frame where it belongs."""
+    """A signal's handler that closes the recording, or ends its episode, may run at any
+    line of a step's Python code. A close just after the step's info was kept wrote that
+    info with the episode (one info more than its steps: the recording did not load), and
+    so did an end just before it was kept; a close inside the C step's on_flags crashed. At
+    every line, what is written reads back with every step, info and rendered frame where
+    it belongs (the step itself is refused or kept whole). Not with compressed rendered
+    frames: a close inside their stream's own code still fails there."""
     from gym_recording.record import steps as steps_module
 
     if not accelerated:
@@ -575,11 +578,11 @@ def test_a_close_at_any_line_of_a_step_leaves_a_recording_that_reads_aligned(
         env.reset()
         for _ in range(step - 1):  # (the steps before the one closed in)
             env.step(0)
-        close = _CloseAt(env, line)
+        close = _CloseAt(env.close if call == "close" else env.recording.end_episode, line)
         sys.settrace(close)
         try:
             env.step(0)
-        except gym_recording.RecordingClosedError:
+        except gym_recording.RecordingError:  # (closed, or no episode open: refused)
             pass
         finally:
             sys.settrace(None)

@@ -436,8 +436,11 @@ class TraceRecording(RowsMixin, BatchingMixin):
         """
         if self._recorders.keep_rows:  # (the rows may change: none is appended until synced)
             self._recorders.withdraw_rows()
+        ep: Any = self._open
         try:
-            self._values.keep_step_info(self._open, info)  # type: ignore[arg-type]
+            self._values.keep_step_info(ep, info)
+            if self._open is not ep:  # (ended meanwhile by a signal's handler: not its info)
+                self._values.take_back(ep, ep.act_stop - ep.act_start)
             if self._values.full:
                 self._room = min(self._room, self._writer.write_after(len(self._rew.buf) >> 3))
                 self._sync_room()

@@ -62,11 +62,15 @@ class _Interrupt:
                     _source_line(frame)
                 ):
                     return self._local
-                handler = signal.getsignal(signal.SIGINT)
-                if handler is signal.default_int_handler:
-                    raise KeyboardInterrupt
-                handler(signal.SIGINT, frame)  # type: ignore[operator]  # (held back)
+                self.fire(frame)
         return self._local
+
+    def fire(self, frame: Any) -> None:
+        """What a signal's handler does there: Ctrl-C's (or the handler that holds it back)."""
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is signal.default_int_handler:
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)  # type: ignore[operator]  # (held back)
 
 
 def _source_line(frame: Any) -> str:
@@ -500,28 +504,17 @@ def test_a_ctrl_c_in_the_hand_over_before_a_partial_reset_ends_no_episode(
         assert sorted((ep.seed, ep.length) for ep in rec) == [(0, 6), (1, 6)]
 
 
-class _CloseAt:
-    """A trace function that calls ``act()`` at the ``line``-th line the recorder runs, as a
-    signal's handler that closes the recording (``signal.signal(SIGALRM, lambda *_:
-    env.close())``) or ends its episode may run at any line."""
+class _CloseAt(_Interrupt):
+    """An :class:`_Interrupt` whose handler calls ``act()``, as a signal's handler that closes
+    the recording (``signal.signal(SIGALRM, lambda *_: env.close())``) or ends its episode."""
 
     def __init__(self, act: Any, line: int) -> None:
-        self.act, self.line, self.seen, self.fired = act, line, 0, False
+        super().__init__(line)
+        self.act = act
 
-    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
-        name = frame.f_code.co_filename
-        if self.fired or name.endswith("lifetime.py") or "gym_recording" not in name:
-            return None  # (lifetime.py: see _Interrupt)
-        return self._local
-
-    def _local(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line" and not self.fired:
-            self.seen += 1
-            if self.seen == self.line:
-                self.fired = True
-                sys.settrace(None)
-                self.act()
-        return None if self.fired else self._local
+    def fire(self, frame: Any) -> None:
+        sys.settrace(None)
+        self.act()
 
 
 class _Counter(gymnasium.Env[Any, Any]):

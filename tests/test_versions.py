@@ -63,3 +63,29 @@ def test_verify_finds_nothing_wrong_in_an_earlier_release_s_recording(version, c
     assert report.read_all and report.problem_count == 0
     expected = _expected(version, case)
     assert report.episodes == sum(len(eps) for eps in expected.values())
+
+
+@pytest.mark.parametrize("version", sorted({v for v, _ in CASES}))
+def test_recording_on_into_an_earlier_release_s_folder_keeps_both(version, tmp_path):
+    import gymnasium as gym
+
+    d = tmp_path / "traces"
+    shutil.copytree(VERSIONS_DIR / version / "cartpole", d)
+    env = gym_recording.TraceRecordingWrapper(gym.make("CartPole-v1"), d)
+    env.reset(seed=1)
+    resets = 1
+    for i in range(40):
+        *_, terminated, truncated, _ = env.step(i & 1)
+        if terminated or truncated:
+            env.reset()
+            resets += 1
+    env.close()
+    expected = _expected(version, "cartpole")
+    with gym_recording.load(d) as rec:
+        got = recording_digest(rec)
+    (old,) = expected
+    new = set(got) - {old}
+    assert len(new) == 1
+    assert [e["observations"] for e in got[old]] == [e["observations"] for e in expected[old]]
+    assert len(got[new.pop()]) == resets  # (this version's episodes, beside them)
+    assert gym_recording.verify(d).ok

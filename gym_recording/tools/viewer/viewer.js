@@ -1593,6 +1593,7 @@
     state.listed = new Map(listing.files.map((f) => [f.name, f.size]));
     const names = [...stamps.keys()].filter((n) => MANIFEST_RE.test(n)).sort();
     let changed = false;
+    const stale = []; // the writers whose manifest changed since the last poll
     for (const name of names) {
       const id = MANIFEST_RE.exec(name)[1];
       let writer = state.writers.get(name);
@@ -1603,12 +1604,16 @@
       }
       if (!WRITER_ID_RE.test(id)) {
         setError(name, `${name}: writer id ${show(id)} does not match [A-Za-z0-9_-]+(.[A-Za-z0-9_-]+)*`);
-        continue;
+      } else if (writer.stamp !== stamps.get(name)) {
+        stale.push(writer);
       }
-      if (writer.stamp === stamps.get(name)) continue; // unchanged since the last poll
+    }
+    // Their manifests are fetched side by side (as many at once as `limited` lets through).
+    await Promise.all(stale.map(async (writer) => {
+      const { name } = writer;
       const bytes = await getBytes(name);
       writer.stamp = stamps.get(name);
-      if (bytes === null) continue;
+      if (bytes === null) return;
       try {
         writer.manifest = parseManifest(parseJson(bytes, name), name);
         state.errors.delete(name);
@@ -1618,7 +1623,7 @@
         setError(name, describe(err));
       }
       changed = true;
-    }
+    }));
     // Load the batches not read yet (batch files never change once listed; see FORMAT.md §2),
     // at most BATCHES_A_POLL of them, each writer's in order: the episodes they complete are
     // shown while the next poll, at once, reads on.

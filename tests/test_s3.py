@@ -1084,3 +1084,58 @@ def test_download_into_a_cache_where_no_directory_can_be_made(s3: S3Server, tmp_
     directory = storage_s3.download_recording(url, cache_dir=str(tmp_path / "cache"))
     assert directory.startswith(str(tmp_path / "cache"))
     assert len(gym_recording.load(directory)) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# A password in the URL (HTTP and FTP servers on 127.0.0.1)
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_password_in_the_url_stays_out_of_messages_and_names(tmp_path: Path) -> None:
+    """A recording read over HTTP from a URL holding a password: it reads, and neither the
+    recording's name, its repr, a damaged file's error, the CLI's info nor an unreachable
+    server's errors (reading and writing) show the password."""
+    import functools
+    import http.server
+
+    record(str(tmp_path / "srv" / "rec"), seed=1, episodes=2)
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path / "srv"))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://ann:s3cret@127.0.0.1:{server.server_address[1]}/rec"
+        with gym_recording.load(url) as rec:
+            assert len(rec) == 2
+            assert rec.directory == url.replace(":s3cret@", ":***@")
+            assert "s3cret" not in repr(rec)
+        info = subprocess.run(
+            [sys.executable, "-m", "gym_recording", "info", url],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "ann:***@" in info.stdout and "s3cret" not in info.stdout + info.stderr
+        for blob in (tmp_path / "srv" / "rec").glob("*.bin"):
+            blob.unlink()
+        with gym_recording.load(url) as rec, pytest.raises(TraceFormatError) as err:
+            rec[0]
+        assert "ann:***@" in str(err.value) and "s3cret" not in str(err.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:  # (a port nothing listens on)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"ftp://ann:s3cret@127.0.0.1:{port}/rec"
+    with pytest.raises(ReadError) as read_err:
+        gym_recording.load(url)
+    with pytest.raises(RecordingError) as write_err:
+        gym_recording.TraceRecording(url)
+    for exc in (read_err.value, write_err.value):
+        assert "ann:***@" in str(exc) and "s3cret" not in str(exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -66,8 +67,10 @@ class FsspecStorage:
         create: bool = True,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        fsspec = require("fsspec", "remote", f"reading or writing {url!r}")
-        self.url = url
+        #: The URL as given (for fsspec), and as shown: with its password hidden.
+        self.url, self.shown = url, redacted(url)
+        shown = self.shown
+        fsspec = require("fsspec", "remote", f"reading or writing {shown!r}")
         self._fetched: OrderedDict[tuple[str, int | None], bytes] = OrderedDict()  # (prefetch)
         self._fetched_bytes = 0
         try:
@@ -75,20 +78,20 @@ class FsspecStorage:
             self._pid = os.getpid()
         except ImportError as exc:  # the protocol's package (s3fs, gcsfs ...) is missing
             if getattr(exc, "name", None) == "s3fs" or "s3fs" in str(exc):
-                raise DependencyNotInstalled.for_extra("s3fs", "remote", repr(url)) from exc
-            msg = f"{url!r} needs a package that is not installed: {exc}"
+                raise DependencyNotInstalled.for_extra("s3fs", "remote", repr(shown)) from exc
+            msg = f"{shown!r} needs a package that is not installed: {exc}"
             raise DependencyNotInstalled(msg) from exc
         except ValueError as exc:  # an unknown protocol
-            msg = f"cannot open {url!r}: {exc}"
-            raise RecordingError(msg) from exc
+            msg = f"cannot open {shown!r}: {exc}"
+            raise RecordingError(redacted(msg)) from exc
         except OSError as exc:  # a filesystem that connects as it is made (ftp://, sftp://)
             if not create:
-                raise _read_error("cannot reach the recording location", url, exc) from exc
-            msg = f"cannot reach the recording location {url!r}: {exc}; {_CHECK}"
-            raise RecordingError(msg) from exc
+                raise _read_error("cannot reach the recording location", shown, exc) from exc
+            msg = f"cannot reach the recording location {shown!r}: {exc}; {_CHECK}"
+            raise RecordingError(redacted(msg)) from exc
         self.root = root.rstrip("/")
         #: Files worth fetching at once (:meth:`prefetch`): 32 on an asynchronous filesystem.
-        asyn = require("fsspec.asyn", "remote", f"reading {url!r}")
+        asyn = require("fsspec.asyn", "remote", f"reading {shown!r}")
         self.parallel_reads = 32 if isinstance(self.fs, asyn.AsyncFileSystem) else 1
         if create:
             try:
@@ -97,21 +100,22 @@ class FsspecStorage:
             except PermissionError as exc:
                 # Credentials that may write objects but not inspect or create the bucket:
                 # go on, and let the first write say whether writing is allowed.
-                logger.warning("could not check or create %s (%s); writing anyway", url, exc)
+                why = redacted(str(exc))
+                logger.warning("could not check or create %s (%s); writing anyway", shown, why)
             except Exception as exc:  # any backend error: say where, keep the cause
-                msg = f"cannot create the recording location {url!r}: {exc}; {_CHECK}"
-                raise RecordingError(msg) from exc
+                msg = f"cannot create the recording location {shown!r}: {exc}; {_CHECK}"
+                raise RecordingError(redacted(msg)) from exc
         else:
             try:
                 self.fs.invalidate_cache(self.root)
                 ok = self.fs.isdir(self.root)
                 a_file = not ok and self.fs.isfile(self.root)
             except Exception as exc:
-                raise _read_error("cannot read the recording location", url, exc) from exc
+                raise _read_error("cannot read the recording location", shown, exc) from exc
             if not ok:
                 what = "it is a file: give the prefix of its recording" if a_file else ""
-                msg = f"expected a recording at {url!r}, but {what or 'nothing is stored there'}"
-                raise TraceFormatError(msg, url)
+                msg = f"expected a recording at {shown!r}, but {what or 'nothing is stored there'}"
+                raise TraceFormatError(msg, shown)
 
     @property
     def fs(self) -> Any:
@@ -127,17 +131,17 @@ class FsspecStorage:
 
     @property
     def location(self) -> str:
-        """The URL."""
-        return self.url
+        """The URL, its password hidden (:func:`redacted`)."""
+        return self.shown
 
     def _path(self, name: str) -> str:
         if not is_plain_name(name):
             msg = f"expected a plain file name inside the recording, got {name!r}"
-            raise TraceFormatError(msg, self.url)
+            raise TraceFormatError(msg, self.shown)
         return f"{self.root}/{name}"
 
     def _where(self, name: str) -> str:
-        return f"{self.url.rstrip('/')}/{name}"
+        return f"{self.shown.rstrip('/')}/{name}"
 
     def write_atomic(
         self, name: str, chunks: Iterable[BytesLike], *, sync_directory: bool = True
@@ -155,7 +159,7 @@ class FsspecStorage:
             self.fs.pipe_file(path, data)
         except Exception as exc:  # botocore/aiohttp errors are not all OSError
             msg = f"could not write {self._where(name)!r} ({exc}); nothing of it was published"
-            raise WriteError(f"{msg}; {_CHECK}") from exc
+            raise WriteError(redacted(f"{msg}; {_CHECK}")) from exc
         return len(data)
 
     def write_files(self, files: Sequence[FileToWrite], published: list[str]) -> None:
@@ -239,7 +243,7 @@ class FsspecStorage:
         except FileNotFoundError:
             return []
         except Exception as exc:
-            raise _read_error("cannot list the recording location", self.url, exc) from exc
+            raise _read_error("cannot list the recording location", self.shown, exc) from exc
         names = []
         for e in entries:
             path = str(e["name"])
@@ -263,9 +267,26 @@ class FsspecStorage:
         self.fs.rm_file(self._path(name))
 
     def __repr__(self) -> str:
-        return f"<FsspecStorage {self.url!r}>"
+        return f"<FsspecStorage {self.shown!r}>"
 
 
 def _read_error(what: str, where: str, exc: BaseException) -> ReadError:
     """The error of a read the storage failed (not a damaged file): what, where, and why."""
-    return ReadError(f"{where}: {what}: {type(exc).__name__}: {exc}; {_CHECK}, then read again")
+    msg = f"{where}: {what}: {type(exc).__name__}: {exc}; {_CHECK}, then read again"
+    return ReadError(redacted(msg))
+
+
+_PASSWORD = re.compile(r"(?<=//)([^/?#@:\s]*):[^/?#@\s]*@")
+
+
+def redacted(text: str) -> str:
+    """``text`` with the password of each URL in it hidden (``ftp://user:***@host/...``).
+
+    Messages and logs name a recording by its URL, and a backend's error may quote the URL
+    it was given; a password written into the URL stays out of them.
+
+    Example:
+        >>> redacted("cannot read 'ftp://ann:s3cret@host/run1': timed out")
+        "cannot read 'ftp://ann:***@host/run1': timed out"
+    """
+    return _PASSWORD.sub(r"\1:***@", text)

@@ -385,7 +385,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         sizes: list[int | None] = []  # (of the files FORMAT.md §1 names: no backup, no temp)
         if is_url(rec.directory):  # (as listed by the object store; "-" if it cannot be)
             try:
-                fs, root = require("fsspec", "remote", "info").core.url_to_fs(rec.directory)
+                # (the URL as given: the recording's directory hides its password)
+                fs, root = require("fsspec", "remote", "info").core.url_to_fs(args.directory)
                 sizes = [
                     e["size"]
                     for e in fs.ls(root, detail=True)

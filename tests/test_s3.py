@@ -1093,8 +1093,9 @@ def test_download_into_a_cache_where_no_directory_can_be_made(s3: S3Server, tmp_
 
 def test_a_password_in_the_url_stays_out_of_messages_and_names(tmp_path: Path) -> None:
     """A recording read over HTTP from a URL holding a password: it reads, and neither the
-    recording's name, its repr, a damaged file's error, the CLI's info nor an unreachable
-    server's errors (reading and writing) show the password."""
+    recording's name, its repr, a damaged file's error, the CLI's info, a writer's directory
+    nor an unreachable server's errors (reading and writing) show the password; the
+    wrapper's spec keeps the URL as given (gym.make of it writes there again)."""
     import functools
     import http.server
 
@@ -1129,6 +1130,14 @@ def test_a_password_in_the_url_stays_out_of_messages_and_names(tmp_path: Path) -
     finally:
         server.shutdown()
         server.server_close()
+    url = "memory://ann:s3cret@host/password-run"  # (the writer's side, in memory)
+    env = gym_recording.TraceRecordingWrapper(gymnasium.make("CartPole-v1"), url)
+    env.reset(seed=0)
+    env.step(0)
+    env.close()
+    assert env.directory == "memory://ann:***@host/password-run"
+    assert env.spec is not None and env.spec.additional_wrappers[-1].kwargs["directory"] == url
+    assert len(gym_recording.load(url)) == 1  # (the spec's URL, as given, makes it again)
     with socket.socket() as s:  # (a port nothing listens on)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

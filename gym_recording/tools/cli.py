@@ -272,7 +272,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     writer = env.recording.writer_id
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
-        with load(env.directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
+        with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
             returns: list[float] = []
             steps = 0  # (as recorded: an interrupted step may be)
             for ep in rec:  # (one at a time: a long run's episodes need not fit in memory)

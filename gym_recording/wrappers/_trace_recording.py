@@ -21,6 +21,7 @@ from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.record.writer import checked_batch_bytes
+from gym_recording.storage import is_url
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._subenvs import foreign_vector_error
 
@@ -274,7 +275,9 @@ class TraceRecordingWrapper(
         )
         #: The directory the traces are written to.
         self.directory: str = self.recording.directory
-        self._saved_kwargs["directory"] = self.directory  # (None made one: env.spec names it)
+        # (None made one: env.spec names it; a URL stays as given, with its password if any)
+        given = os.fspath(directory) if directory is not None else None
+        self._saved_kwargs["directory"] = given if given and is_url(given) else self.directory
         self.record_infos = record_infos
         self.episode_trigger = episode_trigger
         #: The index of the current episode (``-1`` before the first reset).

@@ -272,7 +272,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
     writer = env.recording.writer_id
     env_id = base.spec.id if base.spec is not None else args.env_id  # (not MODULE:ENV_ID)
     try:
-        with load(directory) as rec:  # (this run's episodes: --dir may hold earlier ones)
+        # (this run's episodes: --dir may hold earlier ones; the env may have changed the
+        # working directory, and a URL's shown name hides its password: as given then)
+        written = args.dir if args.dir is not None and is_url(args.dir) else env.directory
+        with load(written) as rec:
             returns: list[float] = []
             steps = 0  # (as recorded: an interrupted step may be)
             for ep in rec:  # (one at a time: a long run's episodes need not fit in memory)

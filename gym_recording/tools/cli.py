@@ -674,7 +674,8 @@ def _parser() -> argparse.ArgumentParser:
             "decompress",
             None,
             "raw",
-            "stored raw: a recording that every reader reads, zero-copy.",
+            "stored raw, read zero-copy by every reader of its version (recorded infos "
+            "keep their columns: FORMAT.md's opening says which readers read them).",
         ),
     ):
         c = sub.add_parser(

@@ -46,7 +46,8 @@ def recode(
             trace files, apart from ``directory``: neither it (by another path), nor inside
             it, nor holding it.
         compression: ``"zstd"`` to compress each array that shrinks, ``None`` to store
-            every array raw (a recording any version 1 or 2.0 reader reads).
+            every array raw (arrays any version 1 or 2.0 reader reads; recorded infos keep
+            their columns, which a 2.0 reader does not see: FORMAT.md's opening).
         compression_level: zstd's level, 1 to 22 (default 3).
 
     Returns:

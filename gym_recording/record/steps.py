@@ -193,7 +193,10 @@ class Recorders:
 
     def stepper(self) -> int:
         """The thread in one's step (0: none; see :attr:`StepRecorder.stepper`)."""
-        return next((r.stepper for r in self._all if r.stepper), 0)
+        for r in self._all:
+            if stepper := r.stepper:
+                return stepper
+        return 0
 
     def withdraw_rows(self) -> None:
         """Stop each appending to info rows (before the rows change hands)."""

@@ -337,12 +337,15 @@ class TraceRecordingWrapper(
         ended_at = now()  # (the last episode's end: the env's reset, which may take time)
         self.episode_id += 1
         recording = False  # (whether add_reset, or end_episode, is called)
-        given = options_as_given(options)
+        given = None if options is None else options_as_given(options)
         try:
             if stepped is not None:
                 result, obs, info = stepped, stepped[0], stepped[4]
             elif self._gymnasium_env:
-                result = self.env.reset(seed=seed, options=options, **kwargs)
+                if kwargs:
+                    result = self.env.reset(seed=seed, options=options, **kwargs)
+                else:  # (the common call: no dict built and merged)
+                    result = self.env.reset(seed=seed, options=options)
                 obs, info = result
             else:
                 if seed is not None:
@@ -425,7 +428,8 @@ class TraceRecordingWrapper(
                         self.recording.end_episode()
                     raise
                 return result
-            return self._record(action, result)
+            record = self._record  # (an instance attribute: LOAD_METHOD would not specialize)
+            return record(action, result)
         except Exception:  # (the env's own error: the episode goes on)
             if not self.recording.in_episode:  # (a step refused: the recording cut it)
                 self._active = self._rendering = False

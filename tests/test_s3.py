@@ -1148,3 +1148,18 @@ def test_a_password_in_the_url_stays_out_of_messages_and_names(tmp_path: Path) -
         gym_recording.TraceRecording(url)
     for exc in (read_err.value, write_err.value):
         assert "ann:***@" in str(exc) and "s3cret" not in str(exc)
+    (problems,) = gym_recording.verify(url).problems.values()  # (the place named once)
+    assert problems[0].startswith("cannot reach the recording location: "), problems
+
+
+def test_a_relative_local_url_is_kept_absolute_in_the_wrapper_s_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``local://rel`` is a path, relative to the working directory when it is made: the
+    spec names it absolute, as it names a relative plain path (gym.make of the spec
+    writes there after a change of directory)."""
+    monkeypatch.chdir(tmp_path)
+    env = gym_recording.TraceRecordingWrapper(gymnasium.make("CartPole-v1"), "local://rel")
+    env.close()
+    assert env.spec is not None
+    assert env.spec.additional_wrappers[-1].kwargs["directory"] == str(tmp_path / "rel")

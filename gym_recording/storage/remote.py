@@ -276,7 +276,7 @@ def _read_error(what: str, where: str, exc: BaseException) -> ReadError:
     return ReadError(redacted(msg))
 
 
-_PASSWORD = re.compile(r"(?<=//)([^/?#@:\s]*):[^/?#@\s]*@")
+_PASSWORD = re.compile(r"(?<=//)([^/?#@:\s]*):[^/?#\s]*@")  # (to the last @: fsspec's split)
 
 
 def redacted(text: str) -> str:
@@ -288,5 +288,7 @@ def redacted(text: str) -> str:
     Example:
         >>> redacted("cannot read 'ftp://ann:s3cret@host/run1': timed out")
         "cannot read 'ftp://ann:***@host/run1': timed out"
+        >>> redacted("ftp://ann:p@ss@host/run@1")
+        'ftp://ann:***@host/run@1'
     """
     return _PASSWORD.sub(r"\1:***@", text)

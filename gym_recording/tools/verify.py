@@ -43,6 +43,7 @@ from gym_recording.format.spaces import space_breaches, space_from_json
 from gym_recording.format.wire import version_breach
 from gym_recording.read.recording import load, read_ahead, read_batch
 from gym_recording.storage import LocalStorage, Storage, open_storage
+from gym_recording.storage.remote import redacted
 
 __all__ = [
     "CLEAN_MIN_AGE",
@@ -173,8 +174,10 @@ class VerifyReport:
 
 
 def _without(where: str, text: str) -> str:
-    """``text`` without a leading ``where: `` (the report names the place once)."""
-    return text.removeprefix(f"{where.rstrip('/')}: ").removeprefix(f"{where}: ")
+    """``text`` without a leading ``where: ``, or its password hidden: the place named once."""
+    for place in dict.fromkeys((where, redacted(where))):
+        text = text.removeprefix(f"{place.rstrip('/')}: ").removeprefix(f"{place}: ")
+    return text
 
 
 def _message(exc: TraceFormatError) -> str:

@@ -21,7 +21,7 @@ from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.record.writer import checked_batch_bytes
-from gym_recording.storage import is_url
+from gym_recording.storage import local_path
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._subenvs import foreign_vector_error
 
@@ -277,7 +277,8 @@ class TraceRecordingWrapper(
         self.directory: str = self.recording.directory
         # (None made one: env.spec names it; a URL stays as given, with its password if any)
         given = os.fspath(directory) if directory is not None else None
-        self._saved_kwargs["directory"] = given if given and is_url(given) else self.directory
+        remote = given is not None and local_path(given) is None
+        self._saved_kwargs["directory"] = given if remote else self.directory
         self.record_infos = record_infos
         self.episode_trigger = episode_trigger
         #: The index of the current episode (``-1`` before the first reset).

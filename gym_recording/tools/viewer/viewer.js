@@ -1609,21 +1609,28 @@
       }
     }
     // Their manifests are fetched side by side (as many at once as `limited` lets through).
-    await Promise.all(stale.map(async (writer) => {
+    // (all fetched before any is taken, in name order: none is left running when one fails)
+    const fetched = await Promise.allSettled(stale.map((writer) => getBytes(writer.name)));
+    let failure = null;
+    stale.forEach((writer, i) => {
       const { name } = writer;
-      const bytes = await getBytes(name);
+      const got = fetched[i];
+      if (got.status === "rejected") {
+        failure = failure || got.reason; // (retried at the next poll: not stamped)
+        return;
+      }
       writer.stamp = stamps.get(name);
-      if (bytes === null) return;
+      if (got.value === null) return;
       try {
-        writer.manifest = parseManifest(parseJson(bytes, name), name);
+        writer.manifest = parseManifest(parseJson(got.value, name), name);
         state.errors.delete(name);
       } catch (err) {
-        if (err instanceof FetchError) throw err;
         writer.manifest = null; // refused, as the Python reader refuses it
         setError(name, describe(err));
       }
       changed = true;
-    }));
+    });
+    if (failure) throw failure;
     // Load the batches not read yet (batch files never change once listed; see FORMAT.md §2),
     // at most BATCHES_A_POLL of them, each writer's in order: the episodes they complete are
     // shown while the next poll, at once, reads on.

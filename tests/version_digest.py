@@ -1,6 +1,6 @@
 """What a reader returned for a recording, as JSON that another version's reader must equal.
 
-Used by ``tests/data/versions/make_cases.py`` (run with an earlier release's package) and by
+Used by ``tests/data/versions/write_versions.py`` (run with an earlier release's package) and by
 ``tests/test_versions.py`` (today's). Arrays are their dtype, shape and SHA-256; floats are
 exact (``float.hex``); containers keep their kind; dict keys are sorted (a dict's key order
 is not part of what the format keeps).

@@ -3,7 +3,7 @@
 Run from the repository's root with an earlier release's package first on the path::
 
     git archive <commit> | tar -x -C /tmp/old
-    PYTHONPATH=/tmp/old:tests python tests/data/versions/make_cases.py tests/data/versions/2.0
+    PYTHONPATH=/tmp/old:tests python tests/data/versions/write_versions.py tests/data/versions/2.0
 
 It records each case the installed version can write (``compression`` needs format 2.1,
 ``record_render`` 2.2), then reads every case back with that same version's reader and

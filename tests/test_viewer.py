@@ -1609,3 +1609,41 @@ def test_frame_stacks_are_shown_and_small_grids_are_not(
     )
     assert names == ["obs.stack"]
     assert not viewer.error_visible()
+
+
+VERSIONS_DIR = ROOT / "tests" / "data" / "versions"
+VERSION_CASES = sorted(
+    (v.name, case)
+    for v in VERSIONS_DIR.iterdir()
+    if (v / "expected.json").is_file()
+    for case in json.loads((v / "expected.json").read_text(encoding="utf-8"))["cases"]
+)
+
+
+@pytest.mark.parametrize(("version", "case"), VERSION_CASES)
+def test_a_recording_of_an_earlier_release_shows_as_that_release_read_it(
+    open_viewer: Callable[[Path], Viewer], version: str, case: str, tmp_path: Path
+) -> None:
+    """Every episode of tests/data/versions (see tests/test_versions.py), each writer's in
+    its order, with the length and flags that release's own reader gave; each opens."""
+    doc = json.loads((VERSIONS_DIR / version / "expected.json").read_text(encoding="utf-8"))
+    expected = doc["cases"][case]
+    want = {
+        writer: [
+            (str(e["rewards"][2][0]), str(e["terminated"]).lower(), str(e["truncated"]).lower())
+            for e in episodes
+        ]
+        for writer, episodes in expected.items()
+    }
+    shutil.copytree(VERSIONS_DIR / version / case, tmp_path / case)
+    viewer = open_viewer(tmp_path / case)
+    viewer.wait_count(sum(len(e) for e in want.values()))
+    got: dict[str, list[tuple[str, str, str]]] = {}
+    for row in sorted(viewer.rows(), key=lambda r: int(r["index"])):
+        got.setdefault(row["writer"], []).append(
+            (row["length"], row["terminated"], row["truncated"])
+        )
+    assert got == want
+    for row in viewer.rows():
+        viewer.select(int(row["index"]))
+    assert not viewer.error_visible()

@@ -578,7 +578,7 @@ def _check_and_interrupt(proc: subprocess.Popen[str], url: str, recording: Path)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=60)  # (a bound, not a speed: loaded machines are slow)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -635,7 +635,7 @@ def _view_stderr(directory: Path) -> str:
         assert fetch(url, "/")[0] == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=15)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     return err
 

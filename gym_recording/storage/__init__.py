@@ -15,7 +15,15 @@ from gym_recording._errors import RecordingError
 from gym_recording.storage.base import BytesLike, Storage
 from gym_recording.storage.local import LocalStorage
 
-__all__ = ["BytesLike", "LocalStorage", "Storage", "is_url", "local_path", "open_storage"]
+__all__ = [
+    "BytesLike",
+    "LocalStorage",
+    "Storage",
+    "is_url",
+    "local_path",
+    "open_storage",
+    "to_open_again",
+]
 
 # ``scheme://...``, or a chained URL such as ``simplecache::s3://...``.
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(?:::[A-Za-z][A-Za-z0-9+.\-]*)*://")
@@ -83,3 +91,17 @@ def local_path(location: str | os.PathLike[str]) -> str | None:
             raise RecordingError(msg)
         return unquote(parts.path)
     return None if is_url(loc) else loc
+
+
+def to_open_again(given: str | os.PathLike[str], opened: str) -> str:
+    """Where to open a recording again, from a later working directory or another call.
+
+    ``given`` is the location as it was given, ``opened`` the storage's ``location`` (a
+    local path made absolute; a URL with its password hidden): a URL as given, else
+    ``opened``.
+
+    Example:
+        >>> to_open_again("traces", "/home/ann/traces"), to_open_again("ftp://a:pw@h/r", "")
+        ('/home/ann/traces', 'ftp://a:pw@h/r')
+    """
+    return os.fspath(given) if local_path(given) is None else opened

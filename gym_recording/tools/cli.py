@@ -31,7 +31,7 @@ from gym_recording.format.names import classify, holds_no_recording, no_recordin
 from gym_recording.read.recording import load
 from gym_recording.read.replay import install_hint
 from gym_recording.record import steps
-from gym_recording.storage import is_url, local_path
+from gym_recording.storage import is_url, to_open_again
 from gym_recording.tools._source import episodes, episodes_text
 from gym_recording.tools.verify import CLEAN_MIN_AGE, printable, verify_cli
 
@@ -274,8 +274,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     try:
         # (this run's episodes: --dir may hold earlier ones; the env may have changed the
         # working directory, and a URL's shown name hides its password: as given then)
-        remote = args.dir is not None and local_path(args.dir) is None
-        written = args.dir if remote else env.directory
+        written = env.directory if args.dir is None else to_open_again(args.dir, env.directory)
         with load(written) as rec:
             returns: list[float] = []
             steps = 0  # (as recorded: an interrupted step may be)

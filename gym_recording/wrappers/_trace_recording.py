@@ -21,7 +21,7 @@ from gym_recording.record.head import env_spec_json
 from gym_recording.record.lifetime import uninterrupted
 from gym_recording.record.recording import TraceRecording
 from gym_recording.record.writer import checked_batch_bytes
-from gym_recording.storage import local_path
+from gym_recording.storage import to_open_again
 from gym_recording.wrappers._render import RenderChoice, check_frames, render_choice, render_fps
 from gym_recording.wrappers._subenvs import foreign_vector_error
 
@@ -276,9 +276,8 @@ class TraceRecordingWrapper(
         #: The directory the traces are written to.
         self.directory: str = self.recording.directory
         # (None made one: env.spec names it; a URL stays as given, with its password if any)
-        given = os.fspath(directory) if directory is not None else None
-        remote = given is not None and local_path(given) is None
-        self._saved_kwargs["directory"] = given if remote else self.directory
+        given = self.directory if directory is None else to_open_again(directory, self.directory)
+        self._saved_kwargs["directory"] = given
         self.record_infos = record_infos
         self.episode_trigger = episode_trigger
         #: The index of the current episode (``-1`` before the first reset).
@@ -338,15 +337,12 @@ class TraceRecordingWrapper(
         ended_at = now()  # (the last episode's end: the env's reset, which may take time)
         self.episode_id += 1
         recording = False  # (whether add_reset, or end_episode, is called)
-        given = None if options is None else options_as_given(options)
+        given = options_as_given(options)
         try:
             if stepped is not None:
                 result, obs, info = stepped, stepped[0], stepped[4]
             elif self._gymnasium_env:
-                if kwargs:
-                    result = self.env.reset(seed=seed, options=options, **kwargs)
-                else:  # (the common call: no dict built and merged)
-                    result = self.env.reset(seed=seed, options=options)
+                result = self.env.reset(seed=seed, options=options, **kwargs)
                 obs, info = result
             else:
                 if seed is not None:
